@@ -1,0 +1,238 @@
+"""SQLAlchemy 2.x models of the catalog. Only ``crawler.catalog`` imports this module.
+
+Keyed by Hub revision and LFS oid: a file re-uploaded under the same name is a new analysis.
+Rows are never deleted by a crawl; vanished repos/files/quants get ``vanished_at``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Named constraints so Alembic batch mode (SQLite) can drop and recreate them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Declarative base with the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Repo(Base):
+    """One Hub model repo that holds (or held) GGUF files."""
+
+    __tablename__ = "repos"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo_id: Mapped[str] = mapped_column(String(256), unique=True)
+    author: Mapped[str | None] = mapped_column(String(128), index=True)
+    sha: Mapped[str | None] = mapped_column(String(64))
+    # sha whose files were all analysed; equal to ``sha`` when the repo is done (crash resume).
+    scanned_sha: Mapped[str | None] = mapped_column(String(64))
+    last_modified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    created_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    downloads: Mapped[int | None] = mapped_column(BigInteger)
+    likes: Mapped[int | None] = mapped_column(Integer)
+    gated: Mapped[str | None] = mapped_column(String(16))
+    private: Mapped[bool] = mapped_column(Boolean, default=False)
+    base_model: Mapped[str | None] = mapped_column(String(256), index=True)
+    tags: Mapped[list[Any] | None] = mapped_column(JSON)
+    card_data: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    scanned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    vanished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Quant(Base):
+    """One quant: a single GGUF file, or the shards of one split model grouped."""
+
+    __tablename__ = "quants"
+    __table_args__ = (UniqueConstraint("repo_pk", "path"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo_pk: Mapped[int] = mapped_column(ForeignKey("repos.id", ondelete="CASCADE"), index=True)
+    # The quant's key within the repo: the file path, or the first shard's path.
+    path: Mapped[str] = mapped_column(String(1024))
+    revision: Mapped[str | None] = mapped_column(String(64))
+    # Content key: LFS oids of the shards joined; changes when any shard is re-uploaded.
+    content_key: Mapped[str | None] = mapped_column(String(1024))
+    quant_label: Mapped[str | None] = mapped_column(String(64), index=True)
+    architecture: Mapped[str | None] = mapped_column(String(64), index=True)
+    base_model: Mapped[str | None] = mapped_column(String(256), index=True)
+    file_type: Mapped[int | None] = mapped_column(Integer)
+    shard_count: Mapped[int] = mapped_column(Integer, default=1)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    header_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    n_tensors: Mapped[int | None] = mapped_column(Integer)
+    n_params: Mapped[int | None] = mapped_column(BigInteger)
+    bpw: Mapped[float | None] = mapped_column(Float)
+    mtp_present: Mapped[bool | None] = mapped_column(Boolean)
+    mtp_state: Mapped[str | None] = mapped_column(String(32))
+    mtp_layers: Mapped[int | None] = mapped_column(Integer)
+    mtp_min_bits: Mapped[float | None] = mapped_column(Float)
+    mtp_preserved: Mapped[bool | None] = mapped_column(Boolean)
+    attn_min_bits: Mapped[float | None] = mapped_column(Float)
+    attn_preserved: Mapped[bool | None] = mapped_column(Boolean)
+    dynamic: Mapped[bool | None] = mapped_column(Boolean)
+    loadable_by_mainline: Mapped[bool | None] = mapped_column(Boolean)
+    claims: Mapped[list[Any] | None] = mapped_column(JSON)
+    # The full profile JSON (inspect's keys), for consumers that want more than the columns.
+    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    analysed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    vanished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class File(Base):
+    """One file of a repo as listed by the tree API (GGUF shards, mmproj, sidecars, ...)."""
+
+    __tablename__ = "files"
+    __table_args__ = (UniqueConstraint("repo_pk", "path"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo_pk: Mapped[int] = mapped_column(ForeignKey("repos.id", ondelete="CASCADE"), index=True)
+    quant_id: Mapped[int | None] = mapped_column(
+        ForeignKey("quants.id", ondelete="SET NULL"), index=True
+    )
+    path: Mapped[str] = mapped_column(String(1024))
+    # gguf | shard | part | mmproj | mtp_sidecar | other
+    kind: Mapped[str] = mapped_column(String(16))
+    shard_index: Mapped[int | None] = mapped_column(Integer)
+    shard_count: Mapped[int | None] = mapped_column(Integer)
+    size_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    lfs_oid: Mapped[str | None] = mapped_column(String(64), index=True)
+    blob_id: Mapped[str | None] = mapped_column(String(64))
+    # Revision at which this file's header was read; NULL until analysed.
+    revision: Mapped[str | None] = mapped_column(String(64))
+    analysed_oid: Mapped[str | None] = mapped_column(String(64))
+    header_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    analysed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    vanished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class TensorGroup(Base):
+    """Per-quant aggregate of one coarse tensor group (``v_tensor_groups``)."""
+
+    __tablename__ = "tensor_groups"
+    quant_id: Mapped[int] = mapped_column(
+        ForeignKey("quants.id", ondelete="CASCADE"), primary_key=True
+    )
+    group_name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    n_tensors: Mapped[int] = mapped_column(Integer)
+    n_params: Mapped[int] = mapped_column(BigInteger)
+    n_bytes: Mapped[int] = mapped_column(BigInteger)
+    bpw: Mapped[float | None] = mapped_column(Float)
+    min_bits: Mapped[float | None] = mapped_column(Float)
+    max_bits: Mapped[float | None] = mapped_column(Float)
+    types: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class TensorTable(Base):
+    """The raw tensor table and small metadata of a quant, compressed, for ``quants reprofile``."""
+
+    __tablename__ = "tensor_tables"
+    quant_id: Mapped[int] = mapped_column(
+        ForeignKey("quants.id", ondelete="CASCADE"), primary_key=True
+    )
+    revision: Mapped[str | None] = mapped_column(String(64))
+    # Encoding of ``data``: "json+zlib/1" = zlib(JSON {"metadata": {...}, "tensors": [...]})
+    encoding: Mapped[str] = mapped_column(String(32))
+    n_tensors: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class MemoryModel(Base):
+    """Memory-model coefficients of a quant: any (ctx, cache types, parallel, MTP) follows."""
+
+    __tablename__ = "memory_models"
+    quant_id: Mapped[int] = mapped_column(
+        ForeignKey("quants.id", ondelete="CASCADE"), primary_key=True
+    )
+    # "ok", or "unknown" when the architecture's memory rules are not modelled.
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    # Device weights without MTP block and routed experts; then those two apart.
+    weights_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    mtp_weights_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    expert_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    host_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # KV elements (K + V) per token of context over the layers whose cache grows with ctx, f16
+    # bytes per token (for a cheap SQL prefilter), and fixed bytes at f16 (SWA, recurrent).
+    kv_bytes_per_token_f16: Mapped[int | None] = mapped_column(BigInteger)
+    fixed_bytes_f16: Mapped[int | None] = mapped_column(BigInteger)
+    # The complete coefficient set, as serialised by crawler.fit.
+    coefficients: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class Scan(Base):
+    """One crawl pass (manual or scheduled)."""
+
+    __tablename__ = "scans"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # running | ok | failed | interrupted
+    status: Mapped[str] = mapped_column(String(16))
+    trigger: Mapped[str] = mapped_column(String(16), default="manual")
+    endpoint: Mapped[str | None] = mapped_column(String(512))
+    repos_seen: Mapped[int] = mapped_column(Integer, default=0)
+    repos_new: Mapped[int] = mapped_column(Integer, default=0)
+    repos_changed: Mapped[int] = mapped_column(Integer, default=0)
+    repos_unchanged: Mapped[int] = mapped_column(Integer, default=0)
+    quants_analysed: Mapped[int] = mapped_column(Integer, default=0)
+    files_analysed: Mapped[int] = mapped_column(Integer, default=0)
+    requests: Mapped[int] = mapped_column(Integer, default=0)
+    bytes_fetched: Mapped[int] = mapped_column(BigInteger, default=0)
+    errors: Mapped[int] = mapped_column(Integer, default=0)
+    params: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    message: Mapped[str | None] = mapped_column(Text)
+
+
+class ScanError(Base):
+    """A failure during a scan: recorded, never fatal to the pass."""
+
+    __tablename__ = "scan_errors"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    scan_id: Mapped[int] = mapped_column(ForeignKey("scans.id", ondelete="CASCADE"), index=True)
+    repo_id: Mapped[str | None] = mapped_column(String(256), index=True)
+    path: Mapped[str | None] = mapped_column(String(1024))
+    # http_429 | http_5xx | reset | timeout | truncated | range_ignored | gated | private |
+    # not_found | vanished | changed | malformed_gguf | budget | other
+    kind: Mapped[str] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CrawlState(Base):
+    """Small key/value state of the crawler (listing cursors)."""
+
+    __tablename__ = "crawl_state"
+    key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+Index("ix_quants_live", Quant.vanished_at, Quant.size_bytes)

@@ -1,0 +1,81 @@
+"""The ``quants`` command line: parse, build settings, call the library, render.
+
+``main()`` is the one place that turns a :class:`~crawler.errors.QuantsError` into a one-line
+message with a hint and an exit code (0 ok, 1 error, 2 usage, 3 nothing fits).
+Command modules import their heavy dependencies lazily so ``quants --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from crawler.cli import db_cmd, sql_cmd  # noqa: F401  (registers commands)
+from crawler.cli._app import app
+
+__all__ = ["app", "main"]
+
+# Error type name -> hint; looked up along the exception's MRO (the huggingface_hub pattern).
+_HINTS: dict[str, str] = {
+    "ConfigError": "check the QUANTS_* environment variables and flags (see README)",
+    "UsageError": "see `quants COMMAND --help`",
+    "HubNotFound": "check the repo id and file path; private repos need HF_TOKEN",
+    "HubGated": "accept the repo's terms on the Hub and set HF_TOKEN",
+    "HubRateLimited": "wait and retry, or set HF_TOKEN for a larger rate limit",
+    "HubUnavailable": "the Hub (or network) failed; retry later",
+    "HubBudgetExhausted": "raise QUANTS_MAX_REQUESTS / QUANTS_MAX_BYTES or crawl less",
+    "GGUFError": "the file is not a valid GGUF header; `quants inspect --json` shows details",
+    "HeaderTooLarge": "raise QUANTS_MAX_HEADER_BYTES if you trust the file",
+    "UnknownArchitecture": "this architecture's memory rules are not modelled yet",
+    "InvalidConfig": "llama.cpp would reject this configuration; change the flags",
+    "SchemaOutOfDate": "run `quants db upgrade`",
+    "ReadOnlyViolation": "`quants sql` is read-only; it cannot change the catalog",
+    "QueryError": "check the SQL; `quants sql --list` shows the shipped queries",
+    "CatalogError": "check --db / QUANTS_DB",
+    "LockHeld": "wait for the other crawl to finish",
+    "NothingFits": "try a smaller --ctx, a quantized cache (--auto-cache), or --cpu-moe",
+}
+
+
+def _one_line(text: str) -> str:
+    from crawler.cli._output import safe_text
+
+    return safe_text(" ".join(str(text).split()))
+
+
+def _hint_for(exc: BaseException) -> str | None:
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _HINTS:
+            return _HINTS[cls.__name__]
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; exit with the documented code."""
+    from crawler.errors import QuantsError
+
+    debug = os.environ.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")
+    try:
+        app(args=argv, prog_name="quants", standalone_mode=True)
+    except QuantsError as exc:
+        if debug:
+            raise
+        msg = f"error: {_one_line(str(exc)) or type(exc).__name__}"
+        hint = _hint_for(exc)
+        print(msg, file=sys.stderr)
+        if hint:
+            print(f"hint: {hint} (QUANTS_DEBUG=1 shows the traceback)", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        # `quants ... | head`: the reader went away; not an error worth a traceback.
+        sys.stderr.close()
+        sys.exit(0)
+    except Exception as exc:
+        if debug:
+            raise
+        print(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
+        print("hint: this is a bug in quants; rerun with QUANTS_DEBUG=1 and report it", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,102 @@
+"""Settings: one frozen dataclass; ``Settings.from_env`` is the only reader of ``os.environ``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crawler.errors import ConfigError
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+# A 248k-token vocabulary makes an ~11 MB header (reference/peer-parsers.md); 64 MiB leaves room
+# for the largest real headers while bounding memory on hostile files.
+DEFAULT_MAX_HEADER_BYTES = 64 * 1024 * 1024
+
+
+def default_data_dir() -> Path:
+    """The per-user data directory (platformdirs), e.g. ``~/.local/share/quants``."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("quants", appauthor=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything configurable; CLI flags override with :meth:`replace`."""
+
+    db_url: str | None = None
+    data_dir: Path | None = None
+    hf_endpoint: str = DEFAULT_ENDPOINT
+    hf_token: str | None = dataclasses.field(default=None, repr=False)
+    timeout_s: float = 30.0
+    log_level: str = "WARNING"
+    debug: bool = False
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    concurrency: int = 8
+    max_requests: int | None = None
+    max_bytes: int | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``QUANTS_*`` variables (and ``HF_TOKEN`` / ``HF_ENDPOINT``)."""
+        env = os.environ if environ is None else environ
+        kw: dict[str, Any] = {}
+        if env.get("QUANTS_DB"):
+            kw["db_url"] = env["QUANTS_DB"]
+        if env.get("QUANTS_DATA_DIR"):
+            kw["data_dir"] = Path(env["QUANTS_DATA_DIR"])
+        endpoint = env.get("QUANTS_HF_ENDPOINT") or env.get("HF_ENDPOINT")
+        if endpoint:
+            kw["hf_endpoint"] = endpoint.rstrip("/")
+        token = env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")
+        if token:
+            kw["hf_token"] = token
+        if env.get("QUANTS_LOG_LEVEL"):
+            kw["log_level"] = env["QUANTS_LOG_LEVEL"].upper()
+        kw["debug"] = env.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")
+        for var, field, conv in (
+            ("QUANTS_TIMEOUT", "timeout_s", float),
+            ("QUANTS_MAX_HEADER_BYTES", "max_header_bytes", int),
+            ("QUANTS_CONCURRENCY", "concurrency", int),
+            ("QUANTS_MAX_REQUESTS", "max_requests", int),
+            ("QUANTS_MAX_BYTES", "max_bytes", int),
+        ):
+            if env.get(var):
+                try:
+                    kw[field] = conv(env[var])
+                except ValueError:
+                    raise ConfigError(f"{var}={env[var]!r} is not a number") from None
+        return cls(**kw).validated()
+
+    def replace(self, **changes: Any) -> Settings:
+        """Return a copy with the non-None ``changes`` applied (CLI flags left unset keep env)."""
+        return dataclasses.replace(
+            self, **{k: v for k, v in changes.items() if v is not None}
+        ).validated()
+
+    def validated(self) -> Settings:
+        """Raise ConfigError for impossible values."""
+        if self.timeout_s <= 0:
+            raise ConfigError("timeout must be positive")
+        if self.max_header_bytes < 1024:
+            raise ConfigError("max header bytes must be at least 1024")
+        if not 1 <= self.concurrency <= 256:
+            raise ConfigError("concurrency must be between 1 and 256")
+        return self
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        """The data directory actually used (created on demand by its users)."""
+        return self.data_dir if self.data_dir is not None else default_data_dir()
+
+    @property
+    def resolved_db_url(self) -> str:
+        """``db_url`` or the default SQLite file in the data directory."""
+        if self.db_url:
+            return self.db_url
+        return f"sqlite:///{self.resolved_data_dir / 'catalog.sqlite'}"

@@ -1,0 +1,134 @@
+"""The one error tree of quants; the CLI turns each type into a one-line message plus a hint.
+
+::
+
+    QuantsError
+    ├── ConfigError
+    ├── UsageError                  (bad argument the CLI could not catch itself; exit 2)
+    ├── HubError(repo_id, url)      ─ HubNotFound · HubGated · HubRateLimited(retry_after)
+    │                                 · HubUnavailable · HubBudgetExhausted
+    ├── GGUFError(source)           ─ NotGGUF · UnsupportedGGUFVersion · CorruptHeader · HeaderTooLarge
+    ├── EstimateError               ─ UnknownArchitecture · InvalidConfig
+    ├── CatalogError                ─ SchemaOutOfDate · ReadOnlyViolation · QueryError
+    ├── LockHeld(holder)
+    └── NothingFits                 (search found no candidate; exit 3)
+
+The library raises these and never prints or exits. Every error carries structured fields.
+"""
+
+from __future__ import annotations
+
+
+class QuantsError(Exception):
+    """Base of every error quants raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(QuantsError):
+    """A setting (environment variable, flag, file) is invalid."""
+
+
+class UsageError(QuantsError):
+    """An argument is well-typed but makes no sense (e.g. an unknown query name)."""
+
+    exit_code = 2
+
+
+class HubError(QuantsError):
+    """The Hub (or a mirror) answered with an error or not at all."""
+
+    def __init__(self, message: str, *, repo_id: str | None = None, url: str | None = None):
+        super().__init__(message)
+        self.repo_id = repo_id
+        self.url = url
+
+
+class HubNotFound(HubError):
+    """Repo, revision or file does not exist (or is private and we have no access)."""
+
+
+class HubGated(HubError):
+    """Repo is gated or private: a token with access is needed."""
+
+
+class HubRateLimited(HubError):
+    """HTTP 429; ``retry_after`` is the wait in seconds the Hub asked for."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: str | None):
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class HubUnavailable(HubError):
+    """5xx, reset, timeout or truncated body after the retries ran out."""
+
+
+class HubBudgetExhausted(HubError):
+    """The crawl's configured request or byte budget is spent."""
+
+
+class GGUFError(QuantsError):
+    """A GGUF header could not be parsed; ``source`` names the file."""
+
+    def __init__(self, message: str, *, source: str | None = None):
+        super().__init__(message)
+        self.source = source
+
+
+class NotGGUF(GGUFError):
+    """The magic bytes are not ``GGUF`` (or the file is big-endian)."""
+
+
+class UnsupportedGGUFVersion(GGUFError):
+    """GGUF version other than 2 or 3."""
+
+
+class CorruptHeader(GGUFError):
+    """Header is truncated or a length/count/offset is impossible."""
+
+
+class HeaderTooLarge(GGUFError):
+    """Header exceeds the configured cap (``QUANTS_MAX_HEADER_BYTES``)."""
+
+
+class EstimateError(QuantsError):
+    """The memory model cannot answer for this model or configuration."""
+
+
+class UnknownArchitecture(EstimateError):
+    """The architecture's memory rules are not modelled; no silent default."""
+
+
+class InvalidConfig(EstimateError):
+    """A llama.cpp configuration llama.cpp itself would reject (e.g. quantized V without FA)."""
+
+
+class CatalogError(QuantsError):
+    """The catalog database failed or is in an unexpected state."""
+
+
+class SchemaOutOfDate(CatalogError):
+    """The database schema is older (or newer) than this version of quants."""
+
+
+class ReadOnlyViolation(CatalogError):
+    """A read-only query tried to write."""
+
+
+class QueryError(CatalogError):
+    """A user SQL query failed (syntax, unknown table, bad parameter)."""
+
+
+class LockHeld(QuantsError):
+    """Another crawl or scheduler holds the crawl lock; ``holder`` describes it."""
+
+    def __init__(self, message: str, *, holder: str | None = None):
+        super().__init__(message)
+        self.holder = holder
+
+
+class NothingFits(QuantsError):
+    """A search found no candidate within the budget."""
+
+    exit_code = 3
