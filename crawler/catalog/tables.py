@@ -235,4 +235,47 @@ class CrawlState(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+class QuantVersion(Base):
+    """History: one row per analysis of a quant's content (re-uploads make new rows)."""
+
+    __tablename__ = "quant_versions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    quant_id: Mapped[int] = mapped_column(ForeignKey("quants.id", ondelete="CASCADE"), index=True)
+    scan_id: Mapped[int | None] = mapped_column(
+        ForeignKey("scans.id", ondelete="SET NULL"), index=True
+    )
+    revision: Mapped[str | None] = mapped_column(String(64))
+    content_key: Mapped[str | None] = mapped_column(String(1024))
+    size_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # Summary the ``changes`` command diffs: the quant's profile JSON (inspect's keys).
+    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    analysed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class Watch(Base):
+    """A saved search, evaluated after every scan."""
+
+    __tablename__ = "watches"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    # The search options as given on the command line (argv after ``--``).
+    args: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_evaluated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class WatchHit(Base):
+    """A result a watch has already reported (so it fires once per new or improved result)."""
+
+    __tablename__ = "watch_hits"
+    __table_args__ = (UniqueConstraint("watch_id", "result_key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    watch_id: Mapped[int] = mapped_column(ForeignKey("watches.id", ondelete="CASCADE"), index=True)
+    # repo:path@content_key; an improved (re-uploaded) result has a new key.
+    result_key: Mapped[str] = mapped_column(String(1400))
+    scan_id: Mapped[int | None] = mapped_column(ForeignKey("scans.id", ondelete="SET NULL"))
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 Index("ix_quants_live", Quant.vanished_at, Quant.size_bytes)
