@@ -1,0 +1,144 @@
+"""The crawl lock: exclusion within and across processes, holder info, dead holders."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from crawler.config import Settings
+from crawler.errors import LockHeld
+from crawler.lock import CrawlLock, crawl_lock, lock_path, read_holder
+
+# A child process that takes the lock, says so, and holds it until stdin closes or it is killed.
+_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from crawler.lock import CrawlLock
+    lock = CrawlLock(Path(sys.argv[1]), command="quants schedule")
+    lock.acquire()
+    print("locked", flush=True)
+    sys.stdin.read()
+    lock.release()
+    print("released", flush=True)
+    """
+)
+
+
+def _start_holder(path: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_second_lock_in_same_process_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.lock"
+    with CrawlLock(path, command="quants crawl") as first:
+        assert first.held
+        with pytest.raises(LockHeld) as info:
+            CrawlLock(path, command="quants schedule").acquire()
+        assert "quants crawl" in str(info.value)
+        assert f"pid {os.getpid()}" in str(info.value)
+        assert info.value.holder is not None and "quants crawl" in info.value.holder
+    # Released: a new holder gets it, and the old record is gone.
+    assert read_holder(path) is None
+    with CrawlLock(path, command="quants schedule"):
+        holder = read_holder(path)
+        assert holder is not None and holder.command == "quants schedule"
+
+
+def test_lock_contention_between_two_processes(tmp_path: Path) -> None:
+    path = tmp_path / "c.lock"
+    proc = _start_holder(path)
+    try:
+        with pytest.raises(LockHeld) as info:
+            CrawlLock(path, command="quants crawl").acquire()
+        message = str(info.value)
+        assert f"pid {proc.pid}" in message
+        assert "quants schedule" in message
+        holder = read_holder(path)
+        assert holder is not None and holder.pid == proc.pid and holder.started_at
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "released"
+        assert proc.wait(timeout=10) == 0
+    with CrawlLock(path, command="quants crawl") as lock:
+        assert lock.held
+
+
+def test_lock_of_a_killed_process_is_free(tmp_path: Path) -> None:
+    path = tmp_path / "c.lock"
+    proc = _start_holder(path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    # The dead holder's record is still in the file, but the OS dropped its flock.
+    stale = read_holder(path)
+    assert stale is not None and stale.pid == proc.pid
+    with CrawlLock(path, command="quants crawl"):
+        holder = read_holder(path)
+        assert holder is not None and holder.pid == os.getpid()
+
+
+def test_release_is_idempotent_and_reacquire_works(tmp_path: Path) -> None:
+    lock = CrawlLock(tmp_path / "sub" / "c.lock", command="quants crawl")
+    lock.acquire()
+    with pytest.raises(RuntimeError):
+        lock.acquire()
+    lock.release()
+    lock.release()
+    assert not lock.held
+    lock.acquire()
+    assert lock.held
+    lock.release()
+
+
+def test_garbage_in_lock_file_does_not_break_the_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.lock"
+    path.write_bytes(b"\xff\x00 not json")
+    assert read_holder(path) is None
+    with CrawlLock(path, command="quants crawl"):
+        assert read_holder(path) is not None
+    path.write_bytes(b"[1, 2]")
+    assert read_holder(path) is None
+    assert read_holder(tmp_path / "missing.lock") is None
+
+
+def test_lock_path_sqlite_sits_beside_the_database(tmp_path: Path) -> None:
+    db = tmp_path / "data" / "catalog.sqlite"
+    path = lock_path(f"sqlite:///{db}", tmp_path / "elsewhere")
+    assert path == db.with_name("catalog.sqlite.crawl.lock")
+    assert lock_path(f"sqlite:///{db}", tmp_path, "schedule").name == "catalog.sqlite.schedule.lock"
+
+
+def test_lock_path_server_database_hides_the_password(tmp_path: Path) -> None:
+    url = "postgresql+psycopg://user:s3cret@db.example:5432/quants"
+    path = lock_path(url, tmp_path)
+    assert path.parent == tmp_path / "locks"
+    assert "s3cret" not in str(path) and "example" not in str(path)
+    other = lock_path("postgresql+psycopg://user:s3cret@db.example:5432/other", tmp_path)
+    assert other != path
+
+
+def test_crawl_lock_follows_settings(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    lock = crawl_lock(settings, command="quants crawl")
+    assert lock.path == tmp_path / "catalog.sqlite.crawl.lock"
+    with lock, pytest.raises(LockHeld):
+        crawl_lock(settings, command="quants schedule").acquire()
+    # The scheduler's own lock is another file: a scheduler never blocks itself from crawling.
+    assert crawl_lock(settings, command="x", name="schedule").path != lock.path
