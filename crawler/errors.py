@@ -7,7 +7,8 @@
     ├── UsageError                  (bad argument the CLI could not catch itself; exit 2)
     ├── HubError(repo_id, url)      ─ HubNotFound · HubGated · HubRateLimited(retry_after)
     │                                 · HubUnavailable · HubBudgetExhausted
-    ├── GGUFError(source)           ─ NotGGUF · UnsupportedGGUFVersion · CorruptHeader · HeaderTooLarge
+    ├── GGUFError(source)           ─ NotGGUF · UnsupportedGGUFVersion · CorruptHeader
+    │                                 · HeaderTooLarge
     ├── EstimateError               ─ UnknownArchitecture · InvalidConfig
     ├── CatalogError                ─ SchemaOutOfDate · ReadOnlyViolation · QueryError
     ├── LockHeld(holder)

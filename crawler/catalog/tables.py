@@ -7,7 +7,7 @@ Rows are never deleted by a crawl; vanished repos/files/quants get ``vanished_at
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -40,7 +40,7 @@ class Base(DeclarativeBase):
     """Declarative base with the naming convention."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
 class Repo(Base):

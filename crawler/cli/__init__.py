@@ -76,6 +76,11 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if debug:
             raise
-        print(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
-        print("hint: this is a bug in quants; rerun with QUANTS_DEBUG=1 and report it", file=sys.stderr)
+        print(
+            f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr
+        )
+        print(
+            "hint: this is a bug in quants; rerun with QUANTS_DEBUG=1 and report it",
+            file=sys.stderr,
+        )
         sys.exit(1)

@@ -20,13 +20,11 @@ DbOpt = Annotated[
     str | None,
     typer.Option(
         "--db",
-        help="Catalog database URL (default: $QUANTS_DB, else a SQLite file in the data directory).",
+        help="Catalog database URL (default: $QUANTS_DB, else a SQLite file in the data dir).",
         show_default=False,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="At most this many rows.")]
-VramOpt = Annotated[
-    float | None, typer.Option("--vram", min=0.1, help="GPU memory budget in GiB.")
-]
+VramOpt = Annotated[float | None, typer.Option("--vram", min=0.1, help="GPU memory budget in GiB.")]
 CtxOpt = Annotated[int | None, typer.Option("--ctx", min=1, help="Context length in tokens.")]

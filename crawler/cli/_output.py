@@ -28,7 +28,9 @@ def print_json(data: Any, out: TextIO | None = None) -> None:
     out.write("\n")
 
 
-def print_csv(columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None) -> None:
+def print_csv(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None
+) -> None:
     """RFC 4180 CSV with a header row."""
     out = out or sys.stdout
     buf = io.StringIO()
