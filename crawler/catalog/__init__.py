@@ -106,7 +106,7 @@ class Catalog:
                 event.listen(engine, "connect", _on_sqlite_connect)
             else:
                 engine = create_engine(url, pool_pre_ping=True)
-        except (SQLAlchemyError, ImportError, ValueError) as exc:
+        except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
             raise CatalogError(f"cannot open catalog {redact_url(url)}: {exc}") from exc
         if tracer is not None:
 

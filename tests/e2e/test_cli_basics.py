@@ -1,0 +1,110 @@
+"""The real ``quants`` CLI in a subprocess: help, db upgrade, read-only sql, error handling."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def quants(*args: str, db: str | None = None, env: dict[str, str] | None = None):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("QUANTS_")}
+    full_env["QUANTS_DATA_DIR"] = full_env.get("QUANTS_TEST_DATA_DIR", "/nonexistent-quants")
+    if db:
+        full_env["QUANTS_DB"] = db
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "crawler", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def test_help_lists_the_commands():
+    out = quants("--help")
+    assert out.returncode == 0
+    for command in ("db", "sql"):
+        assert f"  {command} " in out.stdout
+
+
+def test_db_upgrade_creates_schema(catalog_url):
+    out = quants("db", "upgrade", "--db", catalog_url)
+    assert out.returncode == 0, out.stderr
+    assert "at revision" in out.stdout
+    current = quants("db", "current", "--db", catalog_url)
+    lines = current.stdout.splitlines()
+    assert lines[0].split()[-1] == lines[1].split()[-1] != "empty"
+
+
+def test_sql_on_empty_catalog_and_refused_write(catalog_url):
+    out = quants("sql", "select * from v_quants", "--json", db=catalog_url)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+    out = quants("sql", "delete from repos", db=catalog_url)
+    assert out.returncode == 1
+    assert out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("error: refused: the catalog is read-only")
+    assert lines[1].startswith("hint: ")
+    assert "Traceback" not in out.stderr
+
+
+def test_sql_csv_and_params(sqlite_url):
+    out = quants("sql", "select :a as a, :b as b", "-p", "a=3", "-p", "b=x", "--csv", db=sqlite_url)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "a,b\n3,x\n"
+
+
+def test_sql_list_shows_every_shipped_query():
+    out = quants("sql", "--list")
+    names = {line.split()[0] for line in out.stdout.splitlines()}
+    assert names == {p.stem for p in (ROOT / "queries").glob("*.sql")}
+
+
+def test_sql_table_escapes_terminal_control_characters(sqlite_url):
+    out = quants("sql", "select char(27) || '[31mred' as x", db=sqlite_url)
+    assert out.returncode == 0
+    assert "\x1b" not in out.stdout
+    assert "\\x1b[31mred" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (("sql",), 2, "give a query"),
+        (("sql", "select 1", "--json", "--csv"), 2, "exclusive"),
+        (("sql", "nope.sql"), 2, "no shipped query or file"),
+        (("sql", "select * from missing_table"), 1, "query failed"),
+        (("sql", "mtp_downgraded", "-p", "oops"), 1, "NAME=VALUE"),
+        (("no-such-command",), 2, "No such command"),
+    ],
+)
+def test_bad_arguments_get_one_line_errors(sqlite_url, args, code, needle):
+    out = quants(*args, db=sqlite_url)
+    assert out.returncode == code
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unreachable_database_is_a_clean_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = quants("sql", "select 1", db=f"sqlite:///{blocker}/sub/c.db")
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: cannot open catalog")
+    assert "Traceback" not in out.stderr
+
+
+def test_debug_shows_traceback(sqlite_url):
+    out = quants("sql", "select * from missing_table", db=sqlite_url, env={"QUANTS_DEBUG": "1"})
+    assert out.returncode == 1
+    assert "Traceback" in out.stderr
