@@ -1,1 +1,1 @@
-"""Benchmarks: speed and memory targets live here, not in timed tests; `python -m bench` runs all."""
+"""Benchmarks: speed and memory targets live here, not in timed tests. Run: python -m bench."""
