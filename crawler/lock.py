@@ -62,24 +62,21 @@ def lock_path(db_url: str, data_dir: Path, name: str = "crawl") -> Path:
     file in ``data_dir/locks`` named by a hash of the URL (never the URL: it may hold a
     password); that protects one host only.
     """
-    sqlite_file = _sqlite_file(db_url)
-    if sqlite_file is not None:
-        return sqlite_file.with_name(f"{sqlite_file.name}.{name}.lock")
-    digest = hashlib.sha256(db_url.encode("utf-8")).hexdigest()[:16]
-    return data_dir / "locks" / f"{name}-{digest}.lock"
-
-
-def _sqlite_file(db_url: str) -> Path | None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
     try:
         url = make_url(db_url)
     except ArgumentError:
-        raise ConfigError(f"not a database URL: {db_url!r}") from None
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return None
-    return Path(url.database).expanduser().resolve()
+        raise ConfigError("the database URL is not valid (see --db / QUANTS_DB)") from None
+    backend = url.get_backend_name()
+    if backend == "sqlite" and url.database not in (None, "", ":memory:"):
+        sqlite_file = Path(url.database).expanduser().resolve()
+        return sqlite_file.with_name(f"{sqlite_file.name}.{name}.lock")
+    # Key on the URL without its driver: postgresql:// and postgresql+psycopg:// are one catalog.
+    key = url.set(drivername=backend).render_as_string(hide_password=False)
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return data_dir / "locks" / f"{name}-{digest}.lock"
 
 
 def read_holder(path: Path) -> LockHolder | None:

@@ -132,6 +132,8 @@ def test_lock_path_server_database_hides_the_password(tmp_path: Path) -> None:
     assert "s3cret" not in str(path) and "example" not in str(path)
     other = lock_path("postgresql+psycopg://user:s3cret@db.example:5432/other", tmp_path)
     assert other != path
+    # The driver does not make another catalog.
+    assert lock_path("postgresql://user:s3cret@db.example:5432/quants", tmp_path) == path
 
 
 def test_crawl_lock_follows_settings(tmp_path: Path) -> None:

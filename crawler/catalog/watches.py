@@ -1,0 +1,218 @@
+"""Watches (saved searches) and the results they have reported, in the catalog.
+
+The read/write path of ``quants watch``; evaluation lives in ``crawler.watch``. Returns frozen
+dataclasses, never ORM rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+
+from crawler.catalog import Catalog
+from crawler.catalog.history import iso_utc, utc
+from crawler.catalog.tables import Quant, Repo, Watch, WatchHit
+from crawler.errors import UsageError
+
+__all__ = [
+    "WatchHitRecord",
+    "WatchRecord",
+    "add_watch",
+    "content_keys",
+    "get_watch",
+    "list_hits",
+    "list_watches",
+    "record_hits",
+    "remove_watch",
+]
+
+_WATCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRecord:
+    """A saved search (``args`` = the ``quants search`` options)."""
+
+    id: int
+    name: str
+    args: tuple[str, ...]
+    created_at: datetime
+    last_evaluated_at: datetime | None
+    hits: int
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for ``quants watch list``."""
+        return {
+            "name": self.name,
+            "args": list(self.args),
+            "created_at": iso_utc(self.created_at),
+            "last_evaluated_at": iso_utc(self.last_evaluated_at),
+            "hits": self.hits,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WatchHitRecord:
+    """One result a watch reported (or took as its baseline when it was added)."""
+
+    watch: str
+    result_key: str
+    scan_id: int | None
+    at: datetime
+    payload: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for ``quants watch show`` and the feed."""
+        return {
+            "watch": self.watch,
+            "key": self.result_key,
+            "scan_id": self.scan_id,
+            "at": iso_utc(self.at),
+            **dict(self.payload),
+        }
+
+
+def _watch_record(row: Watch, hits: int) -> WatchRecord:
+    created = utc(row.created_at)
+    assert created is not None
+    return WatchRecord(
+        row.id,
+        row.name,
+        tuple(str(a) for a in row.args),
+        created,
+        utc(row.last_evaluated_at),
+        hits,
+    )
+
+
+def add_watch(catalog: Catalog, name: str, args: Sequence[str]) -> WatchRecord:
+    """Save a watch; UsageError for a bad or taken name."""
+    if not _WATCH_NAME.fullmatch(name):
+        raise UsageError(
+            f"watch name {name!r}: use 1-64 letters, digits, '.', '_' or '-' (starting alnum)"
+        )
+    now = datetime.now(UTC)
+    try:
+        with catalog.session() as session:
+            row = Watch(name=name, args=list(args), created_at=now)
+            session.add(row)
+            session.flush()
+            return _watch_record(row, 0)
+    except IntegrityError:
+        raise UsageError(f"a watch named {name!r} exists; remove it first") from None
+
+
+def list_watches(catalog: Catalog) -> list[WatchRecord]:
+    """All watches by name, with how many results each has recorded."""
+    with catalog.session() as session:
+        rows = session.execute(
+            select(Watch, func.count(WatchHit.id))
+            .outerjoin(WatchHit, WatchHit.watch_id == Watch.id)
+            .group_by(Watch.id)
+            .order_by(Watch.name)
+        ).all()
+        return [_watch_record(watch, n) for watch, n in rows]
+
+
+def get_watch(catalog: Catalog, name: str) -> WatchRecord:
+    """The watch called ``name``; UsageError if there is none."""
+    for watch in list_watches(catalog):
+        if watch.name == name:
+            return watch
+    raise UsageError(f"no watch named {name!r} (see `quants watch list`)")
+
+
+def remove_watch(catalog: Catalog, name: str) -> None:
+    """Delete a watch and its recorded hits."""
+    with catalog.session() as session:
+        row = session.scalars(select(Watch).where(Watch.name == name)).first()
+        if row is None:
+            raise UsageError(f"no watch named {name!r} (see `quants watch list`)")
+        session.execute(delete(WatchHit).where(WatchHit.watch_id == row.id))
+        session.delete(row)
+
+
+def record_hits(
+    catalog: Catalog,
+    watch_id: int,
+    results: Iterable[tuple[str, Mapping[str, Any]]],
+    *,
+    scan_id: int | None,
+    at: datetime | None = None,
+) -> list[WatchHitRecord]:
+    """Store the ``(result_key, payload)`` pairs the watch has not seen; return those.
+
+    Also stamps the watch's ``last_evaluated_at``. The unique (watch, key) pair makes a result
+    fire once, even if two evaluations raced.
+    """
+    moment = at or datetime.now(UTC)
+    fresh: list[WatchHitRecord] = []
+    with catalog.session() as session:
+        watch = session.get(Watch, watch_id)
+        if watch is None:
+            raise UsageError(f"watch {watch_id} no longer exists")
+        known = set(
+            session.scalars(select(WatchHit.result_key).where(WatchHit.watch_id == watch_id))
+        )
+        for key, payload in results:
+            if key in known:
+                continue
+            known.add(key)
+            session.add(
+                WatchHit(
+                    watch_id=watch_id,
+                    result_key=key,
+                    scan_id=scan_id,
+                    payload=dict(payload),
+                    at=moment,
+                )
+            )
+            fresh.append(WatchHitRecord(watch.name, key, scan_id, moment, dict(payload)))
+        watch.last_evaluated_at = moment
+    return fresh
+
+
+def list_hits(catalog: Catalog, name: str, *, limit: int | None = None) -> list[WatchHitRecord]:
+    """The hits of watch ``name``, newest first."""
+    watch = get_watch(catalog, name)
+    stmt = select(WatchHit).where(WatchHit.watch_id == watch.id).order_by(WatchHit.id.desc())
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    with catalog.session() as session:
+        return [
+            WatchHitRecord(
+                name,
+                row.result_key,
+                row.scan_id,
+                utc(row.at) or watch.created_at,
+                dict(row.payload or {}),
+            )
+            for row in session.scalars(stmt)
+        ]
+
+
+def content_keys(
+    catalog: Catalog, refs: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], str | None]:
+    """``{(repo_id, path): content_key}`` for live quants (a re-upload changes the key)."""
+    wanted = set(refs)
+    if not wanted:
+        return {}
+    repo_ids = sorted({repo for repo, _ in wanted})
+    with catalog.session() as session:
+        rows = session.execute(
+            select(Repo.repo_id, Quant.path, Quant.content_key, Quant.revision)
+            .join(Repo, Quant.repo_pk == Repo.id)
+            .where(Repo.repo_id.in_(repo_ids))
+        ).all()
+    return {
+        (repo, path): key or revision
+        for repo, path, key, revision in rows
+        if (repo, path) in wanted
+    }
