@@ -6,11 +6,21 @@ both. Each PostgreSQL test gets a fresh database, dropped afterwards.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 
 import pytest
+
+# huggingface_hub reads these once, at import (constants.py): no telemetry fetch from
+# huggingface.co (utils/_detect_agent.py), no token from the developer's login, a throwaway cache.
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="quants-test-hf-home-")
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
 
 PG_ADMIN_URL = os.environ.get("QUANTS_TEST_PG_URL")
 
