@@ -1,26 +1,206 @@
-"""GGUF header model (pure: no I/O). The streaming parser behind a ``read_at`` seam lives here too.
+"""GGUF header model and streaming parser (pure: no I/O; bytes come through a ``read_at`` seam).
 
-Contract shared by profile, fit, scan and catalog: :class:`TensorInfo` and :class:`GGUFHeader`.
+Contract shared by profile, fit, scan and catalog: :class:`TensorInfo`, :class:`GGUFHeader` and
+:func:`read_header`. The parser reads the fixed header, the metadata key/values and the tensor
+infos of GGUF v2/v3 (little-endian), and never a byte of tensor data. Format: ggml-org/ggml
+``docs/gguf.md``; bounds follow ``ggml/src/gguf.cpp`` ``gguf_init_from_file_impl`` (n_dims <=
+GGML_MAX_DIMS = 4, non-negative dims whose product fits int64, power-of-two alignment, no
+duplicate keys or tensor names), plus byte caps of our own.
+
+Fetch policy (why the numbers below). Headers are almost all tokenizer
+(shared/reference/peer-parsers.md section 3; our synthetic builder, measured 2026-12):
+
+==========================  ===========  =============================================
+file                        header       of which
+==========================  ===========  =============================================
+32k SentencePiece vocab     ~0.75 MB     tokens ~450 KB, scores + types 256 KB
+128k BPE (llama3)           ~7.1 MB      tokens ~1.9 MB, merges ~4.5 MB
+152k BPE (qwen3)            ~5.4 MB      tensor infos 23 KB (399 tensors)
+248k BPE (qwen3.5/3.6)      ~8.9-11 MB   tensor infos 51 KB (866 tensors)
+MTP sidecar, no tokenizer   ~2-4 KB
+==========================  ===========  =============================================
+
+Only the bytes past the header are waste, so the first read may be as large as the smallest
+realistic header: :data:`DEFAULT_FIRST_READ` = 512 KiB is below every tokenizer-carrying header
+above and already holds ~30k tokens, enough to measure the vocabulary's bytes per token. The
+parser then estimates where the header ends (declared counts times observed average sizes; for a
+BPE vocabulary the merges are predicted from the tokens, since merge *i* spells token *256 + i*
+with one space) and asks for that much plus :data:`ESTIMATE_MARGIN` in one second request. A
+short estimate costs another request, never a byte of waste; each further request grows by at
+least 1/8 of what is held, so even a misleading prefix needs few of them. A caller that knows
+the header size of a sibling file (quants of one repo share their tokenizer) passes
+``size_hint`` and usually needs a single request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+import struct
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from crawler.errors import (
+    CorruptHeader,
+    GGUFError,
+    HeaderTooLarge,
+    NotGGUF,
+    UnsupportedGGUFVersion,
+)
+from crawler.ggml import tensor_nbytes
+
+__all__ = [
+    "DEFAULT_FIRST_READ",
+    "DEFAULT_MAX_HEADER_BYTES",
+    "GGUFArray",
+    "GGUFHeader",
+    "ReadAt",
+    "TensorInfo",
+    "ValueType",
+    "parse_header_bytes",
+    "read_header",
+]
 
 #: ``read_at(offset, length) -> bytes``; may return fewer bytes only at end of file.
 ReadAt = Callable[[int, int], bytes]
 
+GGUF_MAGIC = b"GGUF"
+#: Default alignment of the data section (``GGUF_DEFAULT_ALIGNMENT`` in gguf.h).
+DEFAULT_ALIGNMENT = 32
+#: Same default as ``Settings.max_header_bytes``: a 248k vocabulary is ~11 MB.
+DEFAULT_MAX_HEADER_BYTES = 64 * 1024 * 1024
+#: First read without a hint; see the module docstring for the measurement behind it.
+DEFAULT_FIRST_READ = 512 * 1024
+#: Relative slack added to an estimated header end (and to a size hint).
+ESTIMATE_MARGIN = 0.01
+#: Absolute slack added with it: covers the last tensor infos' name-length spread.
+ESTIMATE_SLACK = 8 * 1024
+#: GGML_MAX_DIMS in ggml.h.
+MAX_DIMS = 4
+#: Keys and tensor names longer than this are corrupt (ggml caps names at 64 bytes).
+MAX_NAME_BYTES = 64 * 1024
+#: Array nesting deeper than this is hostile (real files nest at most once).
+MAX_ARRAY_DEPTH = 8
+#: Arrays up to this many items are decoded eagerly; longer ones lazily (:class:`GGUFArray`).
+EAGER_ARRAY_ITEMS = 1024
+
+
+class ValueType:
+    """GGUF metadata value type ids (``enum gguf_type`` in gguf.h)."""
+
+    UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL = range(8)
+    STRING, ARRAY, UINT64, INT64, FLOAT64 = range(8, 13)
+
+
+# value type -> struct of one item (little-endian).
+_SCALAR: dict[int, struct.Struct] = {
+    ValueType.UINT8: struct.Struct("<B"),
+    ValueType.INT8: struct.Struct("<b"),
+    ValueType.UINT16: struct.Struct("<H"),
+    ValueType.INT16: struct.Struct("<h"),
+    ValueType.UINT32: struct.Struct("<I"),
+    ValueType.INT32: struct.Struct("<i"),
+    ValueType.FLOAT32: struct.Struct("<f"),
+    ValueType.BOOL: struct.Struct("<?"),
+    ValueType.UINT64: struct.Struct("<Q"),
+    ValueType.INT64: struct.Struct("<q"),
+    ValueType.FLOAT64: struct.Struct("<d"),
+}
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_INT64_MAX = (1 << 63) - 1
+# Smallest encodings, used to reject counts that cannot fit in the bytes allowed:
+# a KV pair is key length (8) + type (4) + at least 1 value byte; a tensor info is name length (8)
+# + n_dims (4) + one dim (8) + type (4) + offset (8).
+_MIN_KV_BYTES = 13
+_MIN_TENSOR_INFO_BYTES = 32
+# Typical tensor-info record (name ~26 bytes, ~1.7 dims): measured on synthetic llama/qwen35.
+_TYPICAL_TENSOR_INFO_BYTES = 64
+# Typical small KV pair (key ~30 bytes + a scalar or short string).
+_TYPICAL_KV_BYTES = 56
+
 
 @dataclass(frozen=True, slots=True)
 class TensorInfo:
-    """One tensor-info record: ``shape`` in ggml order (ne0 first), ``offset`` into the data section."""
+    """One tensor-info record: ``shape`` in ggml order (ne0 first), ``offset`` into the data
+    section."""
 
     name: str
     shape: tuple[int, ...]
     type_id: int
     offset: int
+
+    @property
+    def n_elements(self) -> int:
+        """Number of weights (product of the shape)."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def n_bytes(self) -> int | None:
+        """Bytes of the tensor's data, or None for a ggml type this version does not know."""
+        return tensor_nbytes(self.shape, self.type_id)
+
+
+class GGUFArray(Sequence[Any]):
+    """A long metadata array (tokens, merges, scores), decoded only when an item is asked for.
+
+    Keeps the array's raw bytes; ``len()`` is free, so ``len(metadata["tokenizer.ggml.tokens"])``
+    costs nothing. Equal to a list or tuple with the same items.
+    """
+
+    __slots__ = ("_count", "_data", "_items", "item_type")
+
+    def __init__(self, item_type: int, count: int, data: bytes) -> None:
+        self.item_type = item_type
+        self._count = count
+        self._data = data
+        self._items: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        return self.to_list()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.to_list())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, GGUFArray | list | tuple):
+            return len(self) == len(other) and self.to_list() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"GGUFArray(type={self.item_type}, len={self._count})"
+
+    @property
+    def nbytes(self) -> int:
+        """Encoded size of the items in the file."""
+        return len(self._data)
+
+    def to_list(self) -> list[Any]:
+        """Decode every item (cached)."""
+        if self._items is None:
+            if self.item_type == ValueType.STRING:
+                items: list[Any] = []
+                data, pos, unpack = self._data, 0, _U64.unpack_from
+                for _ in range(self._count):
+                    (n,) = unpack(data, pos)
+                    items.append(data[pos + 8 : pos + 8 + n].decode("utf-8", "replace"))
+                    pos += 8 + n
+                self._items = items
+            else:
+                fmt = _SCALAR[self.item_type].format[1:]
+                self._items = list(struct.unpack(f"<{self._count}{fmt}", self._data))
+        return self._items
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +212,385 @@ class GGUFHeader:
     tensors: tuple[TensorInfo, ...]
     alignment: int
     data_offset: int
+    #: Value type of each metadata key (``ValueType``; arrays as ``ARRAY``).
+    metadata_types: Mapping[str, int] = field(default_factory=dict)
+    #: End of the tensor-info section (``data_offset`` minus the alignment padding).
+    tensor_info_end: int = 0
 
     @property
     def architecture(self) -> str | None:
         """``general.architecture`` or None."""
         arch = self.metadata.get("general.architecture")
         return arch if isinstance(arch, str) else None
+
+    @property
+    def header_bytes(self) -> int:
+        """Bytes before the data section: what any reader must fetch (== ``data_offset``)."""
+        return self.data_offset
+
+    @property
+    def n_params(self) -> int:
+        """Total weights over every tensor."""
+        return sum(t.n_elements for t in self.tensors)
+
+    def arch_value(self, suffix: str, default: Any = None) -> Any:
+        """``metadata[f"{architecture}.{suffix}"]`` (e.g. ``block_count``) or ``default``."""
+        arch = self.architecture
+        if arch is None:
+            return default
+        return self.metadata.get(f"{arch}.{suffix}", default)
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+class _Parser:
+    """One pass over a header through ``read_at``; grows its buffer by the fetch policy."""
+
+    def __init__(
+        self,
+        read_at: ReadAt,
+        *,
+        file_size: int | None,
+        max_header_bytes: int,
+        first_read: int,
+        source: str | None,
+    ) -> None:
+        self.read_at = read_at
+        self.file_size = file_size
+        self.limit = max_header_bytes if file_size is None else min(max_header_bytes, file_size)
+        self.cap = max_header_bytes
+        self.first_read = max(1, first_read)
+        self.source = source
+        self.buf = bytearray()
+        self.pos = 0
+        self.eof = False
+        # What the estimator knows so far.
+        self.n_tensors = 0
+        self.kv_left = 0
+        self.in_array: tuple[int, int, int] | None = None  # (start, items done, items total)
+        self.vocab_n = 0
+        self.vocab_bytes = 0
+        self.tokenizer_model: str | None = None
+        self.seen: set[str] = set()
+        self.tensor_info_start = 0
+        self.tensors_done = 0
+
+    # ------------------------------------------------------------------ errors and bytes
+
+    def corrupt(self, why: str) -> CorruptHeader:
+        return CorruptHeader(f"corrupt GGUF header: {why}", source=self.source)
+
+    def fill(self, end: int) -> None:
+        """Make ``buf`` hold at least ``end`` bytes, or raise (truncated, too large)."""
+        while len(self.buf) < end:
+            if end > self.limit and self.limit == self.cap:
+                raise HeaderTooLarge(
+                    f"GGUF header needs more than {self.cap} bytes (cap); raise the cap to read it",
+                    source=self.source,
+                )
+            if self.eof or end > self.limit:
+                raise self.corrupt(
+                    f"header runs past the end of the file (needs {end} bytes, "
+                    f"file has {self.file_size if self.file_size is not None else len(self.buf)})"
+                )
+            have = len(self.buf)
+            if have == 0:
+                target = max(end, self.first_read)
+            else:
+                # Estimate, but always grow by at least 1/8 (bounds the number of requests).
+                target = max(end, self.estimate_end(), have + have // 8)
+            target = min(target, self.limit)
+            chunk = self.read_at(have, target - have)
+            if len(chunk) > target - have:
+                chunk = chunk[: target - have]
+            if len(chunk) < target - have:
+                self.eof = True
+            if not chunk:
+                continue
+            self.buf += chunk
+
+    def estimate_end(self) -> int:
+        """Where the header probably ends, plus the margin: the end of the next request."""
+        est = self.pos
+        if self.in_array is not None:
+            start, done, total = self.in_array
+            per_item = (self.pos - start) / done if done else 16.0
+            est += int(per_item * (total - done))
+        kv_left = self.kv_left
+        # Tokenizer arrays not reached yet, predicted from the tokens.
+        if self.vocab_n:
+            n = self.vocab_n
+            if "tokenizer.ggml.token_type" not in self.seen:
+                est += 40 + 4 * n
+                kv_left -= 1
+            if self.tokenizer_model == "llama" and "tokenizer.ggml.scores" not in self.seen:
+                est += 40 + 4 * n
+                kv_left -= 1
+            if self.tokenizer_model == "gpt2" and "tokenizer.ggml.merges" not in self.seen:
+                # Merge i is "A B" where A+B spells token 256+i: one byte more than the token.
+                merged = max(0.0, (self.vocab_bytes - 256 * 9.5) / max(1, n - 256))
+                est += 40 + int((n - 256) * (merged + 1))
+                kv_left -= 1
+        est += max(0, kv_left) * _TYPICAL_KV_BYTES
+        if self.tensors_done:
+            per_info = (self.pos - self.tensor_info_start) / self.tensors_done
+        else:
+            per_info = _TYPICAL_TENSOR_INFO_BYTES
+        est += int(per_info * (self.n_tensors - self.tensors_done)) + DEFAULT_ALIGNMENT
+        return int(est * (1 + ESTIMATE_MARGIN)) + ESTIMATE_SLACK
+
+    def take(self, n: int) -> int:
+        """Reserve ``n`` bytes at the cursor; return their start offset."""
+        pos = self.pos
+        if pos + n > len(self.buf):
+            self.fill(pos + n)
+        self.pos = pos + n
+        return pos
+
+    def u32(self) -> int:
+        return int(_U32.unpack_from(self.buf, self.take(4))[0])
+
+    def u64(self) -> int:
+        return int(_U64.unpack_from(self.buf, self.take(8))[0])
+
+    def string(self, what: str, max_len: int | None = None) -> str:
+        n = self.u64()
+        if max_len is not None and n > max_len:
+            raise self.corrupt(f"{what} is {n} bytes long (limit {max_len})")
+        start = self.take(n)
+        return bytes(self.buf[start : start + n]).decode("utf-8", "replace")
+
+    # ------------------------------------------------------------------ values
+
+    def value(self, vtype: int, key: str, depth: int = 0) -> Any:
+        struct_ = _SCALAR.get(vtype)
+        if struct_ is not None:
+            return struct_.unpack_from(self.buf, self.take(struct_.size))[0]
+        if vtype == ValueType.STRING:
+            return self.string(f"value of {key}")
+        if vtype == ValueType.ARRAY:
+            return self.array(key, depth)
+        raise self.corrupt(f"key {key!r} has unknown value type {vtype}")
+
+    def array(self, key: str, depth: int) -> Any:
+        if depth >= MAX_ARRAY_DEPTH:
+            raise self.corrupt(f"array {key!r} nests deeper than {MAX_ARRAY_DEPTH}")
+        item_type = self.u32()
+        count = self.u64()
+        struct_ = _SCALAR.get(item_type)
+        min_item = struct_.size if struct_ is not None else 8 if item_type == 8 else 12
+        if item_type not in _SCALAR and item_type not in (ValueType.STRING, ValueType.ARRAY):
+            raise self.corrupt(f"array {key!r} has unknown item type {item_type}")
+        if count * min_item > self.cap - self.pos:
+            if self.pos + count * min_item > self.limit and self.limit < self.cap:
+                raise self.corrupt(f"array {key!r} declares {count} items, more than the file")
+            raise HeaderTooLarge(
+                f"array {key!r} declares {count} items, more than the header cap allows",
+                source=self.source,
+            )
+        if struct_ is not None:
+            start = self.take(count * struct_.size)
+            data = bytes(self.buf[start : self.pos])
+            if count > EAGER_ARRAY_ITEMS:
+                return GGUFArray(item_type, count, data)
+            return list(struct.unpack(f"<{count}{struct_.format[1:]}", data)) if count else []
+        if item_type == ValueType.STRING:
+            start = self.pos
+            self.skip_strings(count, key)
+            if count > EAGER_ARRAY_ITEMS:
+                return GGUFArray(item_type, count, bytes(self.buf[start : self.pos]))
+            return GGUFArray(item_type, count, bytes(self.buf[start : self.pos])).to_list()
+        return [self.array(key, depth + 1) for _ in range(count)]
+
+    def skip_strings(self, count: int, key: str) -> None:
+        """Walk ``count`` length-prefixed strings (the hot loop: ~500k for a 248k vocabulary)."""
+        start = pos = self.pos
+        buf, unpack = self.buf, _U64.unpack_from
+        limit = len(buf)
+        cap = self.limit
+        track = key == "tokenizer.ggml.tokens"
+        i = 0
+        while i < count:
+            if pos + 8 > limit:
+                self.pos = pos
+                self.in_array = (start, i, count)
+                if track and i:
+                    # Extrapolate the whole vocabulary from the tokens seen so far.
+                    self.vocab_n, self.vocab_bytes = count, (pos - start) * count // i
+                self.fill(pos + 8)
+                buf, limit = self.buf, len(self.buf)
+            (n,) = unpack(buf, pos)
+            pos += 8 + n
+            if pos > cap:
+                self.pos = pos - 8 - n
+                self.fill(pos)  # raises HeaderTooLarge or CorruptHeader
+            i += 1
+        if pos > limit:
+            self.pos = start
+            self.in_array = (start, count, count)
+            self.fill(pos)
+        self.pos = pos
+        self.in_array = None
+        if track:
+            self.vocab_n, self.vocab_bytes = count, pos - start
+
+    # ------------------------------------------------------------------ sections
+
+    def parse(self) -> GGUFHeader:
+        self.fill(4)
+        if bytes(self.buf[:4]) != GGUF_MAGIC:
+            raise NotGGUF(
+                f"not a GGUF file (magic {bytes(self.buf[:4])!r}, expected b'GGUF')",
+                source=self.source,
+            )
+        self.pos = 4
+        version = self.u32()
+        if version not in (2, 3):
+            swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
+            if swapped in (2, 3):
+                raise NotGGUF("big-endian GGUF files are not supported", source=self.source)
+            raise UnsupportedGGUFVersion(
+                f"GGUF version {version} is not supported (only 2 and 3)", source=self.source
+            )
+        n_tensors = self.u64()
+        n_kv = self.u64()
+        room = self.limit - self.pos
+        if n_tensors * _MIN_TENSOR_INFO_BYTES > room or n_kv * _MIN_KV_BYTES > room:
+            what = f"{n_tensors} tensors and {n_kv} metadata keys"
+            if self.limit < self.cap:
+                raise self.corrupt(f"declares {what}, more than the file can hold")
+            raise HeaderTooLarge(f"declares {what}, more than the header cap", source=self.source)
+        self.n_tensors, self.kv_left = n_tensors, n_kv
+
+        metadata: dict[str, Any] = {}
+        types: dict[str, int] = {}
+        for _ in range(n_kv):
+            key = self.string("metadata key", MAX_NAME_BYTES)
+            if key in metadata:
+                raise self.corrupt(f"duplicate metadata key {key!r}")
+            vtype = self.u32()
+            value = self.value(vtype, key)
+            metadata[key] = value
+            types[key] = vtype
+            self.seen.add(key)
+            self.kv_left -= 1
+            if key == "tokenizer.ggml.model" and isinstance(value, str):
+                self.tokenizer_model = value
+
+        alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+        if (
+            not isinstance(alignment, int)
+            or isinstance(alignment, bool)
+            or alignment <= 0
+            or alignment & (alignment - 1)
+        ):
+            raise self.corrupt(f"general.alignment {alignment!r} is not a power of two")
+
+        tensors: list[TensorInfo] = []
+        names: set[str] = set()
+        self.tensor_info_start = self.pos
+        for i in range(n_tensors):
+            self.tensors_done = i
+            tensors.append(self.tensor_info(names))
+        info_end = self.pos
+        data_offset = -(-info_end // alignment) * alignment
+        self.check_offsets(tensors, alignment, data_offset)
+        return GGUFHeader(
+            version=version,
+            metadata=metadata,
+            tensors=tuple(tensors),
+            alignment=alignment,
+            data_offset=data_offset,
+            metadata_types=types,
+            tensor_info_end=info_end,
+        )
+
+    def tensor_info(self, names: set[str]) -> TensorInfo:
+        name = self.string("tensor name", MAX_NAME_BYTES)
+        if name in names:
+            raise self.corrupt(f"duplicate tensor name {name!r}")
+        names.add(name)
+        n_dims = self.u32()
+        if not 1 <= n_dims <= MAX_DIMS:
+            raise self.corrupt(f"tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS})")
+        start = self.take(8 * n_dims)
+        shape = struct.unpack_from(f"<{n_dims}Q", self.buf, start)
+        n = 1
+        for d in shape:
+            n *= d
+        if n > _INT64_MAX:
+            raise self.corrupt(f"tensor {name!r} shape {shape} overflows int64")
+        type_id = self.u32()
+        offset = self.u64()
+        return TensorInfo(name, tuple(shape), type_id, offset)
+
+    def check_offsets(self, tensors: list[TensorInfo], alignment: int, data_offset: int) -> None:
+        for t in tensors:
+            if t.offset % alignment:
+                raise self.corrupt(f"tensor {t.name!r} offset {t.offset} is not aligned")
+            if self.file_size is None:
+                continue
+            end = data_offset + t.offset + (t.n_bytes or 0)
+            if end > self.file_size:
+                raise self.corrupt(
+                    f"tensor {t.name!r} ends at byte {end}, past the end of the file "
+                    f"({self.file_size} bytes)"
+                )
+
+
+def read_header(
+    read_at: ReadAt,
+    *,
+    file_size: int | None = None,
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+    size_hint: int | None = None,
+    first_read: int | None = None,
+    source: str | None = None,
+) -> GGUFHeader:
+    """Parse the GGUF header behind ``read_at``, fetching only (about) the header's bytes.
+
+    Args:
+        read_at: ``(offset, length) -> bytes``; called with increasing offsets, each call
+            continuing where the previous ended.
+        file_size: the file's size when known; bounds every length and offset.
+        max_header_bytes: hard cap; a header needing more raises :class:`HeaderTooLarge`.
+        size_hint: expected header size (e.g. a sibling quant's ``header_bytes``): the first
+            read is the hint plus a small margin, usually the only request.
+        first_read: first read size without a hint (default :data:`DEFAULT_FIRST_READ`).
+        source: names the file in errors.
+
+    Raises:
+        NotGGUF, UnsupportedGGUFVersion, CorruptHeader, HeaderTooLarge.
+    """
+    if first_read is None:
+        if size_hint is not None and size_hint > 0:
+            first_read = int(size_hint * (1 + ESTIMATE_MARGIN)) + ESTIMATE_SLACK
+        else:
+            first_read = DEFAULT_FIRST_READ
+    parser = _Parser(
+        read_at,
+        file_size=file_size,
+        max_header_bytes=max_header_bytes,
+        first_read=first_read,
+        source=source,
+    )
+    try:
+        return parser.parse()
+    except GGUFError:
+        raise
+    except (struct.error, OverflowError, MemoryError) as exc:  # pragma: no cover - defensive
+        raise parser.corrupt(f"{type(exc).__name__}: {exc}") from None
+
+
+def parse_header_bytes(data: bytes, *, source: str | None = None) -> GGUFHeader:
+    """Parse a header from bytes already in memory (a fixture, a cached prefix).
+
+    ``data`` may be the whole file or just its header; the file size is not known, so tensor
+    offsets are not checked against it.
+    """
+
+    def read_at(offset: int, length: int) -> bytes:
+        return data[offset : offset + length]
+
+    return read_header(read_at, first_read=len(data) or 1, source=source)
