@@ -26,8 +26,10 @@ __all__ = [
     "add_watch",
     "content_keys",
     "get_watch",
+    "known_keys",
     "list_hits",
     "list_watches",
+    "recent_hits",
     "record_hits",
     "remove_watch",
 ]
@@ -216,3 +218,34 @@ def content_keys(
         for repo, path, key, revision in rows
         if (repo, path) in wanted
     }
+
+
+def known_keys(catalog: Catalog, watch_id: int) -> set[str]:
+    """The result keys watch ``watch_id`` has recorded (reported or baseline)."""
+    with catalog.session() as session:
+        return set(
+            session.scalars(select(WatchHit.result_key).where(WatchHit.watch_id == watch_id))
+        )
+
+
+def recent_hits(catalog: Catalog, *, limit: int) -> list[WatchHitRecord]:
+    """The newest reported hits of all watches (baselines left out), newest first."""
+    out: list[WatchHitRecord] = []
+    with catalog.session() as session:
+        rows = session.execute(
+            select(WatchHit, Watch.name)
+            .join(Watch, WatchHit.watch_id == Watch.id)
+            .order_by(WatchHit.id.desc())
+            .execution_options(yield_per=256)
+        )
+        for row, name in rows:
+            payload = dict(row.payload or {})
+            # Baselines (results a watch found when it was added) were never news.
+            if payload.get("reason") == "baseline":
+                continue
+            at = utc(row.at)
+            assert at is not None
+            out.append(WatchHitRecord(name, row.result_key, row.scan_id, at, payload))
+            if len(out) >= limit:
+                break
+    return out

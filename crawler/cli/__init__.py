@@ -10,7 +10,14 @@ from __future__ import annotations
 import os
 import sys
 
-from crawler.cli import db_cmd, sql_cmd  # noqa: F401  (registers commands)
+from crawler.cli import (  # noqa: F401  (importing a command module registers it)
+    changes_cmd,
+    db_cmd,
+    scans_cmd,
+    schedule_cmd,
+    sql_cmd,
+    watch_cmd,
+)
 from crawler.cli._app import app
 
 __all__ = ["app", "main"]
