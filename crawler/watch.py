@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 from xml.etree import ElementTree as ET
 
 from crawler.errors import NothingFits, QuantsError
@@ -203,7 +204,8 @@ def write_atom(path: Path, hits: Sequence[WatchHitRecord], *, endpoint: str) -> 
     ET.register_namespace("", _ATOM_NS)
 
     def sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
-        element = ET.SubElement(parent, f"{{{_ATOM_NS}}}{tag}", attrs)
+        clean = {key: _xml_text(value) for key, value in attrs.items()}
+        element = ET.SubElement(parent, f"{{{_ATOM_NS}}}{tag}", clean)
         if text is not None:
             element.text = _xml_text(text)
         return element
@@ -226,7 +228,7 @@ def write_atom(path: Path, hits: Sequence[WatchHitRecord], *, endpoint: str) -> 
         sub(entry, "category", term=hit.watch)
         repo = hit.payload.get("repo")
         if isinstance(repo, str) and repo:
-            sub(entry, "link", href=f"{endpoint.rstrip('/')}/{repo}")
+            sub(entry, "link", href=f"{endpoint.rstrip('/')}/{quote(repo, safe='/')}")
         sub(entry, "content", _entry_summary(hit), type="text")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
