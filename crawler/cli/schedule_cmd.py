@@ -14,14 +14,22 @@ if TYPE_CHECKING:
 
 
 def _quants_argv() -> list[str]:
-    """How to start this quants again from a unit file or crontab (an absolute path)."""
+    """How to start this quants again from a unit file or crontab (absolute paths).
+
+    The script beside this interpreter first (a virtual environment's ``bin/``), then PATH.
+    Symlinks are not resolved: a venv's ``python`` links to the base interpreter, outside the
+    venv and its packages.
+    """
     import shutil
     import sys
 
+    beside = Path(sys.executable).absolute().parent / "quants"
+    if beside.is_file():
+        return [str(beside)]
     found = shutil.which("quants")
     if found:
-        return [str(Path(found).resolve())]
-    return [str(Path(sys.executable).resolve()), "-m", "crawler"]
+        return [str(Path(found).absolute())]
+    return [str(Path(sys.executable).absolute()), "-m", "crawler"]
 
 
 def _environment(settings: Settings) -> dict[str, str]:
