@@ -1,0 +1,207 @@
+"""Group a repo's files into quants (pure: no I/O).
+
+One quant is one model a user would run: a single ``.gguf`` file, the shards of one gguf-split
+model (``X-00001-of-00003.gguf``, llama.cpp ``llama_split_path`` format ``%s-%05d-of-%05d.gguf``),
+or the byte-concatenated parts of one file (mradermacher ``X.gguf.part1of2``: only part 1 holds a
+header). Projector files (``mmproj*``) and draft/MTP sidecars (``mtp-*``, ``eagle3-*``,
+``dflash-*``, ``dspark-*``: the prefixes llama.cpp's downloader skips in ``common/download.cpp``)
+are kept apart; imatrix files and non-GGUF files are ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+__all__ = [
+    "FileKind",
+    "GroupedFile",
+    "QuantGroup",
+    "RepoLayout",
+    "SourceFile",
+    "classify",
+    "content_key",
+    "group_files",
+]
+
+# llama.cpp names shards "%s-%05d-of-%05d.gguf" (llama.cpp src/llama.cpp llama_split_path); some
+# uploaders use fewer digits, so accept 1-5 and compare numerically.
+_SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{1,5})-of-(?P<count>\d{1,5})\.gguf$", re.IGNORECASE)
+# mradermacher: "X.gguf.part1of2" (byte concatenation, not gguf-split).
+_PART = re.compile(r"^(?P<base>.+\.gguf)\.part(?P<index>\d+)of(?P<count>\d+)$", re.IGNORECASE)
+# Draft-model companions llama.cpp's picker skips (common/download.cpp): not quants of the model.
+_SIDECAR_PREFIXES = ("mtp-", "eagle3-", "dflash-", "dspark-")
+
+
+class FileKind(StrEnum):
+    """What a repo file is to the crawler (``files.kind`` in the catalog)."""
+
+    GGUF = "gguf"
+    SHARD = "shard"
+    PART = "part"
+    MMPROJ = "mmproj"
+    MTP_SIDECAR = "mtp_sidecar"
+    OTHER = "other"
+
+
+class SourceFile(Protocol):
+    """What grouping needs of a listed file (``crawler.hub.HubFile`` has these)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def content_key(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupedFile:
+    """One GGUF-related file with its kind and place in its quant."""
+
+    path: str
+    size: int
+    content_key: str
+    kind: FileKind
+    shard_index: int | None = None
+    shard_count: int | None = None
+    #: The quant this file belongs to (its ``path``), None for mmproj/sidecars/other.
+    quant_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuantGroup:
+    """One quant: its key ``path`` (the file, or the first shard/part) and its files in order."""
+
+    path: str
+    files: tuple[GroupedFile, ...]
+    #: False when a shard or part is missing (an upload in progress): not analysed.
+    complete: bool
+
+    @property
+    def size_bytes(self) -> int:
+        """Total bytes over all files."""
+        return sum(f.size for f in self.files)
+
+    @property
+    def shard_count(self) -> int:
+        """Number of files the quant is made of."""
+        return len(self.files)
+
+    @property
+    def header_files(self) -> tuple[GroupedFile, ...]:
+        """Files that carry a GGUF header: every gguf-split shard, but only part 1 of parts."""
+        return tuple(f for f in self.files if f.kind != FileKind.PART or f.shard_index == 1)
+
+    @property
+    def content_key(self) -> str:
+        """Identity of the quant's bytes; changes when any file is re-uploaded."""
+        return content_key(f.content_key for f in self.files)
+
+
+@dataclass(frozen=True, slots=True)
+class RepoLayout:
+    """A repo's GGUF files grouped: quants, plus the files kept apart."""
+
+    quants: tuple[QuantGroup, ...]
+    #: Every GGUF-related file (quant members, mmproj, sidecars), in path order.
+    files: tuple[GroupedFile, ...]
+
+
+def content_key(keys: Iterable[str]) -> str:
+    """One file's key as is; several files' keys hashed in order (bounded length)."""
+    keys = list(keys)
+    if len(keys) == 1:
+        return keys[0]
+    return "sha256:" + hashlib.sha256(",".join(keys).encode("utf-8")).hexdigest()
+
+
+def classify(path: str) -> tuple[FileKind, int | None, int | None] | None:
+    """Kind, shard index and shard count of ``path``; None for files the crawler ignores."""
+    name = posixpath.basename(path)
+    lower = name.lower()
+    part = _PART.match(name)
+    if not lower.endswith(".gguf") and part is None:
+        return None
+    if "imatrix" in lower:
+        # imatrix data (GGUF since llama.cpp b5900 keeps the .gguf suffix): not a model.
+        return None
+    if lower.startswith("mmproj") or "-mmproj" in lower or ".mmproj" in lower:
+        return FileKind.MMPROJ, None, None
+    if lower.startswith(_SIDECAR_PREFIXES):
+        return FileKind.MTP_SIDECAR, None, None
+    if part is not None:
+        index, count = int(part["index"]), int(part["count"])
+        if 1 <= index <= count:
+            return FileKind.PART, index, count
+        return FileKind.OTHER, None, None
+    split = _SPLIT.match(name)
+    if split is not None:
+        index, count = int(split["index"]), int(split["count"])
+        if 1 <= index <= count:
+            return FileKind.SHARD, index, count
+        return FileKind.OTHER, None, None
+    return FileKind.GGUF, None, None
+
+
+def _group_key(path: str, kind: FileKind, count: int | None) -> tuple[str, ...]:
+    folder, name = posixpath.split(path)
+    if kind == FileKind.SHARD:
+        match = _SPLIT.match(name)
+        assert match is not None
+        return ("shard", folder, match["stem"].lower(), str(count))
+    if kind == FileKind.PART:
+        match = _PART.match(name)
+        assert match is not None
+        return ("part", folder, match["base"].lower(), str(count))
+    return ("file", path)
+
+
+def group_files(files: Iterable[SourceFile]) -> RepoLayout:
+    """Group listed files into quants; ignored files (non-GGUF, imatrix) are dropped."""
+    grouped: list[GroupedFile] = []
+    members: dict[tuple[str, ...], list[GroupedFile]] = {}
+    for f in sorted(files, key=lambda f: f.path):
+        kinds = classify(f.path)
+        if kinds is None:
+            continue
+        kind, index, count = kinds
+        entry = GroupedFile(f.path, f.size, f.content_key, kind, index, count)
+        if kind in (FileKind.GGUF, FileKind.SHARD, FileKind.PART):
+            members.setdefault(_group_key(f.path, kind, count), []).append(entry)
+        else:
+            grouped.append(entry)
+    quants: list[QuantGroup] = []
+    for key, entries in members.items():
+        if key[0] == "file":
+            ordered = entries
+            complete = True
+        else:
+            # Duplicate indexes cannot happen in one tree (paths differ only by case otherwise);
+            # keep the first of each index anyway so a quant never lists a shard twice.
+            by_index: dict[int, GroupedFile] = {}
+            for e in entries:
+                assert e.shard_index is not None
+                by_index.setdefault(e.shard_index, e)
+            ordered = [by_index[i] for i in sorted(by_index)]
+            count = ordered[0].shard_count or 0
+            complete = sorted(by_index) == list(range(1, count + 1))
+        quant_path = ordered[0].path
+        files_in_quant = tuple(
+            GroupedFile(
+                e.path, e.size, e.content_key, e.kind, e.shard_index, e.shard_count, quant_path
+            )
+            for e in ordered
+        )
+        grouped.extend(files_in_quant)
+        quants.append(QuantGroup(quant_path, files_in_quant, complete))
+    quants.sort(key=lambda q: q.path)
+    grouped.sort(key=lambda f: f.path)
+    return RepoLayout(tuple(quants), tuple(grouped))
