@@ -35,10 +35,12 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "DEFAULT_CRON",
     "CrawlJob",
+    "CrawlScope",
     "LoggingProgress",
     "ScheduleOptions",
     "build_trigger",
     "configure_logging",
+    "crawl_pass",
     "run_scheduler",
 ]
 
@@ -62,6 +64,29 @@ class ScheduleOptions:
     jitter_s: int = 300
     # A run missed by up to this much (machine asleep, process paused) still runs once.
     misfire_grace_s: int = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlScope:
+    """What each scheduled pass crawls (``quants crawl``'s ``--author``/``--search``/``--limit``).
+
+    ``authors`` and ``searches`` both None: the crawler's default lists.
+    """
+
+    authors: tuple[str, ...] | None = None
+    searches: tuple[str, ...] | None = None
+    limit: int | None = None
+
+    def crawl_args(self) -> list[str]:
+        """The same scope as ``quants crawl`` options (for a unit file or crontab)."""
+        args: list[str] = []
+        for author in self.authors or ():
+            args += ["--author", author]
+        for term in self.searches or ():
+            args += ["--search", term]
+        if self.limit is not None:
+            args += ["--limit", str(self.limit)]
+        return args
 
 
 def build_trigger(options: ScheduleOptions) -> BaseTrigger:
@@ -140,10 +165,23 @@ class LoggingProgress:
         )
 
 
-def _default_crawl(settings: Settings, stop: threading.Event, progress: Progress) -> Any:
-    from crawler.scan import run_once
+def crawl_pass(scope: CrawlScope) -> CrawlFn:
+    """The real crawl pass (``scan.run_once``) over ``scope``, as a :data:`CrawlFn`."""
 
-    return run_once(settings, progress=progress, stop=stop, trigger="schedule")
+    def crawl(settings: Settings, stop: threading.Event, progress: Progress) -> Any:
+        from crawler.scan import run_once
+
+        return run_once(
+            settings,
+            progress=progress,
+            stop=stop,
+            trigger="schedule",
+            authors=scope.authors,
+            searches=scope.searches,
+            limit=scope.limit,
+        )
+
+    return crawl
 
 
 def _default_after_scan(settings: Settings, summary: Any) -> None:
@@ -169,7 +207,7 @@ class CrawlJob:
     ) -> None:
         self.settings = settings
         self.stop = stop
-        self._crawl = crawl or _default_crawl
+        self._crawl = crawl or crawl_pass(CrawlScope())
         self._after_scan = after_scan or _default_after_scan
         self.runs = 0
         self.skipped = 0
@@ -232,12 +270,13 @@ def run_scheduler(
     trigger: BaseTrigger | None = None,
     stop: threading.Event | None = None,
     job: Callable[[], None] | None = None,
+    scope: CrawlScope | None = None,
 ) -> None:
     """Run scheduled crawl passes in the foreground until ``stop`` is set (or SIGTERM/SIGINT).
 
-    ``trigger`` and ``job`` default to the cron trigger of ``options`` and a :class:`CrawlJob`;
-    tests inject a short trigger instead of waiting for the wall clock. Raises LockHeld when
-    another scheduler already runs on this catalog.
+    ``trigger`` and ``job`` default to the cron trigger of ``options`` and a :class:`CrawlJob`
+    crawling ``scope``; tests inject a short trigger instead of waiting for the wall clock.
+    Raises LockHeld when another scheduler already runs on this catalog.
 
     apscheduler's BackgroundScheduler runs the job in its thread pool while this thread waits
     on ``stop``: the signal handler then only sets an event (safe at any point), and shutdown
@@ -248,7 +287,7 @@ def run_scheduler(
 
     stop = stop or threading.Event()
     trigger = trigger or build_trigger(options)
-    job = job or CrawlJob(settings, stop=stop)
+    job = job or CrawlJob(settings, stop=stop, crawl=crawl_pass(scope or CrawlScope()))
     with crawl_lock(settings, command="quants schedule", name="schedule"):
         scheduler = BackgroundScheduler(timezone=_zone(options.timezone))
         extra: dict[str, Any] = {}

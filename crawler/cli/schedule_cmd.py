@@ -86,6 +86,24 @@ def schedule(
     print_cron: Annotated[
         bool, typer.Option("--print-cron", help="Print a crontab entry instead; exit.")
     ] = False,
+    author: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--author", help="Crawl this author's repos (repeatable).", show_default=False
+        ),
+    ] = None,
+    search: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--search", help="Crawl repos matching this term (repeatable).", show_default=False
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", min=1, help="At most this many repos per crawl.", show_default=False
+        ),
+    ] = None,
     db: DbOpt = None,
 ) -> None:
     """Crawl the Hub on a schedule, in the foreground (SIGTERM/Ctrl-C stop it cleanly).
@@ -97,7 +115,13 @@ def schedule(
     from crawler.config import Settings
     from crawler.cron import crontab_text, parse_cron, systemd_units
     from crawler.errors import UsageError
-    from crawler.scheduler import ScheduleOptions, build_trigger, configure_logging, run_scheduler
+    from crawler.scheduler import (
+        CrawlScope,
+        ScheduleOptions,
+        build_trigger,
+        configure_logging,
+        run_scheduler,
+    )
 
     settings = Settings.from_env().replace(db_url=db)
     options = ScheduleOptions(
@@ -110,7 +134,12 @@ def schedule(
     build_trigger(options)  # check --cron and --timezone before anything else
     if print_systemd and print_cron:
         raise UsageError("give one of --print-systemd and --print-cron")
-    argv = [*_quants_argv(), "crawl"]
+    scope = CrawlScope(
+        authors=tuple(author) if author else None,
+        searches=tuple(search) if search else None,
+        limit=limit,
+    )
+    argv = [*_quants_argv(), "crawl", *scope.crawl_args()]
     if print_systemd:
         typer.echo(
             systemd_units(
@@ -137,4 +166,4 @@ def schedule(
         )
         return
     configure_logging(settings.log_level, log_file)
-    run_scheduler(settings, options)
+    run_scheduler(settings, options, scope=scope)
