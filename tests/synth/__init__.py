@@ -1,0 +1,128 @@
+"""Synthetic GGUF model builder: the files every other part of the test suite reads.
+
+Writes real GGUF headers (gguf's GGUFWriter) whose metadata and tensor tables are exactly what
+mainline llama.cpp needs to load the model, over a sparse all-zero data section (no weights are
+written; a "real"-size 16 GiB file costs a few MB of disk). Test-only code: never imported by
+``crawler``.
+
+Public API (others code against it; keep it stable)::
+
+    from tests.synth import (
+        # specs: ModelSpec (frozen dataclass) with MoE / MLA / Hybrid / SWA parts
+        llama, qwen3, qwen3moe, qwen35, glm4moe, deepseek2, gemma3,   # f(size="tiny"|"real")
+        preset, PRESETS, ModelSpec, MoE, MLA, Hybrid, SWA, tensor_defs,
+        # recipes: Recipe(label, file_type, choose, drop_mtp); choose(TensorSlot) -> type
+        uniform, q8_0, bf16, q4_k_m_like, ud_q3_k_xl_like, ud_bad_mxfp4_attn,
+        mtp_downgraded, fork_type_252, ik_llama_mix, drop_mtp_tensors,
+        type_id, type_name, tensor_nbytes, TYPE_SIZES, FORK_PXQ4, MAINLINE_TYPE_COUNT,
+        # writing
+        write_gguf, write_parts, write_mtp_sidecar, write_mmproj, header_bytes,
+        layout, mmproj_layout, write_layout, shard_name, Layout, PlacedTensor,
+    )
+
+    write_gguf(path, spec, recipe, *, split=None|N, metadata_only_first_shard=False,
+               alignment=32, big_endian=False, version=3, metadata=None) -> list[Path]
+    header_bytes(spec, recipe, *, alignment=32, big_endian=False, version=3, metadata=None)
+        -> bytes  # the file's bytes [0, data_offset), padding included
+    layout(spec, recipe, ...) -> Layout  # .header, .tensors (name, shape, type_id, nbytes,
+        # offset, role, layer, kind), .data_offset, .size: what write_gguf writes, in memory
+    write_parts(path, spec, recipe, parts=2) -> [<name>.part1of2, <name>.part2of2]
+    write_mtp_sidecar(path, spec, recipe) -> Path  # MTP blocks + token_embd/output(_norm)
+    write_mmproj(path, n_embd_text=256) -> Path    # arch "clip"
+
+Facts the specs encode (sources in spec.py / presets.py): shapes are ggml order (ne0 first);
+``block_count`` includes the ``nextn_predict_layers`` MTP blocks; the MTP block carries an ordinary
+full-attention layer plus ``nextn.eh_proj/enorm/hnorm/shared_head_norm`` (``mtp_full_head=True``
+adds ``nextn.embed_tokens/shared_head_head``); 1-D tensors, norms, the router and ssm_conv1d stay
+F32 whatever the recipe; a type whose block does not divide ne0 falls back like llama-quantize.
+Use ``dataclasses.replace(spec, ...)`` for variants (e.g. ``n_nextn=0`` for a trunk-only file).
+"""
+
+from __future__ import annotations
+
+from .presets import PRESETS, deepseek2, gemma3, glm4moe, llama, preset, qwen3, qwen3moe, qwen35
+from .recipe import (
+    FORK_PXQ4,
+    MAINLINE_TYPE_COUNT,
+    TYPE_SIZES,
+    Recipe,
+    TensorSlot,
+    bf16,
+    drop_mtp_tensors,
+    fork_type_252,
+    ik_llama_mix,
+    mtp_downgraded,
+    q4_k_m_like,
+    q8_0,
+    tensor_nbytes,
+    type_id,
+    type_name,
+    ud_bad_mxfp4_attn,
+    ud_q3_k_xl_like,
+    uniform,
+)
+from .spec import MLA, SWA, Hybrid, ModelSpec, MoE, TensorDef, tensor_defs
+from .vocab import Vocab, make_vocab
+from .write import (
+    Layout,
+    PlacedTensor,
+    header_bytes,
+    layout,
+    mmproj_layout,
+    shard_name,
+    write_gguf,
+    write_layout,
+    write_mmproj,
+    write_mtp_sidecar,
+    write_parts,
+)
+
+__all__ = [
+    "FORK_PXQ4",
+    "MAINLINE_TYPE_COUNT",
+    "MLA",
+    "PRESETS",
+    "SWA",
+    "TYPE_SIZES",
+    "Hybrid",
+    "Layout",
+    "MoE",
+    "ModelSpec",
+    "PlacedTensor",
+    "Recipe",
+    "TensorDef",
+    "TensorSlot",
+    "Vocab",
+    "bf16",
+    "deepseek2",
+    "drop_mtp_tensors",
+    "fork_type_252",
+    "gemma3",
+    "glm4moe",
+    "header_bytes",
+    "ik_llama_mix",
+    "layout",
+    "llama",
+    "make_vocab",
+    "mmproj_layout",
+    "mtp_downgraded",
+    "preset",
+    "q4_k_m_like",
+    "q8_0",
+    "qwen3",
+    "qwen3moe",
+    "qwen35",
+    "shard_name",
+    "tensor_defs",
+    "tensor_nbytes",
+    "type_id",
+    "type_name",
+    "ud_bad_mxfp4_attn",
+    "ud_q3_k_xl_like",
+    "uniform",
+    "write_gguf",
+    "write_layout",
+    "write_mmproj",
+    "write_mtp_sidecar",
+    "write_parts",
+]
