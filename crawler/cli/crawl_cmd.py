@@ -1,0 +1,106 @@
+"""``quants crawl``: one crawl pass over the Hub into the catalog, with a progress bar on stderr."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from crawler.cli._app import DbOpt, JsonOpt, app
+
+_SUMMARY_ROWS = (
+    ("repos seen", "repos_seen"),
+    ("repos new", "repos_new"),
+    ("repos changed", "repos_changed"),
+    ("repos unchanged", "repos_unchanged"),
+    ("quants analysed", "quants_analysed"),
+    ("files analysed", "files_analysed"),
+    ("requests", "requests"),
+    ("bytes fetched", "bytes_fetched"),
+    ("errors", "errors"),
+)
+
+
+@app.command("crawl")
+def crawl(
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint",
+            help="Hub base URL (default: $QUANTS_HF_ENDPOINT, else https://huggingface.co).",
+            show_default=False,
+        ),
+    ] = None,
+    author: Annotated[
+        list[str] | None,
+        typer.Option("--author", help="List this author's GGUF repos (repeatable)."),
+    ] = None,
+    search: Annotated[
+        list[str] | None,
+        typer.Option("--search", help="List GGUF repos matching this term (repeatable)."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="At most this many repos.")
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", min=1, max=256, help="Header reads in flight (default 8)."),
+    ] = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="List every repo (refresh downloads/likes, find vanished repos), not only "
+            "those changed since the last crawl.",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Crawl GGUF repos into the catalog: read every new or changed quant's headers.
+
+    Without --author/--search, the default uploaders and search terms are listed. A second
+    crawl only reads what changed; failures are recorded (`quants scans`) and retried.
+    """
+    import signal
+    import threading
+
+    from crawler.cli._output import human_bytes, print_json
+    from crawler.config import Settings
+    from crawler.lock import crawl_lock
+    from crawler.progress import StderrProgress
+    from crawler.scan import run_once
+
+    settings = Settings.from_env().replace(
+        db_url=db,
+        hf_endpoint=endpoint.rstrip("/") if endpoint else None,
+        concurrency=concurrency,
+    )
+    stop = threading.Event()
+    # SIGTERM (service managers, `kill`): finish the repos in flight, record "interrupted".
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with crawl_lock(settings, command="quants crawl"):
+            summary = run_once(
+                settings,
+                progress=StderrProgress(),
+                stop=stop,
+                authors=author or None,
+                searches=search or None,
+                limit=limit,
+                full=True if full else None,
+            )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    data = summary.to_json()
+    if as_json:
+        print_json(data)
+        return
+    for label, key in _SUMMARY_ROWS:
+        value = data[key]
+        shown = human_bytes(value) if key == "bytes_fetched" else str(value)
+        typer.echo(f"{label:<16} {shown}")
+    if summary.errors:
+        typer.echo("see `quants scans` for the errors; the next crawl retries them", err=True)
+    if summary.status != "ok":
+        typer.echo(f"crawl {summary.status}: {summary.message or ''}".rstrip(), err=True)
