@@ -25,11 +25,19 @@ _GROUP_WORDS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _weights(types: Mapping[str, Any]) -> dict[str, Any]:
+    # Norms and biases are F32 in every GGUF (llama.cpp's convert keeps 1-D tensors in F32), so
+    # F32 next to other types says nothing about how the weights were quantised.
+    kept = {name: n for name, n in types.items() if name != "F32"}
+    return kept or dict(types)
+
+
 def describe_types(types: Mapping[str, Any] | None) -> str:
-    """``{"Q4_K": 30, "Q6_K": 10}`` -> ``"Q4_K+Q6_K"`` (most tensors first)."""
+    """``{"Q4_K": 30, "Q6_K": 10, "F32": 4}`` -> ``"Q4_K+Q6_K"`` (most tensors first, F32 norms
+    left out unless nothing else is there)."""
     if not types:
         return "none"
-    ordered = sorted(types.items(), key=lambda kv: (-_count(kv[1]), kv[0]))
+    ordered = sorted(_weights(types).items(), key=lambda kv: (-_count(kv[1]), kv[0]))
     return "+".join(name for name, _ in ordered)
 
 
@@ -37,11 +45,15 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _describe_mix(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[str, str]:
+def _describe_mix(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The two sides of "A -> B", or None when the weights' types did not change."""
+    old_w, new_w = _weights(old), _weights(new)
+    if old_w == new_w:
+        return None
     # Same set of types in other proportions: show the counts, or the sentence would be "A -> A".
-    if set(old) == set(new):
-        return _with_counts(old), _with_counts(new)
-    return describe_types(old), describe_types(new)
+    if set(old_w) == set(new_w):
+        return _with_counts(old_w), _with_counts(new_w)
+    return describe_types(old_w), describe_types(new_w)
 
 
 def _with_counts(types: Mapping[str, Any]) -> str:
@@ -59,18 +71,24 @@ def _bits(value: Any) -> str:
     return "unknown" if value is None else str(value)
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB"
+_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
 
 
-def _signed_size(delta: int) -> str:
+def _unit(magnitude: int) -> tuple[str, int]:
+    return next((u for u in _UNITS if magnitude >= u[1]), _UNITS[-1])
+
+
+def _in(n: int, unit: tuple[str, int]) -> str:
+    name, scale = unit
+    return f"{n} B" if scale == 1 else f"{n / scale:.2f} {name}"
+
+
+def _sizes(before: int, after: int) -> str:
+    # Both sides in one unit (the larger's), the difference in its own.
+    unit = _unit(max(abs(before), abs(after)))
+    delta = after - before
     sign = "+" if delta > 0 else "-"
-    magnitude = abs(delta)
-    if magnitude >= 2**30:
-        return f"{sign}{magnitude / 2**30:.2f} GiB"
-    if magnitude >= 2**20:
-        return f"{sign}{magnitude / 2**20:.1f} MiB"
-    return f"{sign}{magnitude} B"
+    return f"{_in(before, unit)} -> {_in(after, unit)} ({sign}{_in(abs(delta), _unit(abs(delta)))})"
 
 
 def describe_change(
@@ -90,19 +108,20 @@ def describe_change(
     if before.get("architecture") != after.get("architecture") and before and after:
         out.append(f"architecture {before.get('architecture')} -> {after.get('architecture')}")
     out.extend(_loadable(before, after))
+    attention, others = _groups(before, after)
+    # Attention first, then the MTP head, then the rest: what users re-download for.
+    out.extend(attention)
+    out.extend(_attention_flag(before, after))
     out.extend(_mtp(before, after))
-    out.extend(_groups(before, after))
-    out.extend(_flags(before, after))
+    out.extend(others)
+    out.extend(_dynamic_flag(before, after))
     n_before, n_after = before.get("n_tensors"), after.get("n_tensors")
     if isinstance(n_before, int) and isinstance(n_after, int) and n_before != n_after:
         out.append(f"tensors {n_before} -> {n_after}")
     size_before = old_size if old_size is not None else before.get("size_bytes")
     size_after = new_size if new_size is not None else after.get("size_bytes")
     if isinstance(size_before, int) and isinstance(size_after, int) and size_before != size_after:
-        out.append(
-            f"size {_gib(size_before)} -> {_gib(size_after)} "
-            f"({_signed_size(size_after - size_before)})"
-        )
+        out.append(f"size {_sizes(size_before, size_after)}")
     return out or ["content changed, same profile"]
 
 
@@ -129,10 +148,10 @@ def _mtp(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
         out.append(f"MTP state {old.get('state')} -> {new.get('state')}")
     old_types = _dict(_dict(_dict(before.get("groups")).get("mtp")).get("types"))
     new_types = _dict(_dict(_dict(after.get("groups")).get("mtp")).get("types"))
-    if old_types and new_types and dict(old_types) != dict(new_types):
-        a, b = _describe_mix(old_types, new_types)
-        out.append(f"MTP {a} -> {b}")
-    elif old.get("min_bits") != new.get("min_bits") and now:
+    mix = _describe_mix(old_types, new_types) if old_types and new_types else None
+    if mix is not None:
+        out.append(f"MTP {mix[0]} -> {mix[1]}")
+    elif not (old_types and new_types) and old.get("min_bits") != new.get("min_bits") and now:
         out.append(f"MTP min bits {_bits(old.get('min_bits'))} -> {_bits(new.get('min_bits'))}")
     if old.get("preserved") is True and new.get("preserved") is False:
         out.append("MTP head no longer preserved")
@@ -141,39 +160,46 @@ def _mtp(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _groups(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+def _groups(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(sentences about attention, sentences about the other groups), in _GROUP_WORDS order."""
     old_groups, new_groups = _dict(before.get("groups")), _dict(after.get("groups"))
-    out: list[str] = []
+    attention: list[str] = []
+    others: list[str] = []
     for key, words in _GROUP_WORDS:
         old, new = _dict(old_groups.get(key)), _dict(new_groups.get(key))
         old_types, new_types = _dict(old.get("types")), _dict(new.get("types"))
+        into = attention if key == "attn" else others
         if old and not new and old_groups and new_groups:
-            out.append(f"{words} removed")
+            into.append(f"{words} removed")
         elif new and not old and old_groups and new_groups:
-            out.append(f"{words} added ({describe_types(new_types)})")
-        elif old_types and new_types and dict(old_types) != dict(new_types):
-            a, b = _describe_mix(old_types, new_types)
-            out.append(f"{words} {a} -> {b}")
+            into.append(f"{words} added ({describe_types(new_types)})")
+        elif old_types and new_types:
+            mix = _describe_mix(old_types, new_types)
+            if mix is not None:
+                into.append(f"{words} {mix[0]} -> {mix[1]}")
     if not old_groups or not new_groups:
         # No per-group types: fall back on the attention verdict.
         old_attn, new_attn = _dict(before.get("attention")), _dict(after.get("attention"))
         if old_attn and new_attn and old_attn.get("min_bits") != new_attn.get("min_bits"):
-            out.append(
+            attention.append(
                 f"attention min bits {_bits(old_attn.get('min_bits'))} -> "
                 f"{_bits(new_attn.get('min_bits'))}"
             )
-    return out
+    return attention, others
 
 
-def _flags(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
+def _attention_flag(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     old_attn, new_attn = _dict(before.get("attention")), _dict(after.get("attention"))
     if old_attn.get("preserved") is True and new_attn.get("preserved") is False:
-        out.append("attention no longer preserved")
-    elif old_attn.get("preserved") is False and new_attn.get("preserved") is True:
-        out.append("attention now preserved")
+        return ["attention no longer preserved"]
+    if old_attn.get("preserved") is False and new_attn.get("preserved") is True:
+        return ["attention now preserved"]
+    return []
+
+
+def _dynamic_flag(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     if before.get("dynamic") is True and after.get("dynamic") is False:
-        out.append("no longer dynamic")
-    elif before.get("dynamic") is False and after.get("dynamic") is True:
-        out.append("now dynamic (bulk FFN below attention, embeddings and output)")
-    return out
+        return ["no longer dynamic"]
+    if before.get("dynamic") is False and after.get("dynamic") is True:
+        return ["now dynamic (bulk FFN below attention, embeddings and output)"]
+    return []

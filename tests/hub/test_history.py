@@ -158,7 +158,7 @@ def test_changes_of_the_latest_scan(world: World) -> None:
             100,
             150,
         )
-        assert up.changes == ("attention MXFP4 -> Q8_0", "size 0.00 GiB -> 0.00 GiB (+50 B)")
+        assert up.changes == ("attention MXFP4 -> Q8_0", "size 100 B -> 150 B (+50 B)")
         assert [(q.repo_id, q.path) for q in report.vanished_quants] == [
             ("unsloth/A-GGUF", "A-Q8_0.gguf")
         ]
@@ -202,7 +202,7 @@ def test_two_reuploads_in_the_window_diff_first_against_last(world: World) -> No
     world.finish()
     report = changes_since(world.catalog, str(first))
     assert len(report.scan_ids) == 2
-    assert report.reuploads[0].changes == ("MTP head removed", "attention MXFP4 -> Q8_0")
+    assert report.reuploads[0].changes == ("attention MXFP4 -> Q8_0", "MTP head removed")
 
 
 def test_empty_catalog_and_bad_since(world: World) -> None:

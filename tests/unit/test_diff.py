@@ -39,7 +39,7 @@ def test_unsloth_style_reupload_attention_off_mxfp4() -> None:
     assert describe_change(old, new) == [
         "attention MXFP4 -> Q8_0",
         "attention now preserved",
-        "size 17.00 GiB -> 17.50 GiB (+512.0 MiB)",
+        "size 17.00 GiB -> 17.50 GiB (+512.00 MiB)",
     ]
 
 
@@ -91,12 +91,24 @@ def test_same_profile_and_missing_profiles() -> None:
     assert describe_change({}, {}, old_size=2**30, new_size=2**30 - 100) == [
         "size 1.00 GiB -> 1.00 GiB (-100 B)"
     ]
+    assert describe_change({}, {}, old_size=2118048, new_size=2971424) == [
+        "size 2.02 MiB -> 2.83 MiB (+833.38 KiB)"
+    ]
 
 
 def test_attention_fallback_without_groups() -> None:
     old = {"attention": {"min_bits": 4.0}}
     new = {"attention": {"min_bits": 8.0}}
     assert describe_change(old, new) == ["attention min bits 4 -> 8"]
+
+
+def test_f32_norms_are_not_weights() -> None:
+    old = _profile()
+    new = _profile(groups={**old["groups"], "attn": {"types": {"MXFP4": 64, "F32": 16}}})
+    assert describe_change(old, new) == ["content changed, same profile"]
+    newer = _profile(groups={**old["groups"], "attn": {"types": {"Q8_0": 64, "F32": 16}}})
+    assert describe_change(new, newer)[0] == "attention MXFP4 -> Q8_0"
+    assert describe_types({"F32": 3}) == "F32"
 
 
 @pytest.mark.parametrize(
