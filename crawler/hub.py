@@ -579,14 +579,15 @@ class HubClient:
                         url=url,
                     ) from None
                 wait = retry.wait_s if retry.wait_s is not None else backoff
-                if retry.wait_s is not None:
-                    # The Hub named the wait: make every thread on this bucket honour it.
-                    self._limiter.block(bucket, wait)
-                else:
-                    backoff = min(_MAX_BACKOFF_S, backoff * 2)
                 logger.warning("retrying %s %s in %.1f s: %s", method, url, wait, retry.reason)
                 self._charge(retries=1)
-                self._wait(wait)
+                if retry.wait_s is not None:
+                    # The Hub named the wait: block the bucket, so this thread (at its next
+                    # reserve()) and every other thread on the bucket honour it.
+                    self._limiter.block(bucket, wait)
+                else:
+                    self._wait(backoff)
+                    backoff = min(_MAX_BACKOFF_S, backoff * 2)
 
     def _attempt(
         self,
@@ -605,7 +606,7 @@ class HubClient:
             # As get_hf_file_metadata does: no transfer compression, so bytes on the wire are
             # the file's bytes and the budget counts what the CDN sent.
             headers["accept-encoding"] = "identity"
-        started = self._clock()
+        started = time.monotonic()  # real time: the body deadline guards real sockets
         try:
             session = get_session()
             with session.stream(
@@ -706,7 +707,7 @@ class HubClient:
                         "the Hub sent an oversized reply", repo_id=repo_id, url=url
                     )
                 break
-            if self._clock() - started > self._timeout_s:
+            if time.monotonic() - started > self._timeout_s:
                 raise _Retry("body too slow")
         body = b"".join(chunks)
         return body[skip:]

@@ -235,6 +235,8 @@ def tree_entries(
         if blob.lfs:
             entry["lfs"] = {"oid": blob.sha256, "size": blob.size, "pointerSize": blob.pointer_size}
         entries.append(entry)
+    # One order for all entries (by path), so the keyset cursor of the next page is the path.
+    entries.sort(key=lambda e: e["path"])
     if expand:
         for entry in entries:
             entry["lastCommit"] = {

@@ -333,10 +333,12 @@ def _serve_blob(req: Request, blob: Blob, extra: dict[str, str]) -> Reply:
     first, last = match.groups()
     if first == "":  # suffix range: the last N bytes
         start, end = max(0, blob.size - int(last)), blob.size - 1
+        unsatisfiable = int(last) == 0
     else:
         start = int(first)
         end = min(int(last), blob.size - 1) if last else blob.size - 1
-    if start >= blob.size or (last and int(last) < start):
+        unsatisfiable = start >= blob.size or (last != "" and int(last) < start)
+    if unsatisfiable:
         return Reply(416, {**headers, "Content-Range": f"bytes */{blob.size}"})
     headers["Content-Range"] = f"bytes {start}-{end}/{blob.size}"
     return Reply(206, headers, blob=blob, start=start, end=end)

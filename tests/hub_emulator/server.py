@@ -67,6 +67,12 @@ class _Handler(BaseHTTPRequestHandler):
     error_content_type = "application/json"
     _reset: ClassVar[bool] = False
 
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes: without TCP_NODELAY, Nagle plus the
+        # client's delayed ACK add ~40 ms to every keep-alive request.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the request log replaces the stderr lines."""
 
@@ -85,6 +91,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         emu = self.server.emulator
+        emu.begin()
+        try:
+            self._answer(emu, method)
+        finally:
+            emu.end()
+
+    def _answer(self, emu: HubEmulator, method: str) -> None:
         origin = self.server.origin
         split = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
@@ -203,6 +216,8 @@ class HubEmulator:
         self._window: tuple[float, dict[str, int]] = (0.0, {})
         self._log: list[RequestRecord] = []
         self._log_lock = threading.Lock()
+        self._idle = threading.Condition()
+        self._in_flight = 0
         self._servers: list[_Server] = []
         self._threads: list[threading.Thread] = []
         self._secret = b"emulator-cdn-secret"
@@ -214,7 +229,7 @@ class HubEmulator:
         for origin in ("hub", "cdn"):
             server = _Server(self, origin)  # type: ignore[arg-type]
             thread = threading.Thread(
-                target=server.serve_forever, daemon=True, name=f"emu-{origin}"
+                target=server.serve_forever, args=(0.05,), daemon=True, name=f"emu-{origin}"
             )
             thread.start()
             self._servers.append(server)
@@ -260,6 +275,17 @@ class HubEmulator:
 
     # --- request log --------------------------------------------------------------------------
 
+    def begin(self) -> None:
+        """A request starts (the handler calls this)."""
+        with self._idle:
+            self._in_flight += 1
+
+    def end(self) -> None:
+        """A request is answered and logged."""
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
     def record(self, rec: RequestRecord) -> None:
         """Append to the log (the handler calls this)."""
         with self._log_lock:
@@ -278,7 +304,13 @@ class HubEmulator:
         path: str | None = None,
         status: int | None = None,
     ) -> list[RequestRecord]:
-        """Logged requests, filtered; ``path`` is a substring of the (raw) path."""
+        """Logged requests, filtered; ``path`` is a substring of the (raw) path.
+
+        Waits (up to 2 s) for requests still being answered: a client can hold the last byte of
+        a response before the server has logged it.
+        """
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=2.0)
         with self._log_lock:
             log = list(self._log)
         return [
@@ -328,8 +360,9 @@ class HubEmulator:
                 f"You have exceeded our hourly quotas for action '{bucket}'.",
                 extra={"Retry-After": str(reset)},
             )
-        reply.headers["RateLimit"] = f'"{bucket}";r={remaining};t={reset}'
-        reply.headers["RateLimit-Policy"] = (
-            f'"fixed window";"{bucket}";q={quota};w={int(self.window_s)}'
+        # An injected 429 brings its own RateLimit headers: keep them.
+        reply.headers.setdefault("RateLimit", f'"{bucket}";r={remaining};t={reset}')
+        reply.headers.setdefault(
+            "RateLimit-Policy", f'"fixed window";"{bucket}";q={quota};w={int(self.window_s)}'
         )
         return reply
