@@ -1,0 +1,129 @@
+"""``quants inspect``: read one GGUF header (file, URL, Hub file or quant), show its precision."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from crawler.cli._app import JsonOpt, app
+
+if TYPE_CHECKING:
+    from crawler.profile import PrecisionProfile
+    from crawler.source import HeaderRead
+
+
+@app.command("inspect")
+def inspect(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A local .gguf, an http(s) URL, owner/repo/path.gguf or owner/repo:QUANT.",
+            show_default=False,
+        ),
+    ],
+    as_json: JsonOpt = False,
+    tensors: Annotated[
+        bool, typer.Option("--tensors", help="Also list every tensor (name, type, shape, bytes).")
+    ] = False,
+) -> None:
+    """Show which tensors of a GGUF are at which precision, the MTP/attention verdicts and any
+    contradiction between its name and its contents (reads only the header)."""
+    from crawler.cli._output import print_json
+    from crawler.config import Settings
+    from crawler.profile import build_profile
+    from crawler.source import read_target
+
+    settings = Settings.from_env()
+    read = read_target(target, settings)
+    profile = build_profile(
+        read.header, file_name=read.file_name, repo_id=read.repo_id, repo_files=read.repo_files
+    )
+    if as_json:
+        print_json(_json(read, profile, tensors))
+    else:
+        typer.echo(_render(read, profile, tensors))
+
+
+def _json(read: HeaderRead, profile: PrecisionProfile, tensors: bool) -> dict[str, object]:
+    return profile.to_json(
+        source=read.source,
+        revision=read.revision,
+        size_bytes=read.size_bytes,
+        header_bytes=read.header_bytes,
+        bytes_fetched=read.bytes_fetched,
+        requests=read.requests,
+        include_tensors=tensors,
+    )
+
+
+def _yes(value: bool | None) -> str:
+    return "n/a" if value is None else "yes" if value else "NO"
+
+
+def _render(read: HeaderRead, p: PrecisionProfile, tensors: bool) -> str:
+    from crawler.cli._output import format_table, human_bytes, safe_text
+
+    lines = [f"! {safe_text(claim)}" for claim in p.claims]
+    if p.claims:
+        lines.append("")
+    mtp = p.mtp
+    mtp_text = mtp.state
+    if mtp.present:
+        mtp_text += f", layers {','.join(map(str, mtp.layers))}, min {mtp.min_bits}-bit"
+        mtp_text += f", preserved {_yes(mtp.preserved)}"
+    attn = "none" if p.attention_min_bits is None else f"min {p.attention_min_bits}-bit"
+    facts = [
+        ("source", safe_text(read.source)),
+        ("revision", read.revision or "-"),
+        ("architecture", safe_text(p.architecture or "-")),
+        ("quant label", safe_text(p.quant_label or "-")),
+        ("file type", p.file_type or "-"),
+        ("size", human_bytes(read.size_bytes)),
+        ("params", f"{p.n_params:,}"),
+        ("bpw", f"{p.bpw:.4f}" if p.bpw is not None else "-"),
+        ("MTP", mtp_text),
+        ("attention", f"{attn}, preserved {_yes(p.attention_preserved)}"),
+        ("dynamic", _yes(p.dynamic)),
+        ("mainline llama.cpp", "loads" if p.loadable_by_mainline else "CANNOT load"),
+        (
+            "header",
+            f"{human_bytes(read.header_bytes)}; fetched {human_bytes(read.bytes_fetched)} "
+            f"in {read.requests} request(s)",
+        ),
+    ]
+    width = max(len(k) for k, _ in facts)
+    lines.extend(f"{k.ljust(width)}  {v}" for k, v in facts)
+    lines.append("")
+    total = p.n_bytes or 1
+    rows = [
+        (
+            name,
+            g.n_tensors,
+            f"{g.n_params:,}",
+            " ".join(f"{t}x{n}" for t, n in g.types.items()),
+            "-" if g.min_bits is None else f"{g.min_bits}-{g.max_bits}",
+            "-" if g.bpw is None else f"{g.bpw:.2f}",
+            human_bytes(g.n_bytes),
+            f"{100 * g.n_bytes / total:.1f}%",
+        )
+        for name, g in p.groups.items()
+    ]
+    cols = ("group", "tensors", "params", "types", "bits", "bpw", "bytes", "share")
+    lines.append(
+        format_table(cols, rows, align_right=("tensors", "params", "bpw", "bytes", "share"))
+    )
+    if tensors:
+        lines.append("")
+        trows = [
+            (
+                t.name,
+                t.group,
+                t.type_name,
+                "x".join(map(str, t.shape)),
+                "-" if t.n_bytes is None else human_bytes(t.n_bytes),
+            )
+            for t in p.tensors
+        ]
+        lines.append(format_table(("tensor", "group", "type", "shape", "bytes"), trows))
+    return "\n".join(lines)

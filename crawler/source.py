@@ -1,0 +1,456 @@
+"""Byte sources for GGUF headers (I/O): local files, http(s) URLs, Hub files and quants.
+
+Each source is a ``ReadAt`` that counts its requests and bytes. :func:`read_target` turns what a
+user types (``model.gguf``, ``https://...``, ``owner/repo/path.gguf``, ``owner/repo:Q4_K_M``)
+into a parsed (and, for split quants, merged) header plus the fetch facts ``quants inspect``
+reports. Hub access goes through :class:`crawler.hub.HubClient` (token, retries, rate limits);
+plain URLs get a small Range reader here that never sends the HF token to a foreign host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, BinaryIO
+from urllib.parse import unquote, urlsplit
+
+from crawler.config import Settings
+from crawler.errors import HubNotFound, HubUnavailable, QuantsError, UsageError
+from crawler.gguf import GGUFHeader, read_header
+from crawler.labels import is_mtp_sidecar_name, parse_quant_label, split_info
+from crawler.profile import merge_headers
+
+if TYPE_CHECKING:
+    import httpx2
+
+    from crawler.hub import HubClient, HubFile
+
+__all__ = [
+    "FileReader",
+    "HeaderRead",
+    "UrlReader",
+    "parse_target",
+    "read_target",
+    "resolve_quant",
+]
+
+# Streamed bodies are read in pieces this large; also the most a reader can over-read when a
+# server ignores Range and the header ends mid-piece.
+_CHUNK = 64 * 1024
+# gguf-split shards after the first carry only split.* keys and their tensor infos (~64 bytes a
+# tensor, a few hundred tensors): 64 KiB usually holds all of it.
+_LATER_SHARD_FIRST_READ = 64 * 1024
+_REPO = r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
+_HUB_FILE = re.compile(rf"^(?P<repo>{_REPO})/(?P<path>.+\.gguf(?:\.part\d+of\d+)?)$", re.I)
+_HUB_QUANT = re.compile(rf"^(?P<repo>{_REPO}):(?P<quant>[A-Za-z0-9_.-]+)$")
+_RESOLVE = re.compile(rf"^/(?P<repo>{_REPO})/(?:resolve|blob)/(?P<rev>[^/]+)/(?P<path>.+)$")
+
+
+class FileReader:
+    """``ReadAt`` over a local file; counts reads as requests."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self._fh: BinaryIO = self.path.open("rb")
+        except OSError as exc:
+            raise UsageError(f"cannot open {self.path}: {exc.strerror}") from None
+        self.size = os.fstat(self._fh.fileno()).st_size
+        self.requests = 0
+        self.bytes_fetched = 0
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        """Read ``length`` bytes at ``offset`` (fewer at end of file)."""
+        self._fh.seek(offset)
+        data = self._fh.read(length)
+        self.requests += 1
+        self.bytes_fetched += len(data)
+        return data
+
+    def close(self) -> None:
+        """Close the file."""
+        self._fh.close()
+
+
+class UrlReader:
+    """``ReadAt`` over an http(s) URL with ``Range`` requests (no credentials sent).
+
+    A server that ignores ``Range`` (200 and the whole body) is not allowed to make us download
+    the file: the response stays open and later sequential reads continue from it, so the bytes
+    taken stay the bytes the parser needs (plus at most one 64 KiB piece), and :meth:`close`
+    drops the rest. ``requests`` counts HTTP requests (redirect hops included), ``bytes_fetched``
+    the body bytes received.
+    """
+
+    def __init__(self, url: str, *, timeout_s: float = 30.0, client: httpx2.Client | None = None):
+        import httpx2
+
+        from crawler import __version__
+
+        self.url = url
+        self.size: int | None = None
+        self.requests = 0
+        self.bytes_fetched = 0
+        self.range_ignored = False
+        self._own = client is None
+        self._client = client or httpx2.Client(
+            follow_redirects=True,
+            timeout=timeout_s,
+            headers={"user-agent": f"quants/{__version__}", "accept-encoding": "identity"},
+        )
+        self._stream: httpx2.Response | None = None
+        self._pieces: Iterator[bytes] | None = None
+        self._stream_pos = 0
+        self._pending = b""
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        """Read ``length`` bytes at ``offset`` (fewer only at end of file)."""
+        if length <= 0 or (self.size is not None and offset >= self.size):
+            return b""
+        if self._stream is not None and offset == self._stream_pos:
+            return self._continue(length)
+        self._drop_stream()
+        import httpx2
+
+        request = self._client.build_request(
+            "GET", self.url, headers={"range": f"bytes={offset}-{offset + length - 1}"}
+        )
+        try:
+            response = self._client.send(request, stream=True)
+        except httpx2.HTTPError as exc:
+            raise HubUnavailable(f"request failed: {type(exc).__name__}", url=self.url) from None
+        self.requests += 1 + len(response.history)
+        status = response.status_code
+        if status == 416:
+            response.close()
+            return b""
+        if status == 404:
+            response.close()
+            raise HubNotFound("no file at this URL (HTTP 404)", url=self.url)
+        if status not in (200, 206):
+            response.close()
+            raise HubUnavailable(f"HTTP {status}", url=self.url)
+        self._learn_size(response)
+        self._stream, self._pieces, self._stream_pos = response, response.iter_raw(_CHUNK), 0
+        self._pending = b""
+        if status == 206:
+            self._stream_pos = _content_range_start(response.headers.get("content-range"))
+            if self._stream_pos != offset:
+                self._drop_stream()
+                raise HubUnavailable("server answered a different range", url=self.url)
+            data = self._continue(length)
+            self._drop_stream()  # a 206 body is exactly what we asked for; nothing to keep
+            return data
+        self.range_ignored = True
+        self._continue(offset)  # skip to the offset (counted: those bytes did arrive)
+        return self._continue(length)
+
+    def _continue(self, length: int) -> bytes:
+        """Take ``length`` bytes from the open response (fewer at its end)."""
+        assert self._pieces is not None
+        out = bytearray(self._pending[:length])
+        self._pending = self._pending[length:]
+        while len(out) < length:
+            piece = next(self._pieces, b"")
+            if not piece:
+                break
+            self.bytes_fetched += len(piece)
+            need = length - len(out)
+            out += piece[:need]
+            self._pending = piece[need:]
+        self._stream_pos += len(out)
+        return bytes(out)
+
+    def _learn_size(self, response: httpx2.Response) -> None:
+        total = response.headers.get("content-range", "").rpartition("/")[2]
+        if total.isdigit():
+            self.size = int(total)
+        elif response.status_code == 200 and response.headers.get("content-length", "").isdigit():
+            self.size = int(response.headers["content-length"])
+
+    def _drop_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+        self._stream, self._pieces, self._pending = None, None, b""
+
+    def close(self) -> None:
+        """Close any open response and (if owned) the client."""
+        self._drop_stream()
+        if self._own:
+            self._client.close()
+
+    def __enter__(self) -> UrlReader:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _content_range_start(value: str | None) -> int:
+    m = re.match(r"bytes (\d+)-", value or "")
+    return int(m.group(1)) if m else -1
+
+
+# --------------------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A parsed TARGET: ``kind`` is ``file``, ``url``, ``hub_file`` or ``hub_quant``."""
+
+    kind: str
+    value: str
+    repo_id: str | None = None
+    path: str | None = None
+    quant: str | None = None
+    revision: str | None = None
+
+
+def parse_target(target: str, *, endpoint: str = "https://huggingface.co") -> Target:
+    """Classify what the user typed. A local path that exists wins over a Hub reading."""
+    if target.startswith(("http://", "https://")):
+        parts = urlsplit(target)
+        base = urlsplit(endpoint)
+        m = _RESOLVE.match(unquote(parts.path))
+        if m and parts.netloc == base.netloc:
+            return Target(
+                "hub_file", target, m.group("repo"), m.group("path"), revision=m.group("rev")
+            )
+        return Target("url", target)
+    if Path(target).exists():
+        return Target("file", target)
+    m = _HUB_QUANT.match(target)
+    if m:
+        return Target("hub_quant", target, m.group("repo"), quant=m.group("quant"))
+    m = _HUB_FILE.match(target)
+    if m:
+        return Target("hub_file", target, m.group("repo"), m.group("path"))
+    raise UsageError(
+        f"{target!r} is not a local file, an http(s) URL, owner/repo/path.gguf or owner/repo:QUANT"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderRead:
+    """A header read from a target, with the facts of the fetch."""
+
+    source: str
+    header: GGUFHeader
+    file_name: str
+    repo_id: str | None = None
+    revision: str | None = None
+    repo_files: tuple[str, ...] = ()
+    #: Logical file size (all shards / parts), when known.
+    size_bytes: int | None = None
+    #: Bytes before the data section, summed over shards.
+    header_bytes: int = 0
+    #: Body bytes received for the header reads (API listings not included).
+    bytes_fetched: int = 0
+    #: HTTP requests (or file reads) for the header reads, redirect hops included.
+    requests: int = 0
+    shards: tuple[str, ...] = field(default=())
+
+
+def _quant_files(files: Sequence[HubFile]) -> list[HubFile]:
+    """GGUF files that can be a quant's first file (no mmproj, no MTP sidecar, no later part)."""
+    out = []
+    for f in files:
+        base = f.path.rsplit("/", 1)[-1].lower()
+        si = split_info(f.path)
+        if not (base.endswith(".gguf") or (si and si[0] == "part")):
+            continue
+        if "mmproj" in base or is_mtp_sidecar_name(f.path):
+            continue
+        if si is not None and si[1] != 1:
+            continue
+        out.append(f)
+    return out
+
+
+def resolve_quant(files: Sequence[HubFile], quant: str) -> HubFile:
+    """The first file of the quant labelled ``quant`` (``Q4_K_M``, ``UD-Q4_K_XL``, ``i1-IQ4_XS``).
+
+    An exact label wins; otherwise the scheme alone (``Q4_K_M`` finds ``i1-Q4_K_M``) if that is
+    unambiguous. Raises UsageError naming the labels the repo has.
+    """
+    want = quant.upper()
+    labelled = [(f, parse_quant_label(f.path)) for f in _quant_files(files)]
+    exact = [f for f, lab in labelled if lab and lab.text.upper() == want]
+    loose = [f for f, lab in labelled if lab and lab.scheme.upper() == want.split("-")[-1]]
+    for found in (exact, loose):
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            names = ", ".join(sorted(f.path for f in found))
+            raise UsageError(f"{quant!r} matches several files: {names}; name one")
+    have = sorted({lab.text for _, lab in labelled if lab})
+    raise UsageError(
+        f"no quant {quant!r} in this repo; it has: {', '.join(have) if have else 'no GGUF quants'}"
+    )
+
+
+def _shard_paths(path: str, files: Sequence[HubFile]) -> list[str]:
+    si = split_info(path)
+    if si is None or si[0] != "split":
+        return [path]
+    _, _, count = si
+    m = re.search(r"-(\d{5})-of-(\d{5})\.gguf$", path, re.I)
+    assert m is not None
+    stem = path[: m.start()]
+    names = [f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
+    present = {f.path for f in files}
+    missing = [n for n in names if n not in present]
+    if present and missing:
+        raise HubNotFound(f"split quant is missing shard(s): {', '.join(missing)}")
+    return names
+
+
+def read_target(
+    target: str,
+    settings: Settings,
+    *,
+    hub: HubClient | None = None,
+    size_hint: int | None = None,
+) -> HeaderRead:
+    """Read (and merge) the header(s) behind ``target``; see :func:`parse_target`."""
+    t = parse_target(target, endpoint=settings.hf_endpoint)
+    cap = settings.max_header_bytes
+    if t.kind == "file":
+        return _read_local(t.value, cap, size_hint)
+    if t.kind == "url":
+        with UrlReader(t.value, timeout_s=settings.timeout_s) as reader:
+            header = read_header(reader, max_header_bytes=cap, size_hint=size_hint, source=t.value)
+            return HeaderRead(
+                source=t.value,
+                header=header,
+                file_name=unquote(urlsplit(t.value).path).rsplit("/", 1)[-1],
+                size_bytes=reader.size,
+                header_bytes=header.data_offset,
+                bytes_fetched=reader.bytes_fetched,
+                requests=reader.requests,
+            )
+    from crawler.hub import HubClient
+
+    client = hub or HubClient(settings)
+    return _read_hub(client, t, cap, size_hint)
+
+
+def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
+    paths = [path]
+    si = split_info(path)
+    if si is not None and si[0] == "split":
+        m = re.search(r"-(\d{5})-of-(\d{5})\.gguf$", path, re.I)
+        assert m is not None
+        paths = [f"{path[: m.start()]}-{i:05d}-of-{si[2]:05d}.gguf" for i in range(1, si[2] + 1)]
+    elif si is not None and si[0] == "part":
+        stem = re.sub(r"\.part\d+of\d+$", "", path, flags=re.I)
+        paths = [f"{stem}.part{i}of{si[2]}" for i in range(1, si[2] + 1)]
+    for p in paths:
+        if not Path(p).exists():
+            raise UsageError(f"missing shard {p}")
+    if si is not None and si[0] == "part":
+        # Byte-concatenated parts: only part 1 has a header; the file is all parts together.
+        total = sum(Path(p).stat().st_size for p in paths)
+        shard_paths = paths[:1]
+    else:
+        total = sum(Path(p).stat().st_size for p in paths)
+        shard_paths = paths
+    headers: list[GGUFHeader] = []
+    requests, fetched, hint = 0, 0, size_hint
+    for i, p in enumerate(shard_paths):
+        reader = FileReader(p)
+        try:
+            size = total if len(shard_paths) == 1 else reader.size
+            h = read_header(
+                reader,
+                file_size=size,
+                max_header_bytes=cap,
+                size_hint=hint if i == 0 else None,
+                first_read=None if i == 0 else _LATER_SHARD_FIRST_READ,
+                source=p,
+            )
+        finally:
+            reader.close()
+        headers.append(h)
+        requests += reader.requests
+        fetched += reader.bytes_fetched
+    header = merge_headers(headers, source=path)
+    return HeaderRead(
+        source=path,
+        header=header,
+        file_name=Path(paths[0]).name,
+        repo_files=tuple(str(p.name) for p in Path(path).parent.iterdir()),
+        size_bytes=total,
+        header_bytes=sum(h.data_offset for h in headers),
+        bytes_fetched=fetched,
+        requests=requests,
+        shards=tuple(paths),
+    )
+
+
+def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> HeaderRead:
+    assert t.repo_id is not None
+    revision = t.revision
+    if revision is None or not re.fullmatch(r"[0-9a-f]{40}", revision):
+        revision = client.repo_info(t.repo_id, revision).sha
+        if revision is None:
+            raise HubUnavailable("the Hub did not say the repo's commit", repo_id=t.repo_id)
+    files = client.list_files(t.repo_id, revision)
+    if t.kind == "hub_quant":
+        assert t.quant is not None
+        first = resolve_quant(files, t.quant).path
+    else:
+        assert t.path is not None
+        first = t.path
+        if not any(f.path == first for f in files):
+            raise HubNotFound(f"no file {first} in {t.repo_id}", repo_id=t.repo_id)
+    sizes = {f.path: f.size for f in files}
+    si = split_info(first)
+    if si is not None and si[0] == "part":
+        stem = re.sub(r"\.part\d+of\d+$", "", first, flags=re.I)
+        paths = [f"{stem}.part{i}of{si[2]}" for i in range(1, si[2] + 1)]
+        to_read = paths[:1]
+    else:
+        paths = _shard_paths(first, files)
+        to_read = paths
+    headers: list[GGUFHeader] = []
+    requests, fetched, hint = 0, 0, size_hint
+    for i, p in enumerate(to_read):
+        reader = client.range_reader(t.repo_id, p, revision)
+        size = sum(sizes.get(x, 0) for x in paths) if len(to_read) == 1 else sizes.get(p)
+        try:
+            h = read_header(
+                reader,
+                file_size=size or None,
+                max_header_bytes=cap,
+                size_hint=hint if i == 0 else None,
+                first_read=None if i == 0 else _LATER_SHARD_FIRST_READ,
+                source=p,
+            )
+        except QuantsError as exc:
+            if getattr(exc, "source", None) is None:
+                exc.source = p  # type: ignore[attr-defined]
+            raise
+        headers.append(h)
+        requests += reader.requests
+        fetched += reader.bytes_fetched
+    header = merge_headers(headers, source=first)
+    return HeaderRead(
+        source=f"{t.repo_id}/{first}",
+        header=header,
+        file_name=first.rsplit("/", 1)[-1],
+        repo_id=t.repo_id,
+        revision=revision,
+        repo_files=tuple(f.path for f in files),
+        size_bytes=sum(sizes.get(p, 0) for p in paths) or None,
+        header_bytes=sum(h.data_offset for h in headers),
+        bytes_fetched=fetched,
+        requests=requests,
+        shards=tuple(paths),
+    )
