@@ -14,6 +14,7 @@ from crawler.cli import (  # noqa: F401  (importing a command module registers i
     changes_cmd,
     crawl_cmd,
     db_cmd,
+    inspect_cmd,
     scans_cmd,
     schedule_cmd,
     sql_cmd,
