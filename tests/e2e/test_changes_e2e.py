@@ -1,0 +1,158 @@
+"""``quants crawl`` twice with the Hub emulator's world mutated in between; ``quants changes``
+reports exactly the mutations, and ``quants scans`` the two passes. The real CLI, in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.world import FileCache, Quant, reupload
+from tests.hub_emulator import HubEmulator
+from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Cli:
+    """Runs ``python -m crawler`` against one emulator and one catalog."""
+
+    def __init__(self, emulator: HubEmulator, tmp_path: Path) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("QUANTS_")}
+        self.env.update(
+            QUANTS_HF_ENDPOINT=emulator.endpoint,
+            QUANTS_DB=f"sqlite:///{tmp_path / 'catalog.sqlite'}",
+            QUANTS_DATA_DIR=str(tmp_path / "data"),
+            QUANTS_TIMEOUT="10",
+        )
+
+    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "crawler", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=180,
+            cwd=ROOT,
+        )
+        if ok:
+            assert out.returncode == 0, out.stderr
+        return out
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "--json").stdout)
+
+
+def _mutate(emulator: HubEmulator, cache: FileCache) -> None:
+    state = emulator.state
+    # Unsloth's real story: the UD-Q4_K_XL re-uploaded under the same name, attention off MXFP4.
+    reupload(
+        state,
+        cache,
+        "unsloth/Qwen3.5-35B-A3B-GGUF",
+        Quant("Qwen3.5-35B-A3B-UD-Q4_K_XL.gguf", "qwen35", "UD-Q4_K_XL"),
+    )
+    # A quant silently re-uploaded without its MTP head.
+    reupload(
+        state,
+        cache,
+        "unsloth/Qwen3.6-27B-GGUF",
+        Quant("Qwen3.6-27B-Q8_0.gguf", "qwen35", "Q8_0", no_mtp=True),
+    )
+    # A new quant in a known repo.
+    reupload(
+        state,
+        cache,
+        "bartowski/google_gemma-3-12b-it-GGUF",
+        Quant("google_gemma-3-12b-it-Q5_K_M.gguf", "gemma3", "Q4_K_M"),
+    )
+    # A file deleted, and a whole repo deleted.
+    state.commit("lmstudio-community/Qwen3-8B-GGUF", delete=["Qwen3-8B-Q8_0.gguf"])
+    state.delete_repo("unsloth/DeepSeek-V2-Lite-Chat-GGUF")
+
+
+def test_changes_report_exactly_the_mutations(
+    hub: HubEmulator,  # noqa: F811
+    world_cache: FileCache,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    cli = Cli(hub, tmp_path)
+    first = cli.json("crawl")
+    assert first["quants_analysed"] > 10
+    # Nothing changed yet: the latest scan's changes are every quant, all new.
+    initial = cli.json("changes")
+    assert initial["reuploads"] == [] and initial["vanished_quants"] == []
+    assert len(initial["new_quants"]) == first["quants_analysed"]
+
+    _mutate(hub, world_cache)
+    # --full lists every repo, so the deleted repo is noticed in this pass.
+    second = cli.json("crawl", "--full")
+    assert second["repos_changed"] >= 3
+
+    report = cli.json("changes")
+    assert report["scans"] == [2]
+    assert [(q["repo"], q["path"]) for q in report["new_quants"]] == [
+        ("bartowski/google_gemma-3-12b-it-GGUF", "google_gemma-3-12b-it-Q5_K_M.gguf")
+    ]
+    ups = {(r["repo"], r["path"]): r for r in report["reuploads"]}
+    assert set(ups) == {
+        ("unsloth/Qwen3.5-35B-A3B-GGUF", "Qwen3.5-35B-A3B-UD-Q4_K_XL.gguf"),
+        ("unsloth/Qwen3.6-27B-GGUF", "Qwen3.6-27B-Q8_0.gguf"),
+    }
+    ud = ups[("unsloth/Qwen3.5-35B-A3B-GGUF", "Qwen3.5-35B-A3B-UD-Q4_K_XL.gguf")]
+    assert ud["changes"][0].startswith("attention MXFP4 -> ")
+    assert "MXFP4" not in ud["changes"][0].split("->")[1]
+    assert "attention now preserved" in ud["changes"]
+    assert ud["old_revision"] != ud["new_revision"]
+    assert ud["new_size_bytes"] != ud["old_size_bytes"]
+    assert any(c.startswith("size ") for c in ud["changes"])
+    q8 = ups[("unsloth/Qwen3.6-27B-GGUF", "Qwen3.6-27B-Q8_0.gguf")]
+    assert q8["changes"][0] == "MTP head removed"
+    assert [(q["repo"], q["path"]) for q in report["vanished_quants"]] == [
+        ("lmstudio-community/Qwen3-8B-GGUF", "Qwen3-8B-Q8_0.gguf")
+    ]
+    assert [(r["repo"], r["quants"]) for r in report["vanished_repos"]] == [
+        ("unsloth/DeepSeek-V2-Lite-Chat-GGUF", 2)
+    ]
+    # --since the first scan is the same window; since the second, nothing.
+    assert cli.json("changes", "--since", "1") == {**report, "since_scan_id": 1}
+    assert cli.json("changes", "--since", "2")["new_quants"] == []
+
+    # The human view says the same in words, with Hub text escaped.
+    text = cli.run("changes").stdout
+    assert "re-upload  unsloth/Qwen3.6-27B-GGUF/Qwen3.6-27B-Q8_0.gguf [Q8_0]" in text
+    assert "             MTP head removed" in text
+    assert "vanished   repo unsloth/DeepSeek-V2-Lite-Chat-GGUF (2 quants)" in text
+    assert "vanished   lmstudio-community/Qwen3-8B-GGUF/Qwen3-8B-Q8_0.gguf" in text
+
+    scans = cli.json("scans")
+    assert [(s["id"], s["status"], s["trigger"]) for s in scans] == [
+        (2, "ok", "manual"),
+        (1, "ok", "manual"),
+    ]
+    assert scans[1]["repos_new"] == first["repos_new"]
+    assert scans[0]["requests"] == second["requests"]
+    assert scans[0]["bytes_fetched"] == second["bytes_fetched"]
+    assert all(s["duration_s"] is not None and s["duration_s"] >= 0 for s in scans)
+    table = cli.run("scans").stdout.splitlines()
+    assert table[0].split()[:5] == ["id", "started", "duration", "status", "trigger"]
+    assert len(table) == 4
+
+
+@pytest.mark.parametrize("since", ["nope", "999"])
+def test_changes_bad_since_is_a_usage_error(
+    since: str,
+    hub: HubEmulator,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    cli = Cli(hub, tmp_path)
+    out = cli.run("changes", "--since", since, ok=False)
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: --since")
+    assert "Traceback" not in out.stderr
