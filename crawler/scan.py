@@ -170,12 +170,13 @@ def error_kind(exc: BaseException, *, during: str = "read") -> str:
     if isinstance(exc, HubGated):
         return "gated"
     if isinstance(exc, HubNotFound):
-        # hub._map_error: 401 without a code is "not found or private" (the Hub says no more).
-        if "private" in text:
-            return "private"
         if text.startswith("revision not found"):
             return "changed"
-        return "vanished" if during == "list" or "repo not found" in text else "not_found"
+        if during == "list":
+            # Listed a moment ago, now 404 (or, anonymously, 401: the Hub answers the same for
+            # deleted and private repos, hub._map_error): gone from public view either way.
+            return "vanished"
+        return "private" if "private" in text else "not_found"
     if isinstance(exc, _ContentChanged) or "changed" in text:
         return "changed"
     if isinstance(exc, HubUnavailable):
@@ -184,6 +185,9 @@ def error_kind(exc: BaseException, *, during: str = "read") -> str:
             ("http 429", "http_429"),
             ("timeout", "timeout"),
             ("too slow", "timeout"),
+            # httpcore: a body shorter than Content-Length ("peer closed connection without
+            # sending complete message body") is a RemoteProtocolError.
+            ("remoteprotocolerror", "truncated"),
             ("connection", "reset"),
             ("session closed", "reset"),
             ("short read", "truncated"),
