@@ -7,6 +7,11 @@ running scheduler gets an injected short trigger.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -27,6 +32,7 @@ from crawler.scheduler import (
     build_trigger,
     run_scheduler,
 )
+from tests.hub_emulator import HubEmulator
 
 
 def _settings(tmp_path: Path) -> Settings:
@@ -236,3 +242,184 @@ def test_logging_progress_lines(caplog: pytest.LogCaptureFixture) -> None:
     assert lines[0] == "crawl started (3 repos)"
     assert "repos 1/3, files 2, bytes 10, requests 4, errors 0" in lines[1]
     assert lines[-1].startswith("crawl ended after")
+
+
+# --- with the Hub emulator: real crawl passes --------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _scan_rows(db: Path) -> list[tuple[int, str, str]]:
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return conn.execute("select id, status, trigger from scans order by id").fetchall()
+    except sqlite3.OperationalError:  # the schema is being created
+        return []
+    finally:
+        conn.close()
+
+
+def test_scheduler_runs_real_crawls_on_a_short_trigger(hub: HubEmulator, tmp_path: Path) -> None:
+    settings = Settings(
+        hf_endpoint=hub.endpoint,
+        data_dir=tmp_path,
+        db_url=f"sqlite:///{tmp_path / 'catalog.sqlite'}",
+        timeout_s=10,
+    )
+    stop = threading.Event()
+    db = tmp_path / "catalog.sqlite"
+
+    def two_scans_done() -> bool:
+        return len([r for r in _scan_rows(db) if r[1] != "running"]) >= 2
+
+    # Run now, then every second: no wall-clock cron in the test.
+    options = ScheduleOptions(run_now=True, timezone="UTC")
+    thread, errors = _run_in_background(
+        run_scheduler, settings, options, trigger=IntervalTrigger(seconds=1), stop=stop
+    )
+    try:
+        _wait_for(two_scans_done, timeout=120)
+    finally:
+        stop.set()
+        thread.join(timeout=120)
+    assert not thread.is_alive() and not errors
+    rows = _scan_rows(db)
+    assert [(status, trigger) for _, status, trigger in rows[:2]] == [
+        ("ok", "schedule"),
+        ("ok", "schedule"),
+    ]
+    from crawler.catalog import Catalog
+    from crawler.catalog.history import list_scans
+
+    with Catalog.open(settings.resolved_db_url) as catalog:
+        scans = sorted(list_scans(catalog), key=lambda s: s.id)
+    assert scans[0].repos_new > 5 and scans[0].quants_analysed > 10
+    # The second pass is incremental: nothing new, no header read again.
+    assert scans[1].repos_new == 0 and scans[1].quants_analysed == 0
+    # Watches were evaluated after the passes: the (empty) Atom feed exists.
+    assert (tmp_path / "feeds" / "watches.atom").is_file()
+    # The scheduler released both locks when it stopped.
+    with crawl_lock(settings, command="t"), crawl_lock(settings, command="t", name="schedule"):
+        pass
+
+
+def _schedule_process(hub: HubEmulator, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUANTS_")}
+    env.update(
+        QUANTS_HF_ENDPOINT=hub.endpoint,
+        QUANTS_DB=f"sqlite:///{tmp_path / 'catalog.sqlite'}",
+        QUANTS_DATA_DIR=str(tmp_path),
+        QUANTS_CONCURRENCY="1",
+        QUANTS_TIMEOUT="10",
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "crawler", "schedule", "--run-now", "--timezone", "UTC", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def _repos_written(db: Path) -> int:
+    if not db.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return conn.execute("select count(*) from repos where scanned_sha is not null").fetchone()[
+            0
+        ]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_during_a_scan_records_it_interrupted(
+    signum: int, hub: HubEmulator, tmp_path: Path
+) -> None:
+    # Every request takes a while, so the pass is still going when the signal arrives.
+    hub.latency_s = 0.05
+    db = tmp_path / "catalog.sqlite"
+    proc = _schedule_process(hub, tmp_path, "--log-file", str(tmp_path / "schedule.log"))
+    try:
+        _wait_for(lambda: _repos_written(db) >= 1, timeout=120)
+        proc.send_signal(signum)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "finishing the repo in progress" in err
+    rows = _scan_rows(db)
+    assert [(status, trigger) for _, status, trigger in rows] == [("interrupted", "schedule")]
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("pragma integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("pragma foreign_key_check").fetchall() == []
+        finished = conn.execute("select finished_at from scans").fetchone()[0]
+        done = conn.execute("select count(*) from repos where scanned_sha is not null").fetchone()[
+            0
+        ]
+        # A finished repo has its quants analysed (one transaction per repo).
+        half_done = conn.execute(
+            "select count(*) from quants q join repos r on r.id = q.repo_pk "
+            "where r.scanned_sha is not null and q.analysed_at is null and q.vanished_at is null"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    assert finished is not None
+    assert 1 <= done < 12, "the signal should land mid-pass"
+    assert half_done == 0
+    log = (tmp_path / "schedule.log").read_text("utf-8")
+    assert "scheduler stopped" in log and "crawl ended" in log
+
+    # The next pass picks up where this one stopped and completes.
+    hub.latency_s = 0.0
+    settings = Settings(hf_endpoint=hub.endpoint, data_dir=tmp_path, db_url=f"sqlite:///{db}")
+    from crawler.scan import run_once
+
+    summary = run_once(settings)
+    assert summary.status == "ok"
+    assert _repos_written(db) > done
+
+
+def test_lock_contention_between_scheduler_and_manual_crawl(
+    hub: HubEmulator, tmp_path: Path
+) -> None:
+    hub.latency_s = 0.05
+    db = tmp_path / "catalog.sqlite"
+    proc = _schedule_process(hub, tmp_path)
+    try:
+        _wait_for(lambda: _repos_written(db) >= 1, timeout=120)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QUANTS_")}
+        env.update(
+            QUANTS_HF_ENDPOINT=hub.endpoint,
+            QUANTS_DB=f"sqlite:///{db}",
+            QUANTS_DATA_DIR=str(tmp_path),
+        )
+        for args in (["crawl"], ["schedule"]):
+            other = subprocess.run(
+                [sys.executable, "-m", "crawler", *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=ROOT,
+                timeout=120,
+            )
+            assert other.returncode == 1, other.stderr
+            first = other.stderr.splitlines()[0]
+            assert first.startswith("error: the catalog is being crawled by quants schedule")
+            assert f"pid {proc.pid}" in first
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    # The refused crawl left no scan row of its own.
+    assert [trigger for _, _, trigger in _scan_rows(db)] == ["schedule"]
