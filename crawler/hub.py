@@ -692,7 +692,7 @@ class HubClient:
             limit, skip = byte_range[0] + byte_range[1], byte_range[0]
         chunks: list[bytes] = []
         got = 0
-        for chunk in response.iter_bytes(_CHUNK):
+        for chunk in response.iter_bytes():  # as received, so the deadline check runs
             take = chunk[: max(0, limit - got)]
             got += len(take)
             self._charge(bytes_fetched=len(chunk))

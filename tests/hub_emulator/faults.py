@@ -1,8 +1,8 @@
 """Fault injection for the Hub emulator: what goes wrong, on which requests, how often.
 
 A :class:`Rule` pairs a :class:`Fault` with a request matcher (origin, method, path substring or
-regex) and a schedule: the Nth matching request, the first K, or a seeded random rate. Rules are
-checked in order; the first that fires decides the fault for that request.
+regex) and a schedule: the Nth matching request, the first K, or a seeded random rate. Every
+matching rule counts each request; the first rule that is due decides the fault.
 """
 
 from __future__ import annotations
@@ -115,20 +115,16 @@ class Rule:
             return False
         return not (self.regex is not None and not self.regex.search(path))
 
-    def fire(self) -> bool:
+    def due(self) -> bool:
         """Count a matching request; True when the schedule says this one fails."""
         self.matched += 1
         if self.nth is not None:
-            hit = self.matched == self.nth
-        elif self.times is not None:
-            hit = self.fired < self.times
-        elif self.rate is not None:
-            hit = self.rng.random() < self.rate
-        else:
-            hit = True
-        if hit:
-            self.fired += 1
-        return hit
+            return self.matched == self.nth
+        if self.times is not None:
+            return self.fired < self.times
+        if self.rate is not None:
+            return self.rng.random() < self.rate
+        return True
 
 
 class FaultPlan:
@@ -177,9 +173,12 @@ class FaultPlan:
             self._rules.clear()
 
     def pick(self, origin: str, method: str, path: str) -> Fault | None:
-        """The fault for this request, if any rule fires."""
+        """The fault for this request: the first rule that is due. Every matching rule counts
+        the request (so ``nth`` means the Nth matching request whatever other rules do)."""
+        chosen: Rule | None = None
         with self._lock:
             for rule in self._rules:
-                if rule.matches(origin, method, path) and rule.fire():
-                    return rule.fault
-        return None
+                if rule.matches(origin, method, path) and rule.due() and chosen is None:
+                    chosen = rule
+                    rule.fired += 1
+        return chosen.fault if chosen else None
