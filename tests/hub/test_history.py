@@ -108,8 +108,8 @@ class World:
 
 
 @pytest.fixture
-def world(sqlite_url: str):
-    with Catalog.open(sqlite_url) as catalog:
+def world(catalog_url: str):
+    with Catalog.open(catalog_url) as catalog:
         yield World(catalog)
 
 

@@ -62,8 +62,8 @@ def _put_quant(catalog: Catalog, repo_id: str, path: str, key: str) -> None:
 
 
 @pytest.fixture
-def env(tmp_path: Path):
-    settings = Settings(data_dir=tmp_path, db_url=f"sqlite:///{tmp_path / 'c.sqlite'}")
+def env(tmp_path: Path, catalog_url: str):
+    settings = Settings(data_dir=tmp_path, db_url=catalog_url)
     with Catalog.open(settings.resolved_db_url) as catalog:
         yield settings, catalog, FakeSearch()
 
@@ -144,7 +144,7 @@ def test_hostile_hub_text_stays_valid_xml_and_escaped_json(env) -> None:
     settings, catalog, search = env
     add_watch(settings, catalog, "w", ["--vram", "24"], search=search)
     evil = "evil/\x1b[31mRED\x07-GGUF"
-    search.results = [_result(evil, "a\x00b<&>.gguf", command="llama-server -m 'x'")]
+    search.results = [_result(evil, "a\x01b<&>.gguf", command="llama-server -m 'x'")]
     fired = evaluate_watches(settings, catalog, scan_id=None, search=search)
     assert len(fired) == 1
     atom, jsonl = feed_paths(settings)
