@@ -289,6 +289,10 @@ def run_scheduler(
     trigger = trigger or build_trigger(options)
     job = job or CrawlJob(settings, stop=stop, crawl=crawl_pass(scope or CrawlScope()))
     with crawl_lock(settings, command="quants schedule", name="schedule"):
+        from crawler.catalog import Catalog
+
+        # Fail now, not at 03:00, on a catalog that cannot be opened (and migrate it once).
+        Catalog.open(settings.resolved_db_url).close()
         scheduler = BackgroundScheduler(timezone=_zone(options.timezone))
         extra: dict[str, Any] = {}
         if options.run_now:
