@@ -19,6 +19,8 @@ The library raises these and never prints or exits. Every error carries structur
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class QuantsError(Exception):
     """Base of every error quants raises on purpose."""
@@ -37,12 +39,26 @@ class UsageError(QuantsError):
 
 
 class HubError(QuantsError):
-    """The Hub (or a mirror) answered with an error or not at all."""
+    """The Hub (or a mirror) answered with an error or not at all.
 
-    def __init__(self, message: str, *, repo_id: str | None = None, url: str | None = None):
+    ``status`` is the last HTTP status (None for network failures), ``code`` the Hub's
+    ``X-Error-Code`` (RepoNotFound, GatedRepo, RevisionNotFound, EntryNotFound) when it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        repo_id: str | None = None,
+        url: str | None = None,
+        status: int | None = None,
+        code: str | None = None,
+    ):
         super().__init__(message)
         self.repo_id = repo_id
         self.url = url
+        self.status = status
+        self.code = code
 
 
 class HubNotFound(HubError):
@@ -56,7 +72,7 @@ class HubGated(HubError):
 class HubRateLimited(HubError):
     """HTTP 429; ``retry_after`` is the wait in seconds the Hub asked for."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None, **kw: str | None):
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any):
         super().__init__(message, **kw)
         self.retry_after = retry_after
 

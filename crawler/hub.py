@@ -564,6 +564,7 @@ class HubClient:
                         retry_after=retry.wait_s,
                         repo_id=repo_id,
                         url=url,
+                        status=429,
                     ) from None
                 if attempt > self._max_retries:
                     if retry.status == 429:
@@ -572,11 +573,13 @@ class HubClient:
                             retry_after=retry.wait_s,
                             repo_id=repo_id,
                             url=url,
+                            status=429,
                         ) from None
                     raise HubUnavailable(
                         f"{retry.reason} (gave up after {self._max_retries} retries)",
                         repo_id=repo_id,
                         url=url,
+                        status=retry.status,
                     ) from None
                 wait = retry.wait_s if retry.wait_s is not None else backoff
                 logger.warning("retrying %s %s in %.1f s: %s", method, url, wait, retry.reason)
@@ -662,7 +665,8 @@ class HubClient:
         # is spent (r=0), hold the bucket until it resets instead of collecting 429s.
         info = parse_ratelimit_headers(headers)
         if info is not None and info.remaining == 0:
-            self._limiter.block(bucket, float(info.reset_in_seconds))
+            # The header names its bucket ("api", "resolvers", "pages"); trust it over the URL.
+            self._limiter.block(info.resource_type or bucket, float(info.reset_in_seconds))
 
     def _read_body(
         self,
@@ -800,27 +804,30 @@ def _map_error(response: httpx2.Response, url: str, repo_id: str | None) -> HubE
     message = response.headers.get("x-error-message") or ""
     status = response.status_code
     where = repo_id or url
+    fields: dict[str, Any] = {"repo_id": repo_id, "url": url, "status": status, "code": code}
     if code == "GatedRepo":
-        return HubGated(
-            f"{where} is gated: accept its terms with a token", repo_id=repo_id, url=url
-        )
-    if code in ("RepoNotFound", "RevisionNotFound", "EntryNotFound"):
-        what = {"RepoNotFound": "repo", "RevisionNotFound": "revision", "EntryNotFound": "file"}[
-            code
-        ]
-        return HubNotFound(f"{what} not found: {where}", repo_id=repo_id, url=url)
+        return HubGated(f"{where} is gated: accept its terms with a token", **fields)
+    if code in _NOT_FOUND_CODES:
+        return HubNotFound(f"{_NOT_FOUND_CODES[code]} not found: {where}", **fields)
     if message == "Access to this resource is disabled.":
-        return HubNotFound(f"{where} is disabled", repo_id=repo_id, url=url)
+        return HubNotFound(f"{where} is disabled", **fields)
     if status == 401:
         if message == "Invalid credentials in Authorization header":
             raise ConfigError("the Hub rejected the HF token (HF_TOKEN)")
         # The Hub answers 401 without a code for private and missing repos alike.
-        return HubNotFound(f"not found or private: {where}", repo_id=repo_id, url=url)
+        return HubNotFound(f"not found or private: {where}", **fields)
     if status == 403:
-        return HubGated(f"access denied: {where}", repo_id=repo_id, url=url)
+        return HubGated(f"access denied: {where}", **fields)
     if status == 404:
-        return HubNotFound(f"not found: {where}", repo_id=repo_id, url=url)
-    return HubError(f"HTTP {status} from the Hub for {where}", repo_id=repo_id, url=url)
+        return HubNotFound(f"not found: {where}", **fields)
+    return HubError(f"HTTP {status} from the Hub for {where}", **fields)
+
+
+_NOT_FOUND_CODES: Final = {
+    "RepoNotFound": "repo",
+    "RevisionNotFound": "revision",
+    "EntryNotFound": "file",
+}
 
 
 def _json(reply: _Reply, url: str, repo_id: str | None) -> Any:

@@ -114,9 +114,10 @@ def test_repo_info_and_not_found(shared_hub, make_client):
     assert client.repo_info(UNSLOTH, revision=info.sha).sha == info.sha
     with pytest.raises(HubNotFound) as anon:
         client.repo_info(PRIVATE)  # anonymous: 401 without code
-    assert anon.value.repo_id == PRIVATE
-    with pytest.raises(HubNotFound):
-        make_client(shared_hub, hf_token=TOKEN).repo_info("nobody/nothing")  # 404 RepoNotFound
+    assert (anon.value.repo_id, anon.value.status, anon.value.code) == (PRIVATE, 401, None)
+    with pytest.raises(HubNotFound) as missing:
+        make_client(shared_hub, hf_token=TOKEN).repo_info("nobody/nothing")
+    assert (missing.value.status, missing.value.code) == (404, "RepoNotFound")
     with pytest.raises(HubNotFound):
         client.repo_info(UNSLOTH, revision="0" * 40)  # RevisionNotFound
     assert make_client(shared_hub, hf_token="hf_test_granted").repo_info(PRIVATE).private
@@ -176,8 +177,9 @@ def test_gated_and_private_files(shared_hub, make_client):
     path = "gemma-3-12b-it-q4_0.gguf"
     with pytest.raises(HubGated):
         make_client(shared_hub).read_range(GATED, path, "main", 0, 16)
-    with pytest.raises(HubGated):
+    with pytest.raises(HubGated) as denied:
         make_client(shared_hub, hf_token=TOKEN).read_range(GATED, path, "main", 0, 16)
+    assert (denied.value.status, denied.value.code) == (403, "GatedRepo")
     granted = make_client(shared_hub, hf_token="hf_test_granted")
     assert granted.read_range(GATED, path, "main", 0, 4) == b"GGUF"
     assert make_client(shared_hub).list_files(GATED, "main")  # the tree stays public
