@@ -24,6 +24,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx2
 from huggingface_hub import get_session, hf_hub_url
+from huggingface_hub.errors import OfflineModeIsEnabled
 
 # Public in huggingface_hub.utils (its __init__ re-exports it lazily, which mypy cannot see).
 from huggingface_hub.utils._http import parse_ratelimit_headers
@@ -637,6 +638,9 @@ class HubClient:
             # RemoteProtocolError: "peer closed connection without sending complete message
             # body").
             raise _Retry(f"connection failed ({type(exc).__name__})") from None
+        except OfflineModeIsEnabled:
+            # HF_HUB_OFFLINE=1 makes the library's request hook refuse every request.
+            raise ConfigError("HF_HUB_OFFLINE is set: the Hub cannot be reached") from None
         except RuntimeError as exc:
             # The shared session was closed by another caller (huggingface_hub's http_backoff
             # closes it on ConnectError); get_session() builds a new one on the next attempt.
