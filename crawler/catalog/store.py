@@ -528,11 +528,15 @@ def _apply_profile(q: Quant, profile: Mapping[str, Any]) -> None:
     q.n_tensors = _opt_int(profile.get("n_tensors"))
     q.n_params = _opt_int(profile.get("n_params"))
     q.bpw = _opt_float(profile.get("bpw"))
-    q.mtp_present = _opt_bool(mtp.get("present"))
+    present = _opt_bool(mtp.get("present"))
+    layers = mtp.get("layers")
+    q.mtp_present = present
     q.mtp_state = mtp.get("state")
-    q.mtp_layers = _opt_int(mtp.get("layers"))
-    q.mtp_min_bits = _opt_float(mtp.get("min_bits"))
-    q.mtp_preserved = _opt_bool(mtp.get("preserved"))
+    # The profile lists the MTP block indexes; the column counts them.
+    q.mtp_layers = len(layers) if isinstance(layers, list) else _opt_int(layers)
+    # "Preserved" speaks of MTP tensors in this file: NULL when there are none.
+    q.mtp_min_bits = _opt_float(mtp.get("min_bits")) if present else None
+    q.mtp_preserved = _opt_bool(mtp.get("preserved")) if present else None
     q.attn_min_bits = _opt_float(attn.get("min_bits"))
     q.attn_preserved = _opt_bool(attn.get("preserved"))
     q.dynamic = _opt_bool(profile.get("dynamic"))

@@ -46,6 +46,10 @@ def crawl(
         int | None,
         typer.Option("--concurrency", min=1, max=256, help="Header reads in flight (default 8)."),
     ] = None,
+    all_repos: Annotated[
+        bool,
+        typer.Option("--all", help="List every GGUF repo instead of the default uploaders."),
+    ] = False,
     full: Annotated[
         bool,
         typer.Option(
@@ -59,7 +63,7 @@ def crawl(
 ) -> None:
     """Crawl GGUF repos into the catalog: read every new or changed quant's headers.
 
-    Without --author/--search, the default uploaders and search terms are listed. A second
+    Without --author/--search/--all, the default uploaders and search terms are listed. A second
     crawl only reads what changed; failures are recorded (`quants scans`) and retried.
     """
     import signal
@@ -85,8 +89,8 @@ def crawl(
                 settings,
                 progress=StderrProgress(),
                 stop=stop,
-                authors=author or None,
-                searches=search or None,
+                authors=() if all_repos else (author or None),
+                searches=() if all_repos else (search or None),
                 limit=limit,
                 full=True if full else None,
             )
