@@ -9,15 +9,18 @@ Public API (others code against it; keep it stable)::
 
     from tests.synth import (
         # specs: ModelSpec (frozen dataclass) with MoE / MLA / Hybrid / SWA parts
-        llama, qwen3, qwen3moe, qwen35, glm4moe, deepseek2, gemma3,   # f(size="tiny"|"real")
+        llama, qwen3, qwen3moe, qwen35, qwen35moe, glm4moe, deepseek2, gemma3,
+                                                  # each f(size="tiny"|"real") -> ModelSpec
         preset, PRESETS, ModelSpec, MoE, MLA, Hybrid, SWA, tensor_defs,
         # recipes: Recipe(label, file_type, choose, drop_mtp); choose(TensorSlot) -> type
         uniform, q8_0, bf16, q4_k_m_like, ud_q3_k_xl_like, ud_bad_mxfp4_attn,
-        mtp_downgraded, fork_type_252, ik_llama_mix, drop_mtp_tensors,
+        mtp_downgraded, mtp_graft, fork_type_252, ik_llama_mix, drop_mtp_tensors,
         type_id, type_name, tensor_nbytes, TYPE_SIZES, FORK_PXQ4, MAINLINE_TYPE_COUNT,
         # writing
         write_gguf, write_parts, write_mtp_sidecar, write_mmproj, header_bytes,
         layout, mmproj_layout, write_layout, shard_name, Layout, PlacedTensor,
+        # uploader / lineage KV for metadata=: general.base_model.*, quantized_by, imatrix
+        lineage, unsloth,
     )
 
     write_gguf(path, spec, recipe, *, split=None|N, metadata_only_first_shard=False,
@@ -36,11 +39,35 @@ full-attention layer plus ``nextn.eh_proj/enorm/hnorm/shared_head_norm`` (``mtp_
 adds ``nextn.embed_tokens/shared_head_head``); 1-D tensors, norms, the router and ssm_conv1d stay
 F32 whatever the recipe; a type whose block does not divide ne0 falls back like llama-quantize.
 Use ``dataclasses.replace(spec, ...)`` for variants (e.g. ``n_nextn=0`` for a trunk-only file).
+
+Checked against a CPU build of ggml-org/llama.cpp 0c1e57098 (2026-12-02, a probe program over
+``llama.h``): every tiny preset x {Q4_K_M, Q8_0, BF16, UD-Q3_K_XL, MXFP4-attn, mtp_downgraded}
+loads, makes a context, tokenizes "hello\nworld" and decodes; qwen35/qwen35moe/glm4moe/deepseek2
+(n_nextn=1) also load with ``load_mtp`` and create an MTP context; split shards (also with an
+empty first shard), GGUF v2 and alignment 64 load; MTP sidecars load and create an MTP context;
+every real preset loads with ``no_alloc`` (llama.cpp reports 8B, 27B, 30B.A3B, 35B.A3B,
+106B.A12B, 16B, 12B). Refused, as on the Hub: type 252 and ik types ("invalid ggml type 252.
+should be in [0, 43)"), big-endian on a little-endian host, a clip file as a model, and qwen35
+with ``drop_mtp_tensors`` ("tensor 'blk.4.attn_norm.weight' not found": qwen35 has no trunk-only
+fallback; glm4moe/deepseek2 load the trunk and abort only when MTP is requested).
 """
 
 from __future__ import annotations
 
-from .presets import PRESETS, deepseek2, gemma3, glm4moe, llama, preset, qwen3, qwen3moe, qwen35
+from .arch import TensorDef, tensor_defs
+from .lineage import lineage, unsloth
+from .presets import (
+    PRESETS,
+    deepseek2,
+    gemma3,
+    glm4moe,
+    llama,
+    preset,
+    qwen3,
+    qwen3moe,
+    qwen35,
+    qwen35moe,
+)
 from .recipe import (
     FORK_PXQ4,
     MAINLINE_TYPE_COUNT,
@@ -52,6 +79,7 @@ from .recipe import (
     fork_type_252,
     ik_llama_mix,
     mtp_downgraded,
+    mtp_graft,
     q4_k_m_like,
     q8_0,
     tensor_nbytes,
@@ -61,7 +89,7 @@ from .recipe import (
     ud_q3_k_xl_like,
     uniform,
 )
-from .spec import MLA, SWA, Hybrid, ModelSpec, MoE, TensorDef, tensor_defs
+from .spec import MLA, SWA, Hybrid, ModelSpec, MoE
 from .vocab import Vocab, make_vocab
 from .write import (
     Layout,
@@ -102,16 +130,19 @@ __all__ = [
     "header_bytes",
     "ik_llama_mix",
     "layout",
+    "lineage",
     "llama",
     "make_vocab",
     "mmproj_layout",
     "mtp_downgraded",
+    "mtp_graft",
     "preset",
     "q4_k_m_like",
     "q8_0",
     "qwen3",
     "qwen3moe",
     "qwen35",
+    "qwen35moe",
     "shard_name",
     "tensor_defs",
     "tensor_nbytes",
@@ -120,6 +151,7 @@ __all__ = [
     "ud_bad_mxfp4_attn",
     "ud_q3_k_xl_like",
     "uniform",
+    "unsloth",
     "write_gguf",
     "write_layout",
     "write_mmproj",

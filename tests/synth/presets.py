@@ -98,6 +98,34 @@ def qwen35(size: str = "tiny") -> ModelSpec:
     )  # fmt: skip
 
 
+def qwen35moe(size: str = "tiny") -> ModelSpec:
+    """Hybrid GDN + MoE (routed + gated shared expert) + 1 MTP block.
+
+    real = Qwen3.6-35B-A3B: 40 trunk layers + MTP block 40; attention 16 Q / 2 KV heads x 256;
+    GDN 16 QK / 32 V heads x 128; 256 experts (8 used) x 512, shared expert 512; vocab 248320.
+    753 tensors, 443 of them quantizable: the real Q8_0 file's counts (q8_0 443, f32 308, bf16 2;
+    quant-ecosystem.md §4).
+    """
+    _check(size)
+    if size == "tiny":
+        return ModelSpec(
+            "qwen35moe", "Synth-Qwen3.5-MoE-tiny", n_layer=4, n_ctx_train=4096, rope_dim=16,
+            rope_sections=(3, 3, 2, 0), tokenizer_pre="qwen35", n_nextn=1,
+            hybrid=Hybrid(full_attention_interval=4, conv_kernel=4, state_size=64,
+                          group_count=2, time_step_rank=4),
+            moe=MoE(n_expert=8, n_expert_used=2, n_ff_exp=256, n_ff_shexp=256),
+            **{**_TINY, "n_ff": 0},
+        )  # fmt: skip
+    return ModelSpec(
+        "qwen35moe", "Qwen3.6-35B-A3B", n_vocab=248320, n_embd=2048, n_layer=40, n_head=16,
+        n_head_kv=2, head_dim=256, n_ff=0, n_ctx_train=262144, rope_base=10000000.0,
+        rope_dim=64, rope_sections=(11, 11, 10, 0), tokenizer_pre="qwen35", n_nextn=1,
+        hybrid=Hybrid(full_attention_interval=4, conv_kernel=4, state_size=128, group_count=16,
+                      time_step_rank=32),
+        moe=MoE(n_expert=256, n_expert_used=8, n_ff_exp=512, n_ff_shexp=512),
+    )  # fmt: skip
+
+
 def glm4moe(size: str = "tiny") -> ModelSpec:
     """MoE with shared expert, sigmoid router with bias, leading dense layer, 1 nextn block
     (no nextn.embed_tokens / shared_head_head); real = GLM-4.5-Air (46 + 1 blocks, 128 experts)."""
@@ -165,6 +193,7 @@ PRESETS: dict[str, Callable[[str], ModelSpec]] = {
     "qwen3": qwen3,
     "qwen3moe": qwen3moe,
     "qwen35": qwen35,
+    "qwen35moe": qwen35moe,
     "glm4moe": glm4moe,
     "deepseek2": deepseek2,
     "gemma3": gemma3,

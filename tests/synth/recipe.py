@@ -350,6 +350,16 @@ def ik_llama_mix() -> Recipe:
     return Recipe("IQ4_K", 139, _ik)
 
 
+def mtp_graft(trunk: Recipe, head: Recipe) -> Recipe:
+    """A head grafted from another quant: ``trunk``'s types everywhere except the MTP blocks,
+    which get ``head``'s (havenoammo "UD + MTP graft", localweights "...-Q8nextn")."""
+
+    def choose(slot: TensorSlot) -> str | int:
+        return head.choose(slot) if slot.kind == "mtp" else trunk.choose(slot)
+
+    return Recipe(f"{trunk.label}+{head.label}nextn", trunk.file_type, choose)
+
+
 def drop_mtp_tensors(recipe: Recipe) -> Recipe:
     """``recipe`` without the MTP blocks' tensors; ``nextn_predict_layers`` stays declared."""
     return replace(recipe, drop_mtp=True)

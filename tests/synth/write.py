@@ -20,8 +20,9 @@ import numpy as np
 from gguf.constants import GGUF_DEFAULT_ALIGNMENT, GGUFEndian, GGUFValueType
 from gguf.gguf_writer import GGUFWriter, WriterState
 
+from .arch import TensorDef, tensor_defs
 from .recipe import F16, F32, Recipe, TensorSlot, tensor_nbytes
-from .spec import GLOBAL, MTP, ModelSpec, TensorDef, architecture_metadata, tensor_defs
+from .spec import GLOBAL, MTP, ModelSpec, architecture_metadata
 from .vocab import make_vocab
 
 #: (type, value) forces a GGUF value type, e.g. ``(GGUFValueType.UINT16, 3)``.

@@ -28,14 +28,17 @@ from tests.synth import (
     layout,
     make_vocab,
     mtp_downgraded,
+    mtp_graft,
     q4_k_m_like,
     q8_0,
     qwen35,
+    qwen35moe,
     tensor_nbytes,
     type_id,
     ud_bad_mxfp4_attn,
     ud_q3_k_xl_like,
     uniform,
+    unsloth,
     write_gguf,
     write_mmproj,
     write_mtp_sidecar,
@@ -177,6 +180,17 @@ def test_qwen35_real_matches_qwen36_27b_layout(tmp_path: Path) -> None:
     assert shapes["blk.64.nextn.eh_proj.weight"] == (10240, 5120)
 
 
+def test_qwen35moe_real_matches_the_real_q8_0_tensor_counts() -> None:
+    # unsloth Qwen3.6-35B-A3B Q8_0 (MTP): 753 tensors = q8_0 443 + f32 308 + bf16 2, 35.19 GiB.
+    lay = layout(qwen35moe("real"), q8_0())
+    assert len(lay.tensors) == 753
+    assert sum(t.type_id == Q8_0 for t in lay.tensors) == 443
+    assert 35.1 < lay.size / 2**30 < 35.3
+    names = {t.name for t in lay.tensors}
+    assert {"blk.40.nextn.eh_proj.weight", "blk.40.ffn_gate_inp_shexp.weight"} <= names
+    assert "blk.0.ffn_gate.weight" not in names  # MoE only, no dense FFN
+
+
 def test_glm_mtp_block_omits_embed_and_head_and_gemma_ties_output() -> None:
     names = {t.name for t in layout(glm4moe(), q8_0()).tensors}
     assert "blk.3.nextn.eh_proj.weight" in names
@@ -235,6 +249,25 @@ def test_recipes_place_types_by_role() -> None:
     assert {km[f"blk.{i}.ffn_down.weight"] for i in range(5)} == {Q4_K, Q6_K}
     assert all(v in (F32, type_id("BF16")) for v in types(bf16()).values())
     assert types(uniform("Q8_0"))["blk.0.ssm_conv1d.weight"] == F32
+
+
+def test_mtp_graft_takes_head_types_from_the_other_recipe() -> None:
+    spec = qwen35()
+    types = {t.name: t.type_id for t in layout(spec, mtp_graft(q4_k_m_like(), q8_0())).tensors}
+    assert types[f"blk.{spec.n_layer}.nextn.eh_proj.weight"] == Q8_0
+    assert types[f"blk.{spec.n_layer}.attn_q.weight"] == Q8_0
+    assert types["blk.3.attn_q.weight"] == Q4_K
+
+
+def test_lineage_metadata_is_written(tmp_path: Path) -> None:
+    meta = unsloth("Qwen/Qwen3.6-27B", size_label="27B")
+    (path,) = write_gguf(tmp_path / "m.gguf", qwen35(), ud_q3_k_xl_like(), metadata=meta)
+    r = GGUFReader(path)
+    assert _field(r, "general.quantized_by") == "Unsloth"
+    assert _field(r, "general.base_model.0.organization") == "Qwen"
+    assert _field(r, "general.base_model.0.repo_url") == "https://huggingface.co/Qwen/Qwen3.6-27B"
+    assert _field(r, "quantize.imatrix.file").endswith("imatrix_unsloth.gguf")
+    assert _field(r, "general.file_type") == 12
 
 
 def test_fork_and_ik_types_are_laid_out(tmp_path: Path) -> None:
