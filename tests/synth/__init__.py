@@ -18,7 +18,8 @@ Public API (others code against it; keep it stable)::
         type_id, type_name, tensor_nbytes, TYPE_SIZES, FORK_PXQ4, MAINLINE_TYPE_COUNT,
         # writing
         write_gguf, write_parts, write_mtp_sidecar, write_mmproj, header_bytes,
-        layout, mmproj_layout, write_layout, shard_name, Layout, PlacedTensor,
+        layout, split_layouts, part_bounds, mmproj_layout, write_layout, shard_name,
+        Layout, PlacedTensor,
         # uploader / lineage KV for metadata=: general.base_model.*, quantized_by, imatrix
         lineage, unsloth,
     )
@@ -28,7 +29,10 @@ Public API (others code against it; keep it stable)::
     header_bytes(spec, recipe, *, alignment=32, big_endian=False, version=3, metadata=None)
         -> bytes  # the file's bytes [0, data_offset), padding included
     layout(spec, recipe, ...) -> Layout  # .header, .tensors (name, shape, type_id, nbytes,
-        # offset, role, layer, kind), .data_offset, .size: what write_gguf writes, in memory
+        # offset, role, layer, kind), .data_offset, .size, .read_at(offset, length): the
+        # file write_gguf writes, in memory (serve or parse a "15 GB" file without a file)
+    split_layouts(spec, recipe, N, ...) -> list[Layout]   # the shards, in memory
+    part_bounds(size, parts) -> [(a, b), ...]            # byte ranges of .partKofN files
     write_parts(path, spec, recipe, parts=2) -> [<name>.part1of2, <name>.part2of2]
     write_mtp_sidecar(path, spec, recipe) -> Path  # MTP blocks + token_embd/output(_norm)
     write_mmproj(path, n_embd_text=256) -> Path    # arch "clip"
@@ -56,6 +60,7 @@ from __future__ import annotations
 
 from .arch import TensorDef, tensor_defs
 from .lineage import lineage, unsloth
+from .mmproj import mmproj_layout, write_mmproj
 from .presets import (
     PRESETS,
     deepseek2,
@@ -96,11 +101,11 @@ from .write import (
     PlacedTensor,
     header_bytes,
     layout,
-    mmproj_layout,
+    part_bounds,
     shard_name,
+    split_layouts,
     write_gguf,
     write_layout,
-    write_mmproj,
     write_mtp_sidecar,
     write_parts,
 )
@@ -136,6 +141,7 @@ __all__ = [
     "mmproj_layout",
     "mtp_downgraded",
     "mtp_graft",
+    "part_bounds",
     "preset",
     "q4_k_m_like",
     "q8_0",
@@ -144,6 +150,7 @@ __all__ = [
     "qwen35",
     "qwen35moe",
     "shard_name",
+    "split_layouts",
     "tensor_defs",
     "tensor_nbytes",
     "type_id",

@@ -13,6 +13,7 @@ import math
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from gguf.constants import GGUF_DEFAULT_ALIGNMENT, GGUFEndian, GGUFValueType
 from gguf.gguf_writer import GGUFWriter, WriterState
 
 from .arch import TensorDef, tensor_defs
-from .recipe import F16, F32, Recipe, TensorSlot, tensor_nbytes
+from .recipe import Recipe, TensorSlot, tensor_nbytes
 from .spec import GLOBAL, MTP, ModelSpec, architecture_metadata
 from .vocab import make_vocab
 
@@ -61,6 +62,15 @@ class Layout:
     def size(self) -> int:
         """Exact file size: data offset + every tensor padded to the alignment."""
         return self.data_offset + sum(_pad(t.nbytes, self.alignment) for t in self.tensors)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """The file's bytes ``[offset, offset + length)`` (fewer only at end of file), without a
+        file: a ``ReadAt`` for parser tests and an in-memory body for the Hub emulator."""
+        end = min(offset + length, self.size)
+        if offset >= end:
+            return b""
+        head = self.header[offset:end]
+        return head + bytes(end - offset - len(head))
 
 
 def _pad(n: int, align: int) -> int:
@@ -176,7 +186,7 @@ def _place(items: Iterable[tuple[TensorDef, int]], alignment: int) -> tuple[Plac
     return tuple(out)
 
 
-def _layout(
+def build_layout(
     arch: str | None,
     meta: Mapping[str, Any],
     items: Sequence[tuple[TensorDef, int]],
@@ -184,6 +194,8 @@ def _layout(
     big_endian: bool,
     version: int,
 ) -> Layout:
+    """Layout of a file with KV ``meta`` and the typed tensors ``items`` (``arch`` None: no
+    ``general.architecture`` key, as in gguf-split's later shards)."""
     placed = _place(items, alignment)
     infos = [(t.name, t.shape, t.type_id, t.nbytes) for t in placed]
     header = _header(arch, meta, infos, alignment=alignment, big_endian=big_endian, version=version)
@@ -201,7 +213,7 @@ def layout(
 ) -> Layout:
     """The single-file layout of ``spec`` quantized by ``recipe`` (header bytes included)."""
     meta = model_metadata(spec, recipe, metadata)
-    return _layout(spec.arch, meta, plan_tensors(spec, recipe), alignment, big_endian, version)
+    return build_layout(spec.arch, meta, plan_tensors(spec, recipe), alignment, big_endian, version)
 
 
 def header_bytes(
@@ -278,18 +290,41 @@ def write_gguf(
     (as Unsloth's large uploads). ``metadata`` adds or overrides KV pairs.
     """
     p = Path(path)
-    meta = model_metadata(spec, recipe, metadata)
-    items = plan_tensors(spec, recipe)
     if split is None:
-        return [write_layout(p, _layout(spec.arch, meta, items, alignment, big_endian, version))]
+        lay = layout(
+            spec, recipe, alignment=alignment, big_endian=big_endian, version=version,
+            metadata=metadata,
+        )  # fmt: skip
+        return [write_layout(p, lay)]
+    shards = split_layouts(
+        spec, recipe, split, metadata_only_first_shard=metadata_only_first_shard,
+        alignment=alignment, big_endian=big_endian, version=version, metadata=metadata,
+    )  # fmt: skip
+    return [write_layout(shard_name(p, i + 1, split), lay) for i, lay in enumerate(shards)]
+
+
+def split_layouts(
+    spec: ModelSpec,
+    recipe: Recipe,
+    split: int,
+    *,
+    metadata_only_first_shard: bool = False,
+    alignment: int = GGUF_DEFAULT_ALIGNMENT,
+    big_endian: bool = False,
+    version: int = 3,
+    metadata: Mapping[str, Any] | None = None,
+) -> list[Layout]:
+    """The gguf-split shards of :func:`write_gguf` (``split=N``), in memory, shard 1 first."""
     if split < 2:
         raise ValueError("split must be >= 2")
+    meta = model_metadata(spec, recipe, metadata)
+    items = plan_tensors(spec, recipe)
     groups = (
         [[], *_partition(items, split - 1)]
         if metadata_only_first_shard
         else _partition(items, split)
     )
-    paths = []
+    shards = []
     for i, group in enumerate(groups):
         keys = {
             "split.no": (GGUFValueType.UINT16, i),
@@ -298,9 +333,8 @@ def write_gguf(
         }
         shard_meta = {**meta, **keys} if i == 0 else keys
         arch = spec.arch if i == 0 else None
-        lay = _layout(arch, shard_meta, group, alignment, big_endian, version)
-        paths.append(write_layout(shard_name(p, i + 1, split), lay))
-    return paths
+        shards.append(build_layout(arch, shard_meta, group, alignment, big_endian, version))
+    return shards
 
 
 def write_parts(path: str | Path, spec: ModelSpec, recipe: Recipe, *, parts: int = 2) -> list[Path]:
@@ -311,14 +345,19 @@ def write_parts(path: str | Path, spec: ModelSpec, recipe: Recipe, *, parts: int
     """
     p = Path(path)
     lay = layout(spec, recipe)
-    cuts = [math.ceil(lay.size * k / parts) for k in range(parts + 1)]
     out = []
-    for k in range(parts):
-        a, b = cuts[k], cuts[k + 1]
+    for k, (a, b) in enumerate(part_bounds(lay.size, parts)):
         part = p.with_name(f"{p.name}.part{k + 1}of{parts}")
         _write_sparse(part, lay.header[a:b], b - a)
         out.append(part)
     return out
+
+
+def part_bounds(size: int, parts: int) -> list[tuple[int, int]]:
+    """Byte ranges ``[a, b)`` of the ``.partKofN`` files of a ``size``-byte file; part k's bytes
+    are ``layout.read_at(a, b - a)``."""
+    cuts = [math.ceil(size * k / parts) for k in range(parts + 1)]
+    return list(pairwise(cuts))
 
 
 def write_mtp_sidecar(
@@ -334,59 +373,5 @@ def write_mtp_sidecar(
         raise ValueError(f"{spec.name} declares no MTP layers")
     items = [(d, t) for d, t in plan_tensors(spec, recipe) if d.kind in (MTP, GLOBAL)]
     meta = model_metadata(spec, recipe, metadata)
-    lay = _layout(spec.arch, meta, items, GGUF_DEFAULT_ALIGNMENT, False, 3)
+    lay = build_layout(spec.arch, meta, items, GGUF_DEFAULT_ALIGNMENT, False, 3)
     return write_layout(path, lay)
-
-
-def mmproj_layout(n_embd_text: int = 256, *, n_block: int = 2, n_embd: int = 128) -> Layout:
-    """A small gemma3-style vision projector (``general.architecture = clip``); keys and tensor
-    names from tools/mtmd/clip-impl.h. Not load-checked: it exists so crawler code can tell an
-    mmproj file apart from a model."""
-    a = "clip"
-    meta: dict[str, Any] = {
-        "general.type": "mmproj",
-        "general.name": "Synth-mmproj",
-        "general.file_type": 1,
-        f"{a}.has_vision_encoder": True,
-        f"{a}.projector_type": "gemma3",
-        f"{a}.vision.image_size": 224,
-        f"{a}.vision.patch_size": 14,
-        f"{a}.vision.embedding_length": n_embd,
-        f"{a}.vision.feed_forward_length": 2 * n_embd,
-        f"{a}.vision.block_count": n_block,
-        f"{a}.vision.attention.head_count": 4,
-        f"{a}.vision.attention.layer_norm_epsilon": 1e-6,
-        f"{a}.vision.projection_dim": n_embd_text,
-        f"{a}.vision.image_mean": [0.5, 0.5, 0.5],
-        f"{a}.vision.image_std": [0.5, 0.5, 0.5],
-    }
-    e, n_pos = n_embd, (224 // 14) ** 2
-    defs: list[tuple[TensorDef, int]] = []
-
-    def add(name: str, tid: int, *shape: int) -> None:
-        defs.append((TensorDef(name, shape, name.removesuffix(".weight"), None, GLOBAL), tid))
-
-    add("v.patch_embd.weight", F16, 14, 14, 3, e)
-    add("v.patch_embd.bias", F32, e)
-    add("v.position_embd.weight", F16, e, n_pos)
-    for i in range(n_block):
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"v.blk.{i}.{t}.weight", F16, e, e)
-            add(f"v.blk.{i}.{t}.bias", F32, e)
-        for t in ("ln1", "ln2"):
-            add(f"v.blk.{i}.{t}.weight", F32, e)
-            add(f"v.blk.{i}.{t}.bias", F32, e)
-        add(f"v.blk.{i}.ffn_up.weight", F16, e, 2 * e)
-        add(f"v.blk.{i}.ffn_up.bias", F32, 2 * e)
-        add(f"v.blk.{i}.ffn_down.weight", F16, 2 * e, e)
-        add(f"v.blk.{i}.ffn_down.bias", F32, e)
-    add("v.post_ln.weight", F32, e)
-    add("v.post_ln.bias", F32, e)
-    add("mm.input_projection.weight", F16, e, n_embd_text)
-    add("mm.soft_emb_norm.weight", F32, e)
-    return _layout(a, meta, defs, GGUF_DEFAULT_ALIGNMENT, False, 3)
-
-
-def write_mmproj(path: str | Path, n_embd_text: int = 256) -> Path:
-    """Write :func:`mmproj_layout` to ``path``."""
-    return write_layout(path, mmproj_layout(n_embd_text))

@@ -45,6 +45,7 @@ from tests.synth import (
     write_parts,
 )
 from tests.synth.recipe import fallback
+from tests.synth.write import part_bounds, split_layouts
 
 Q4_K, Q5_0, Q6_K, Q8_0, F16, F32 = (
     type_id(t) for t in ("Q4_K", "Q5_0", "Q6_K", "Q8_0", "F16", "F32")
@@ -338,6 +339,19 @@ def test_parts_concatenate_to_the_single_file(tmp_path: Path) -> None:
     assert [p.name for p in parts] == ["P.Q8_0.gguf.part1of2", "P.Q8_0.gguf.part2of2"]
     assert b"".join(p.read_bytes() for p in parts) == single.read_bytes()
     assert parts[0].read_bytes()[:4] == b"GGUF" and parts[1].read_bytes()[:4] != b"GGUF"
+
+
+def test_in_memory_layouts_match_the_files(tmp_path: Path) -> None:
+    spec = glm4moe()
+    lay = layout(spec, q8_0())
+    (single,) = write_gguf(tmp_path / "M.gguf", spec, q8_0())
+    data = single.read_bytes()
+    for off, n in ((0, 10), (lay.data_offset - 5, 100), (lay.size - 7, 50), (lay.size, 4)):
+        assert lay.read_at(off, n) == data[off : off + n]
+    shards = split_layouts(spec, q8_0(), 2)
+    paths = write_gguf(tmp_path / "S.gguf", spec, q8_0(), split=2)
+    assert [s.size for s in shards] == [p.stat().st_size for p in paths]
+    assert part_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
 
 
 def test_mtp_sidecar_holds_mtp_block_and_shared_embeddings(tmp_path: Path) -> None:
