@@ -1,0 +1,431 @@
+"""Header -> :class:`MemoryCoefficients`: everything the estimator needs, without the header (pure).
+
+The rules mirror llama.cpp ``0c1e57098`` (llama-cpp-python 0.3.36); each is cited where it is used.
+Layouts come from metadata (``block_count``, ``nextn_predict_layers``, per-layer ``head_count_kv``
+arrays, ``full_attention_interval`` / ``attention.recurrent_layers``, ``sliding_window*``,
+``ssm.*``, ``key_length_mla``), never from model names. Where llama.cpp applies a per-architecture
+rule we have not verified, the coefficients say ``status="unknown"`` with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from crawler.fit.cache import cuda_alloc_bytes
+from crawler.gguf import GGUFHeader, TensorInfo
+
+__all__ = ["SCHEMA_VERSION", "KVGroup", "MemoryCoefficients", "coefficients"]
+
+SCHEMA_VERSION = 1
+
+# common/common.h LLM_FFN_EXPS_REGEX: what --cpu-moe / --n-cpu-moe move to host memory.
+_EXPS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
+_BLK = re.compile(r"^blk\.(\d+)\.")
+# Hybrid archs whose recurrent layout is `attention.recurrent_layers` else `full_attention_interval`
+# (src/models/qwen35.cpp, qwen35moe.cpp, qwen3next.cpp load_arch_hparams) and whose recurrent state
+# is the Gated-DeltaNet conv + ssm state of src/llama-hparams.cpp n_embd_r()/n_embd_s().
+_GDN_HYBRIDS = frozenset({"qwen35", "qwen35moe", "qwen3next"})
+# src/llama-arch.cpp llm_arch_supports_rs_rollback: these allocate the recurrent state
+# (1 + n_rs_seq) times when speculative drafting asks for rollback.
+_RS_ROLLBACK = frozenset(
+    {
+        "kimi-k3",
+        "qwen35",
+        "qwen35moe",
+        "qwen4exp",
+        "deepseek4",
+        "glm5-next",
+        "nemotron_h",
+        "nemotron_h_moe",
+        "lfm2",
+        "lfm2moe",
+        "bailingmoe3",
+    }
+)
+# SWA archs whose pattern rule we verified: src/models/gemma2.cpp (n_swa default 4096, pattern 2),
+# gemma3.cpp (pattern 6, SWA only when sliding_window > 0). Others -> "unknown".
+_SWA_DEFAULTS: dict[str, tuple[int, int | None]] = {"gemma2": (2, 4096), "gemma3": (6, None)}
+# Metadata that means memory rules we do not model (other recurrent kinds, shared/reused KV,
+# sparse-attention indexer caches).
+_UNMODELLED_KEYS = (
+    "wkv.head_size",
+    "shortconv.l_cache",
+    "kda.head_dim",
+    "attention.shared_kv_layers",
+    "attention.indexer.head_count",
+)
+_FLOAT_TYPES = frozenset({0, 1, 30})  # F32, F16, BF16: matmuls take the cuBLAS path on CUDA
+
+
+@dataclass(frozen=True, slots=True)
+class KVGroup:
+    """``count`` layers whose K rows hold ``k_width`` and V rows ``v_width`` elements per token.
+
+    ``swa`` layers get the sliding-window cell count; ``v_width`` is 0 for MLA (V is a view of K).
+    ``k_head``/``v_head`` are the head dims llama.cpp checks against quantized block sizes.
+    """
+
+    count: int
+    k_width: int
+    v_width: int
+    swa: bool
+    k_head: int
+    v_head: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCoefficients:
+    """Per-quant memory coefficients; :func:`crawler.fit.estimate` needs nothing else.
+
+    Byte fields are CUDA device buffer sizes (per-tensor row padding and 128-byte alignment
+    included) unless named ``*_host_*``. ``status`` is "ok" or "unknown" (then ``reason`` says why
+    and the estimator refuses).
+    """
+
+    status: str
+    reason: str | None = None
+    architecture: str | None = None
+    n_layer: int = 0  # trunk layers (block_count - nextn_predict_layers)
+    n_nextn: int = 0
+    n_embd: int = 0
+    n_vocab: int = 0
+    n_head: int = 0  # max over layers
+    n_ff: int = 0  # max dense FFN width over layers (0 if none)
+    n_ff_exp: int = 0
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ctx_train: int = 0
+    # Weights.
+    weights_bytes: int = (
+        0  # device: trunk, non-expert; includes the output copy of a tied embedding
+    )
+    mtp_weights_bytes: int = 0  # device, only loaded with --spec-type draft-mtp (experts included)
+    expert_bytes: int = 0  # device: routed experts of trunk layers
+    host_bytes: int = 0  # token_embd, kept in host memory by llama.cpp
+    # (layer, device bytes, host bytes) of routed experts, trunk and MTP layers, for --n-cpu-moe.
+    expert_layers: tuple[tuple[int, int, int], ...] = ()
+    weights_quantized: bool = True
+    # KV cache.
+    kv_groups: tuple[KVGroup, ...] = ()  # main context: trunk layers that own KV
+    mtp_kv_groups: tuple[KVGroup, ...] = ()  # MTP draft context: the nextn layers
+    n_swa: int = 0
+    mla: bool = False
+    v_width_max: int = 0  # V rows are padded to this without flash attention (TAG_V_CACHE_VARIABLE)
+    # Recurrent state (f32 elements per layer per sequence).
+    recurrent_layers: int = 0
+    recurrent_r: int = 0
+    recurrent_s: int = 0
+    rs_rollback: bool = False
+    conv_dim: int = 0  # GDN conv channels (d_inner + 2 n_group d_state), for the compute model
+    ssm_d_inner: int = 0
+    ssm_d_state: int = 0
+    q_dim: int = 0  # rows of attn_q (n_head * head_k; x2 when it carries a gate), for compute
+    mla_kv_lora: int = 0
+    expert_tensor_max: int = 0  # largest routed-expert tensor (host bytes), for --cpu-moe compute
+    mtp_available: bool = False  # nextn layers present with their eh_proj tensor
+    schema: int = field(default=SCHEMA_VERSION)
+
+    # ---- scalar columns for the catalog's SQL prefilter (crawler/catalog/tables.py MemoryModel)
+    @property
+    def kv_bytes_per_token_f16(self) -> int:
+        """f16 K+V bytes per context token over the main-context layers that grow with ctx."""
+        return sum(2 * g.count * (g.k_width + g.v_width) for g in self.kv_groups if not g.swa)
+
+    @property
+    def fixed_bytes_f16(self) -> int:
+        """Context-independent cache bytes at f16, 1 sequence, ubatch 512: SWA + recurrent."""
+        from crawler.fit.cache import pad
+
+        swa_cells = pad(self.n_swa + 512, 256) if self.n_swa else 0
+        swa = sum(2 * g.count * (g.k_width + g.v_width) for g in self.kv_groups if g.swa)
+        return swa * swa_cells + self.recurrent_bytes_per_seq
+
+    @property
+    def recurrent_bytes_per_seq(self) -> int:
+        """f32 recurrent state of all recurrent layers for one sequence, one snapshot."""
+        return self.recurrent_layers * (self.recurrent_r + self.recurrent_s) * 4
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; :meth:`from_json` restores an equal object."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MemoryCoefficients:
+        """Inverse of :meth:`to_json` (unknown keys are ignored, missing ones take defaults)."""
+        known = {f.name for f in fields(cls)}
+        kw: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        kw["kv_groups"] = tuple(KVGroup(**g) for g in kw.get("kv_groups", ()))
+        kw["mtp_kv_groups"] = tuple(KVGroup(**g) for g in kw.get("mtp_kv_groups", ()))
+        kw["expert_layers"] = tuple(
+            (int(a), int(b), int(c)) for a, b, c in kw.get("expert_layers", ())
+        )
+        return cls(**kw)
+
+    def dumps(self) -> str:
+        """Compact JSON text."""
+        return json.dumps(self.to_json(), separators=(",", ":"), sort_keys=True)
+
+
+class _Unknown(Exception):
+    """Internal: the memory rules for this header are not modelled."""
+
+
+def _unknown(reason: str, arch: str | None) -> MemoryCoefficients:
+    return MemoryCoefficients(status="unknown", reason=reason, architecture=arch)
+
+
+def coefficients(header: GGUFHeader) -> MemoryCoefficients:
+    """Memory coefficients of one GGUF (pass the merged header of all shards).
+
+    Never raises for a well-formed header: unmodelled rules give ``status="unknown"``.
+    """
+    arch = header.architecture
+    if arch is None:
+        return _unknown("no general.architecture", None)
+    try:
+        return _coefficients(header, arch)
+    except _Unknown as exc:
+        return _unknown(str(exc), arch)
+
+
+def _meta(header: GGUFHeader, arch: str) -> _Meta:
+    return _Meta(header.metadata, arch)
+
+
+class _Meta:
+    """``{arch}.`` metadata access with llama.cpp's ``get_key_or_arr`` semantics."""
+
+    def __init__(self, metadata: Mapping[str, Any], arch: str):
+        self.md = metadata
+        self.arch = arch
+
+    def has(self, key: str) -> bool:
+        return f"{self.arch}.{key}" in self.md
+
+    def num(self, key: str, default: int | None = None) -> int:
+        value = self.md.get(f"{self.arch}.{key}", default)
+        if value is None:
+            raise _Unknown(f"missing metadata {self.arch}.{key}")
+        if isinstance(value, Sequence) and not isinstance(value, str):
+            raise _Unknown(f"{self.arch}.{key} is an array, a number was expected")
+        return int(value)
+
+    def per_layer(self, key: str, n: int, default: int | None = None) -> list[int]:
+        """Scalar broadcast to ``n`` layers, or a per-layer array (``get_key_or_arr``)."""
+        value = self.md.get(f"{self.arch}.{key}", default)
+        if value is None:
+            raise _Unknown(f"missing metadata {self.arch}.{key}")
+        if isinstance(value, Sequence) and not isinstance(value, str):
+            if len(value) != n:
+                raise _Unknown(f"{self.arch}.{key} has {len(value)} entries for {n} layers")
+            return [int(v) for v in value]
+        return [int(value)] * n
+
+
+def _tensor_nbytes(t: TensorInfo) -> tuple[int, int, int]:
+    """(nbytes, blck, type_size) of a tensor; _Unknown for a type id gguf does not know."""
+    import gguf
+
+    try:
+        blck, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(t.type_id)]
+    except (ValueError, KeyError):
+        raise _Unknown(f"tensor {t.name} has type id {t.type_id}, unknown to mainline") from None
+    n = 1
+    for d in t.shape:
+        n *= d
+    if not t.shape or t.shape[0] % blck:
+        raise _Unknown(f"tensor {t.name}: row of {t.shape[:1]} elements is not whole blocks")
+    return n // blck * type_size, blck, type_size
+
+
+def _cuda_bytes(t: TensorInfo) -> tuple[int, int]:
+    nbytes, blck, type_size = _tensor_nbytes(t)
+    return cuda_alloc_bytes(nbytes, t.shape[0], blck, type_size), nbytes
+
+
+def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
+    m = _meta(header, arch)
+    for key in _UNMODELLED_KEYS:
+        if m.has(key):
+            raise _Unknown(f"{arch}: metadata {arch}.{key} means memory rules not modelled")
+    if m.has("attention.causal") and not m.md.get(f"{arch}.attention.causal"):
+        raise _Unknown(f"{arch}: non-causal model (embedding/reranker) not modelled")
+    n_layer_all = m.num("block_count")
+    n_nextn = m.num("nextn_predict_layers", 0)
+    n_layer = n_layer_all - n_nextn  # src/llama-hparams.cpp n_layer()
+    if n_layer <= 0 or n_nextn < 0:
+        raise _Unknown(f"{arch}: block_count {n_layer_all} with {n_nextn} nextn layers")
+    n_embd = m.num("embedding_length")
+    n_head = m.per_layer("attention.head_count", n_layer_all)
+    n_head_kv = m.per_layer("attention.head_count_kv", n_layer_all, default=n_head[0])
+    if not n_head[0]:
+        raise _Unknown(f"{arch}: head_count of layer 0 is 0")
+    # src/llama-model.cpp load_hparams: head dims default to n_embd / n_head(0).
+    head_k = m.num("attention.key_length", n_embd // n_head[0])
+    head_v = m.num("attention.value_length", n_embd // n_head[0])
+    head_k_swa = m.num("attention.key_length_swa", head_k)
+    head_v_swa = m.num("attention.value_length_swa", head_v)
+    mla = m.num("attention.key_length_mla", 0) > 0 and m.num("attention.value_length_mla", 0) > 0
+
+    # --- recurrent layers (hybrid) --------------------------------------------------------
+    has_ssm = any(k.startswith(f"{arch}.ssm.") for k in header.metadata)
+    recurrent = [False] * n_layer_all
+    rec_r = rec_s = conv_dim = d_inner = d_state = 0
+    if has_ssm or m.has("attention.recurrent_layers"):
+        if arch not in _GDN_HYBRIDS:
+            raise _Unknown(f"{arch}: recurrent/hybrid memory rules not modelled for this arch")
+        arr = m.md.get(f"{arch}.attention.recurrent_layers")
+        if isinstance(arr, Sequence) and not isinstance(arr, str):
+            if len(arr) != n_layer_all:
+                raise _Unknown(f"{arch}.attention.recurrent_layers has {len(arr)} entries")
+            recurrent = [bool(v) for v in arr]
+        else:
+            interval = m.num("full_attention_interval", 4)
+            if interval <= 0:
+                raise _Unknown(f"{arch}.full_attention_interval is {interval}")
+            recurrent = [il < n_layer and (il + 1) % interval != 0 for il in range(n_layer_all)]
+        d_conv = m.num("ssm.conv_kernel")
+        d_inner = m.num("ssm.inner_size")
+        d_state = m.num("ssm.state_size")
+        n_group = m.num("ssm.group_count")
+        conv_dim = d_inner + 2 * n_group * d_state
+        rec_r = max(d_conv - 1, 0) * conv_dim  # n_embd_r()
+        rec_s = d_state * d_inner  # n_embd_s()
+
+    # --- sliding window ---------------------------------------------------------------------
+    n_swa = m.num("attention.sliding_window", 0)
+    swa = [False] * n_layer_all
+    if arch in _SWA_DEFAULTS:
+        pattern_default, swa_default = _SWA_DEFAULTS[arch]
+        if swa_default is not None and not n_swa:
+            n_swa = swa_default
+        if n_swa > 0:
+            raw = m.md.get(f"{arch}.attention.sliding_window_pattern", pattern_default)
+            if isinstance(raw, Sequence) and not isinstance(raw, str):
+                if len(raw) != n_layer_all:
+                    raise _Unknown(f"{arch}.attention.sliding_window_pattern length {len(raw)}")
+                swa = [bool(v) and il < n_layer for il, v in enumerate(raw)]
+            else:
+                n_pat = int(raw)
+                # llama_hparams::set_swa_pattern: every n_pat-th layer is full; nextn never SWA.
+                swa = [
+                    il < n_layer and (n_pat == 0 or il % n_pat < n_pat - 1)
+                    for il in range(n_layer_all)
+                ]
+    elif n_swa > 0 or m.has("attention.sliding_window_pattern"):
+        raise _Unknown(f"{arch}: sliding-window layout rules not modelled for this arch")
+
+    def group(il: int) -> KVGroup:
+        hk = head_k_swa if swa[il] else head_k
+        hv = head_v_swa if swa[il] else head_v
+        return KVGroup(
+            count=1,
+            k_width=hk * n_head_kv[il],
+            v_width=0 if mla else hv * n_head_kv[il],
+            swa=swa[il],
+            k_head=hk,
+            v_head=0 if mla else hv,
+        )
+
+    def merge(layers: list[int]) -> tuple[KVGroup, ...]:
+        counts = Counter(
+            (g.k_width, g.v_width, g.swa, g.k_head, g.v_head) for g in map(group, layers)
+        )
+        return tuple(
+            KVGroup(n, kw, vw, s, kh, vh) for (kw, vw, s, kh, vh), n in sorted(counts.items())
+        )
+
+    # src/llama-model.cpp create_memory: the main context's cache filters il < n_layer(), the MTP
+    # context's keeps il >= n_layer(); recurrent layers own no KV (llama-memory-hybrid).
+    kv_layers = [il for il in range(n_layer) if not recurrent[il] and n_head_kv[il] > 0]
+    mtp_layers = [il for il in range(n_layer, n_layer_all) if n_head_kv[il] > 0]
+    v_width_max = max((0 if mla else head_v) * h for h in n_head_kv) if n_head_kv else 0
+
+    # --- weights ----------------------------------------------------------------------------
+    names = {t.name for t in header.tensors}
+    weights = mtp_weights = experts = host = 0
+    expert_layers: dict[int, list[int]] = {}
+    float_bytes = quant_bytes = 0
+    vocab = 0
+    expert_max = 0
+    q_rows = {t.name: t.shape[1] for t in header.tensors if t.name.endswith(".attn_q.weight")}
+    for t in header.tensors:
+        dev, nbytes = _cuda_bytes(t)
+        if t.name == "token_embd.weight":
+            # llama.cpp keeps the input embedding on the host (LLM_TENSOR_LAYER_INPUT -> CPU buft);
+            # a tied output (no output.weight) is a device copy of it (TENSOR_DUPLICATED).
+            host += nbytes
+            vocab = t.shape[1] if len(t.shape) > 1 else 0
+            if "output.weight" not in names:
+                weights += dev
+            continue
+        blk = _BLK.match(t.name)
+        layer = int(blk.group(1)) if blk else -1
+        if _EXPS.search(t.name) and layer >= 0:
+            expert_layers.setdefault(layer, [0, 0])
+            expert_layers[layer][0] += dev
+            expert_layers[layer][1] += nbytes
+            expert_max = max(expert_max, nbytes)
+            if layer >= n_layer:
+                mtp_weights += dev
+            else:
+                experts += dev
+        elif layer >= n_layer:
+            mtp_weights += dev
+        else:
+            weights += dev
+        if len(t.shape) >= 2:
+            if t.type_id in _FLOAT_TYPES:
+                float_bytes += nbytes
+            else:
+                quant_bytes += nbytes
+    if not vocab:
+        raise _Unknown("no token_embd.weight tensor")
+
+    n_ff = max(m.per_layer("feed_forward_length", n_layer_all, default=0), default=0)
+    mtp_available = n_nextn > 0 and f"blk.{n_layer_all - 1}.nextn.eh_proj.weight" in names
+    first_kv = kv_layers[0] if kv_layers else 0
+    q_dim = q_rows.get(f"blk.{first_kv}.attn_q.weight", n_head[first_kv] * head_k)
+    if mla:
+        q_dim = n_head[first_kv] * head_k  # absorbed MLA attends with kv_lora + rope per head
+    return MemoryCoefficients(
+        status="ok",
+        architecture=arch,
+        n_layer=n_layer,
+        n_nextn=n_nextn,
+        n_embd=n_embd,
+        n_vocab=vocab,
+        n_head=max(n_head),
+        n_ff=n_ff,
+        n_ff_exp=m.num("expert_feed_forward_length", 0),
+        n_expert=m.num("expert_count", 0),
+        n_expert_used=m.num("expert_used_count", 0),
+        n_ctx_train=m.num("context_length", 0),
+        weights_bytes=weights,
+        mtp_weights_bytes=mtp_weights,
+        expert_bytes=experts,
+        host_bytes=host,
+        expert_layers=tuple((il, d, h) for il, (d, h) in sorted(expert_layers.items())),
+        weights_quantized=quant_bytes >= float_bytes,
+        kv_groups=merge(kv_layers),
+        mtp_kv_groups=merge(mtp_layers),
+        n_swa=n_swa if any(swa) else 0,
+        mla=mla,
+        v_width_max=v_width_max,
+        recurrent_layers=sum(recurrent),
+        recurrent_r=rec_r,
+        recurrent_s=rec_s,
+        rs_rollback=arch in _RS_ROLLBACK,
+        conv_dim=conv_dim,
+        ssm_d_inner=d_inner,
+        ssm_d_state=d_state,
+        q_dim=q_dim,
+        mla_kv_lora=head_v if mla else 0,
+        expert_tensor_max=expert_max,
+        mtp_available=mtp_available,
+    )
