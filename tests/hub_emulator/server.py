@@ -51,6 +51,9 @@ class RequestRecord:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The default backlog of 5 drops SYNs when a crawl opens 8-16 connections at once, and the
+    # client's SYN retry then costs a full second.
+    request_queue_size = 128
 
     def __init__(self, emulator: HubEmulator, origin: Origin) -> None:
         self.emulator = emulator
@@ -261,7 +264,13 @@ class HubEmulator:
         return f"http://127.0.0.1:{self._servers[1].server_address[1]}"
 
     def reset(self) -> None:
-        """Forget faults, the request log and rate-limit counters; restore default settings."""
+        """Forget faults, the request log and rate-limit counters; restore default settings.
+
+        Waits (up to 2 s) for requests still being answered, e.g. a slow body the previous test
+        walked away from, so they do not land in the next test's log.
+        """
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=2.0)
         self.faults.clear()
         self.clear_log()
         self.max_page_size = 1000
