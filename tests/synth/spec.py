@@ -89,7 +89,9 @@ class ModelSpec:
 
     ``mtp_full_head`` adds ``nextn.embed_tokens`` and ``nextn.shared_head_head`` (optional in
     llama.cpp; real Qwen3.6-27B and GLM-4.6 files lack them: Qwen3.6-27B's blk.64 has 15 tensors,
-    4 of them nextn.*). ``extra`` metadata is written after the architecture keys.
+    4 of them nextn.*). ``kv_heads_as_array`` writes ``attention.head_count_kv`` as a per-layer
+    array (``get_key_or_arr`` accepts either; the length must be block_count). ``extra``
+    metadata is written after the architecture keys.
     """
 
     arch: str
@@ -112,6 +114,7 @@ class ModelSpec:
     tied_embeddings: bool = False
     n_nextn: int = 0
     mtp_full_head: bool = False
+    kv_heads_as_array: bool = False
     moe: MoE | None = None
     mla: MLA | None = None
     hybrid: Hybrid | None = None
@@ -151,6 +154,8 @@ def _meta(spec: ModelSpec) -> dict[str, Any]:
         f"{a}.rope.dimension_count": spec.rope_dim or spec.head_dim,
         f"{a}.vocab_size": spec.n_vocab,
     }
+    if spec.kv_heads_as_array:
+        m[f"{a}.attention.head_count_kv"] = [spec.n_head_kv] * spec.block_count
     if spec.n_ff:
         m[f"{a}.feed_forward_length"] = spec.n_ff
     if spec.head_dim * spec.n_head != spec.n_embd or spec.mla is not None:

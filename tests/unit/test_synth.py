@@ -382,6 +382,12 @@ def test_alignment_big_endian_and_v2_variants(tmp_path: Path) -> None:
     assert len(GGUFReader(pv2).tensors) == len(layout(spec, q8_0()).tensors)
 
 
+def test_per_layer_kv_head_array(tmp_path: Path) -> None:
+    spec = dataclasses.replace(gemma3(), kv_heads_as_array=True)
+    (path,) = write_gguf(tmp_path / "g.gguf", spec, q8_0())
+    assert list(_field(GGUFReader(path), "gemma3.attention.head_count_kv")) == [2] * 6
+
+
 def test_mmproj_is_a_clip_file(tmp_path: Path) -> None:
     r = GGUFReader(write_mmproj(tmp_path / "mmproj-F16.gguf"))
     assert _field(r, "general.architecture") == "clip"
