@@ -45,15 +45,15 @@ F32 whatever the recipe; a type whose block does not divide ne0 falls back like 
 Use ``dataclasses.replace(spec, ...)`` for variants (e.g. ``n_nextn=0`` for a trunk-only file).
 
 Checked against a CPU build of ggml-org/llama.cpp 0c1e57098 (2026-12-02, a probe program over
-``llama.h``): every tiny preset x {Q4_K_M, Q8_0, BF16, UD-Q3_K_XL, MXFP4-attn, mtp_downgraded}
-loads, makes a context, tokenizes "hello\nworld" and decodes; qwen35/qwen35moe/glm4moe/deepseek2
-(n_nextn=1) also load with ``load_mtp`` and create an MTP context; split shards (also with an
-empty first shard), GGUF v2 and alignment 64 load; MTP sidecars load and create an MTP context;
-every real preset loads with ``no_alloc`` (llama.cpp reports 8B, 27B, 30B.A3B, 35B.A3B,
-106B.A12B, 16B, 12B). Refused, as on the Hub: type 252 and ik types ("invalid ggml type 252.
-should be in [0, 43)"), big-endian on a little-endian host, a clip file as a model, and qwen35
-with ``drop_mtp_tensors`` ("tensor 'blk.4.attn_norm.weight' not found": qwen35 has no trunk-only
-fallback; glm4moe/deepseek2 load the trunk and abort only when MTP is requested).
+``llama.h``): every tiny preset x {Q4_K_M, Q8_0, BF16, UD-Q3_K_XL, MXFP4-attn, mtp_downgraded,
+mtp_graft} loads, makes a context, tokenizes "hello\nworld" and decodes. qwen35, qwen35moe,
+glm4moe and deepseek2 (n_nextn=1) also load with ``load_mtp`` and create an MTP context. Split
+shards (also with an empty first shard), GGUF v2 and alignment 64 load; MTP sidecars load and
+create an MTP context; every real preset loads with ``no_alloc`` (llama.cpp reports 8B, 27B,
+30B.A3B, 35B.A3B, 106B.A12B, 16B, 12B). Refused, as on the Hub: type 252 and ik types ("invalid
+ggml type 252. should be in [0, 43)"), big-endian on a little-endian host, a clip file as a
+model, and qwen35 with ``drop_mtp_tensors`` ("tensor 'blk.4.attn_norm.weight' not found": qwen35
+has no trunk-only fallback; glm4moe/deepseek2 load the trunk and abort only when MTP is asked).
 """
 
 from __future__ import annotations
