@@ -1,0 +1,241 @@
+"""The search read path: catalog rows -> :class:`crawler.rank.Candidate` (frozen dataclasses).
+
+One SQL query applies the cheap, exact-safe part of the search in the database:
+
+* the memory prefilter: :func:`crawler.rank.lower_bound_bytes` written in SQL over the
+  ``memory_models`` scalar columns (weights + experts + KV per token x ctx + fixed + CUDA
+  constants <= budget). It is a lower bound of the exact estimate, so it never drops a quant that
+  fits; the exact estimate in :func:`crawler.rank.rank_candidates` decides the rest;
+* the column filters (architecture, author, base model, label, loadable, MTP, attention bits);
+* for query tokens that contain a digit (which :class:`~crawler.rank.QueryMatcher` matches only
+  exactly), a substring test, so "qwen3.6 27b" narrows the scan in SQL.
+
+Coefficient JSON is read as text and parsed only for rows that survive the fuzzy query match.
+ORM rows never leave this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Text, and_, case, cast, func, literal, or_, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from crawler.catalog import Catalog
+from crawler.catalog.tables import File, MemoryModel, Quant, Repo, TensorGroup
+from crawler.fit import MemoryCoefficients
+from crawler.rank import Budget, Candidate, Filters, GroupStats, RunSpec, prefilter_terms
+
+__all__ = ["CandidateSet", "load_candidates", "sibling_lookup"]
+
+# Bind-parameter budget per IN (...) list; SQLite allows 32766 variables, PostgreSQL 65535.
+_IN_CHUNK = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateSet:
+    """Candidates for one search plus what the database left out."""
+
+    candidates: tuple[Candidate, ...]
+    prefiltered_out: int  # rows the SQL lower bound excluded (cannot fit; fuzzy query not applied)
+    unknown_memory: int  # rows whose memory rules are not modelled (status "unknown")
+
+
+def _lower(col: Any) -> ColumnElement[Any]:
+    return func.lower(func.coalesce(col, ""))
+
+
+def _filter_clauses(filters: Filters) -> list[ColumnElement[bool]]:
+    """SQL for :meth:`Filters.accepts` minus the fuzzy part (same semantics, case-insensitive)."""
+    base_model = func.coalesce(Quant.base_model, Repo.base_model)
+    out: list[ColumnElement[bool]] = [Quant.vanished_at.is_(None), Repo.vanished_at.is_(None)]
+    if filters.mtp:
+        out += [Quant.mtp_present.is_(True), Quant.mtp_preserved.is_(True)]
+    if filters.min_attn_bits is not None:
+        out.append(Quant.attn_min_bits >= filters.min_attn_bits)
+    if filters.arch:
+        out.append(_lower(Quant.architecture) == filters.arch.lower())
+    if filters.author:
+        out.append(_lower(Repo.author) == filters.author.lower())
+    if filters.base:
+        b = filters.base.lower()
+        out.append(or_(_lower(base_model) == b, _lower(base_model).like(f"%/{_escape(b)}", "\\")))
+    if filters.label:
+        out.append(_lower(Quant.quant_label) == filters.label.lower())
+    if filters.loadable:
+        out.append(Quant.loadable_by_mainline.is_(True))
+    matcher = filters.matcher()
+    if matcher is not None:
+        names = (
+            _lower(Repo.repo_id)
+            + literal(" ")
+            + _lower(base_model)
+            + literal(" ")
+            + _lower(Quant.path)
+            + literal(" ")
+            + _lower(Quant.quant_label)
+            + literal(" ")
+            + _lower(Quant.architecture)
+        )
+        out += [names.like(f"%{_escape(tok)}%", "\\") for tok in matcher.required_substrings]
+    return out
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _bound_clause(spec: RunSpec, budget: Budget) -> ColumnElement[bool]:
+    """:func:`crawler.rank.lower_bound_bytes` <= budget, over the scalar columns."""
+    ctx, ratio, fixed_ratio, constant = prefilter_terms(spec)
+    m = MemoryModel
+    total: ColumnElement[Any] = func.coalesce(m.weights_bytes, 0)
+    if not spec.cpu_moe:
+        total = total + func.coalesce(m.expert_bytes, 0)
+    if spec.mtp:
+        total = total + func.coalesce(m.mtp_weights_bytes, 0)
+    # Floats on purpose: 262144 x 16 KiB/token overflows nothing, but keeps SQLite and
+    # PostgreSQL integer rules out of the comparison. Rounded down: still a lower bound.
+    total = total + func.coalesce(m.kv_bytes_per_token_f16, 0) * (ctx * ratio)
+    total = total + func.coalesce(m.fixed_bytes_f16, 0) * fixed_ratio
+    return total <= float(budget.device_bytes - constant)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite returns naive datetimes for timezone-aware columns; they were written in UTC.
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def load_candidates(
+    catalog: Catalog, spec: RunSpec, budget: Budget, filters: Filters
+) -> CandidateSet:
+    """Candidates that pass the filters and may fit (exact fit is decided by ranking)."""
+    q, r, m = Quant, Repo, MemoryModel
+    base_model = func.coalesce(q.base_model, r.base_model)
+    where = _filter_clauses(filters)
+    columns = (
+        q.id,
+        r.repo_id,
+        q.path,
+        q.size_bytes,
+        q.quant_label,
+        q.architecture,
+        base_model,
+        r.author,
+        q.n_params,
+        q.mtp_present,
+        q.mtp_state,
+        q.mtp_preserved,
+        q.mtp_min_bits,
+        q.attn_min_bits,
+        q.attn_preserved,
+        q.loadable_by_mainline,
+        q.dynamic,
+        r.downloads,
+        r.likes,
+        r.last_modified,
+        cast(m.coefficients, Text),
+    )
+    bound = _bound_clause(spec, budget)
+    joined = select(*columns).join(r, r.id == q.repo_pk).join(m, m.quant_id == q.id)
+    # One scan counts what the database leaves out: unknown memory rules, and above the bound.
+    kind = case((m.status != "ok", "unknown"), (bound, "candidate"), else_="too_big")
+    counted = (
+        select(kind, func.count())
+        .select_from(q)
+        .join(r, r.id == q.repo_pk)
+        .join(m, m.quant_id == q.id)
+        .where(and_(*where))
+        .group_by(kind)
+    )
+    with catalog.session() as s:
+        rows = s.execute(joined.where(and_(*where, m.status == "ok", bound))).all()
+        counts: dict[str, int] = {str(k): int(n) for k, n in s.execute(counted).all()}
+        matcher = filters.matcher()
+        if matcher is not None:
+            rows = [
+                row for row in rows if matcher.matches_names(row[1], row[6], row[2], row[4], row[5])
+            ]
+        groups = _load_groups(s, [row[0] for row in rows])
+    out = []
+    for row in rows:
+        coefficients = MemoryCoefficients.from_json(json.loads(row[20] or "{}"))
+        out.append(
+            Candidate(
+                quant_id=row[0],
+                repo_id=row[1],
+                path=row[2],
+                size_bytes=row[3],
+                quant_label=row[4],
+                architecture=row[5],
+                base_model=row[6],
+                author=row[7],
+                n_params=row[8],
+                mtp_present=row[9],
+                mtp_state=row[10],
+                mtp_preserved=row[11],
+                mtp_min_bits=row[12],
+                attn_min_bits=row[13],
+                attn_preserved=row[14],
+                loadable_by_mainline=row[15],
+                dynamic=row[16],
+                downloads=row[17],
+                likes=row[18],
+                last_modified=_aware(row[19]),
+                coefficients=coefficients,
+                groups=groups.get(row[0], ()),
+            )
+        )
+    return CandidateSet(
+        candidates=tuple(out),
+        prefiltered_out=counts.get("too_big", 0),
+        unknown_memory=counts.get("unknown", 0),
+    )
+
+
+def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
+    for i in range(0, len(ids), _IN_CHUNK):
+        yield ids[i : i + _IN_CHUNK]
+
+
+def _load_groups(s: Any, ids: Sequence[int]) -> dict[int, tuple[GroupStats, ...]]:
+    t = TensorGroup
+    found: dict[int, list[GroupStats]] = {}
+    for chunk in _chunks(ids):
+        rows = s.execute(
+            select(t.quant_id, t.group_name, t.n_params, t.n_bytes, t.bpw, t.min_bits, t.max_bits)
+            .where(t.quant_id.in_(chunk))
+            .order_by(t.quant_id, t.group_name)
+        ).all()
+        for qid, name, n_params, n_bytes, bpw, lo, hi in rows:
+            found.setdefault(qid, []).append(GroupStats(name, n_params, n_bytes, bpw, lo, hi))
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def sibling_lookup(catalog: Catalog) -> Callable[[str], tuple[str, ...]]:
+    """``repo_id -> paths of the repo's present .gguf files`` (cached), for the ``-hf`` choice."""
+    cache: dict[str, tuple[str, ...]] = {}
+
+    def lookup(repo_id: str) -> tuple[str, ...]:
+        if repo_id not in cache:
+            with catalog.session() as s:
+                files = s.scalars(
+                    select(File.path)
+                    .join(Repo, Repo.id == File.repo_pk)
+                    .where(Repo.repo_id == repo_id, File.vanished_at.is_(None))
+                ).all()
+                quants = s.scalars(
+                    select(Quant.path)
+                    .join(Repo, Repo.id == Quant.repo_pk)
+                    .where(Repo.repo_id == repo_id, Quant.vanished_at.is_(None))
+                ).all()
+            cache[repo_id] = tuple(sorted(set(files) | set(quants)))
+        return cache[repo_id]
+
+    return lookup

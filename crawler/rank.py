@@ -1,0 +1,535 @@
+"""Ranking (pure: no I/O): which quants fit a memory budget at a context, and in which order.
+
+Inputs are frozen dataclasses (:class:`Candidate`, :class:`Budget`, :class:`RunSpec`,
+:class:`Filters`); the catalog's read path (``crawler.catalog.candidates``) builds them. For each
+candidate the exact memory estimate of :mod:`crawler.fit` decides whether it fits; quality and
+speed come from :mod:`crawler.quality` and :mod:`crawler.speed`.
+
+Sort keys (``SORT_KEYS``), best first; ties broken by the next entries of :data:`TIE_BREAKS`, and
+finally by ``repo_id`` then ``path`` (ascending), so the order is total and stable:
+
+* ``quality``: quality score, high first · ``speed``: estimated tok/s, high first
+* ``size``: file size, large first (the biggest quant that fits) · ``margin``: free memory, high
+  first · ``ctx``: largest context that fits, high first · ``downloads``: repo downloads, high
+  first · ``updated``: repo last modified, recent first. Unknown values sort last.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from crawler.errors import EstimateError, UsageError
+from crawler.fit import (
+    CACHE_TYPES,
+    FitEstimate,
+    MemoryCoefficients,
+    RunConfig,
+    cache_type,
+    cheapest_cache_for,
+    estimate,
+    max_ctx,
+)
+from crawler.fit.cuda import CUDA_CONTEXT_BYTES, LAZY_KERNELS_BYTES
+from crawler.launch import llama_server_command, lmstudio_command, ollama_command
+from crawler.quality import GroupPrecision, QualityEstimate, QualityInputs, estimate_quality
+from crawler.query import QueryMatcher
+from crawler.speed import SpeedEstimate, SpeedInputs, estimate_speed
+
+__all__ = [
+    "DEFAULT_HEADROOM_GIB",
+    "MIN_CTX",
+    "SORT_KEYS",
+    "TIE_BREAKS",
+    "Budget",
+    "Candidate",
+    "Filters",
+    "GroupStats",
+    "Ranked",
+    "RunSpec",
+    "SearchOutcome",
+    "lower_bound_bytes",
+    "rank_candidates",
+]
+
+GIB = 1024**3
+#: Memory left free for everything that is not llama.cpp: the desktop/compositor on the same GPU,
+#: a browser. The estimate already includes the CUDA context and llama.cpp's runtime buffers.
+DEFAULT_HEADROOM_GIB = 0.5
+#: Without ``--ctx``, a quant "fits" when at least this context fits: llama.cpp's own ``--fit-ctx``
+#: default minimum (common/common.h, llama.cpp 0c1e57098).
+MIN_CTX = 4096
+SORT_KEYS = ("quality", "speed", "size", "margin", "ctx", "downloads", "updated")
+#: After the primary key, ties are broken by these, in order (then repo_id, path ascending).
+TIE_BREAKS = ("quality", "speed", "size", "downloads")
+#: Mask bytes per context token of the FA-on compute buffer at ubatch 512 (llamacpp-cuda-oracle.md
+#: section 3.1: ``n_ctx * ubatch * 2``): part of the SQL prefilter's lower bound.
+_MASK_BYTES_PER_TOKEN = 512 * 2
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Device memory for one search: ``vram_bytes - headroom_bytes`` is what may be used."""
+
+    vram_bytes: int
+    headroom_bytes: int = int(DEFAULT_HEADROOM_GIB * GIB)
+    ram_bytes: int | None = None  # host memory for --cpu-moe
+    bandwidth_gb_s: float | None = None  # for the speed estimate (from --gpu)
+    gpu_name: str | None = None
+
+    @property
+    def device_bytes(self) -> int:
+        """The bytes a quant's estimate may total."""
+        return self.vram_bytes - self.headroom_bytes
+
+    @classmethod
+    def from_gib(
+        cls,
+        vram_gib: float,
+        *,
+        headroom_gib: float = DEFAULT_HEADROOM_GIB,
+        ram_gib: float | None = None,
+        bandwidth_gb_s: float | None = None,
+        gpu_name: str | None = None,
+    ) -> Budget:
+        """Build from GiB figures (the one place GiB become bytes)."""
+        if vram_gib <= 0:
+            raise UsageError("--vram must be positive")
+        if headroom_gib < 0 or headroom_gib >= vram_gib:
+            raise UsageError("--headroom must be >= 0 and smaller than the VRAM")
+        return cls(
+            vram_bytes=int(vram_gib * GIB),
+            headroom_bytes=int(headroom_gib * GIB),
+            ram_bytes=None if ram_gib is None else int(ram_gib * GIB),
+            bandwidth_gb_s=bandwidth_gb_s,
+            gpu_name=gpu_name,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """One coarse tensor group of a quant (``v_tensor_groups``)."""
+
+    name: str
+    n_params: int
+    n_bytes: int
+    bpw: float | None = None
+    min_bits: float | None = None
+    max_bits: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A quant as ranking sees it: catalog columns, tensor groups and memory coefficients."""
+
+    quant_id: int
+    repo_id: str
+    path: str
+    size_bytes: int
+    coefficients: MemoryCoefficients
+    quant_label: str | None = None
+    architecture: str | None = None
+    base_model: str | None = None
+    author: str | None = None
+    n_params: int | None = None
+    mtp_present: bool | None = None
+    mtp_state: str | None = None
+    mtp_preserved: bool | None = None
+    mtp_min_bits: float | None = None
+    attn_min_bits: float | None = None
+    attn_preserved: bool | None = None
+    loadable_by_mainline: bool | None = None
+    dynamic: bool | None = None
+    downloads: int | None = None
+    likes: int | None = None
+    last_modified: datetime | None = None
+    groups: tuple[GroupStats, ...] = ()
+    #: Other model paths of the same repo, to tell whether ``-hf repo:LABEL`` picks this file.
+    sibling_paths: tuple[str, ...] = ()
+
+    def group(self, name: str) -> GroupStats | None:
+        """The named group, if the profile has it."""
+        for g in self.groups:
+            if g.name == name:
+                return g
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """The llama-server configuration asked for (one per search, resolved per candidate)."""
+
+    ctx: int | None = None  # None: show each candidate's largest context
+    type_k: str = "f16"
+    type_v: str = "f16"
+    auto_cache: bool = False  # per candidate, the least lossy cache that reaches ctx
+    mtp: bool = False
+    spec_draft_n_max: int = 3
+    cpu_moe: bool = False
+
+    def validated(self) -> RunSpec:
+        """Raise UsageError for values llama.cpp's argument parser would refuse."""
+        if self.ctx is not None and self.ctx < 1:
+            raise UsageError("--ctx must be at least 1")
+        for name in (self.type_k, self.type_v):
+            if name.lower() not in CACHE_TYPES:
+                raise UsageError(f"unknown cache type {name!r}; one of {', '.join(CACHE_TYPES)}")
+        if self.spec_draft_n_max < 0:
+            raise UsageError("--spec-draft-n-max must be >= 0")
+        return self
+
+    def base_config(self) -> RunConfig:
+        """The RunConfig before per-candidate choices (cache ladder, context)."""
+        return RunConfig(
+            ctx=self.ctx or MIN_CTX,
+            type_k=self.type_k.lower(),
+            type_v=self.type_v.lower(),
+            flash_attn="on",
+            parallel=1,
+            mtp=self.mtp,
+            spec_draft_n_max=self.spec_draft_n_max,
+            cpu_moe=self.cpu_moe,
+        )
+
+
+def _ci_equal(a: str | None, b: str) -> bool:
+    return a is not None and a.lower() == b.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Search filters. ``accepts`` is the reference; the catalog pushes the same tests into SQL."""
+
+    query: str | None = None
+    mtp: bool = False  # MTP head present (in the file) and preserved (>= 6 bits)
+    min_attn_bits: float | None = None
+    arch: str | None = None
+    author: str | None = None
+    base: str | None = None
+    label: str | None = None
+    loadable: bool = False
+    _matcher: QueryMatcher | None = field(default=None, compare=False, repr=False)
+
+    def matcher(self) -> QueryMatcher | None:
+        """The (cached) query matcher, or None without a query."""
+        if not self.query:
+            return None
+        if self._matcher is None or self._matcher.query != self.query:  # built once per Filters
+            object.__setattr__(self, "_matcher", QueryMatcher(self.query))
+        return self._matcher
+
+    def accepts(self, c: Candidate) -> bool:
+        """True when ``c`` passes every filter (query included)."""
+        if self.mtp and not (c.mtp_present and c.mtp_preserved and c.coefficients.mtp_available):
+            return False
+        if self.min_attn_bits is not None and (
+            c.attn_min_bits is None or c.attn_min_bits < self.min_attn_bits
+        ):
+            return False
+        if self.arch and not _ci_equal(c.architecture, self.arch):
+            return False
+        if self.author and not _ci_equal(c.author, self.author):
+            return False
+        if self.base and not _base_matches(c.base_model, self.base):
+            return False
+        if self.label and not _ci_equal(c.quant_label, self.label):
+            return False
+        if self.loadable and c.loadable_by_mainline is not True:
+            return False
+        m = self.matcher()
+        return m is None or m.matches_names(
+            c.repo_id, c.base_model, c.path, c.quant_label, c.architecture
+        )
+
+
+def _base_matches(base_model: str | None, wanted: str) -> bool:
+    """``--base`` matches the id exactly or its name after the owner (case-insensitive)."""
+    if base_model is None:
+        return False
+    b, w = base_model.lower(), wanted.lower()
+    return b == w or b.endswith("/" + w)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One result: the candidate, the configuration that fits, and the evidence."""
+
+    rank: int
+    candidate: Candidate
+    config: RunConfig
+    estimate: FitEstimate
+    margin_bytes: int
+    max_ctx: int | None
+    quality: QualityEstimate | None
+    speed: SpeedEstimate | None
+    command: str  # llama-server
+    ollama: str | None = None  # equivalent, where Ollama can express the configuration
+    lm_studio: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """Results plus what was left out and why (for the 'nothing fits' hint)."""
+
+    results: tuple[Ranked, ...]
+    considered: int  # candidates that passed the filters
+    fitting: int  # of those, how many fit
+    unknown_memory: int  # memory rules not modelled (status "unknown")
+    invalid_config: int  # llama.cpp would refuse the configuration for this file
+    too_big: int  # estimated total above the budget
+    smallest_total: int | None  # the smallest estimate among the too-big ones
+
+
+def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
+    """A lower bound of ``estimate(c, cfg).total`` for any config ``spec`` can resolve to.
+
+    Built only from the catalog's scalar columns, so SQL can apply the same bound; a quant above it
+    cannot fit, one below it gets the exact estimate. Terms: weights (experts unless --cpu-moe,
+    MTP block with --mtp), KV per token at the cheapest cache type allowed, the FA mask of the
+    compute buffer, the fixed cache bytes, and the CUDA context + lazily loaded kernels.
+    """
+    ctx, ratio, fixed_ratio, constant = prefilter_terms(spec)
+    total = c.weights_bytes + (0 if spec.cpu_moe else c.expert_bytes)
+    total += c.mtp_weights_bytes if spec.mtp else 0
+    total += int(c.kv_bytes_per_token_f16 * ctx * ratio)
+    total += int(c.fixed_bytes_f16 * fixed_ratio)
+    return total + constant
+
+
+def prefilter_terms(spec: RunSpec) -> tuple[int, float, float, int]:
+    """(ctx, kv ratio to f16, fixed-bytes ratio, constant bytes) of :func:`lower_bound_bytes`."""
+    ctx = spec.ctx or MIN_CTX
+    if spec.auto_cache:
+        names = [n for pair in _auto_ladder() for n in pair]
+    else:
+        names = [spec.type_k, spec.type_v]
+    per_elem = min(cache_type(n).type_size / cache_type(n).blck for n in names)
+    ratio = per_elem / 2.0  # kv_bytes_per_token_f16 counts 2 bytes per element
+    mask = ctx * _MASK_BYTES_PER_TOKEN if ctx >= 512 else 0
+    return ctx, ratio, min(1.0, ratio), CUDA_CONTEXT_BYTES + LAZY_KERNELS_BYTES + mask
+
+
+def _auto_ladder() -> tuple[tuple[str, str], ...]:
+    from crawler.fit import CACHE_LADDER
+
+    return CACHE_LADDER
+
+
+# --- per-candidate evaluation ---------------------------------------------------------------
+
+
+def _quality(c: Candidate) -> QualityEstimate | None:
+    co = c.coefficients
+    groups = tuple(GroupPrecision(g.name, g.n_params, g.n_bytes, g.bpw) for g in c.groups)
+    if not groups:
+        return None
+    return estimate_quality(
+        QualityInputs(
+            groups=groups,
+            n_expert=co.n_expert,
+            n_expert_used=co.n_expert_used,
+            n_embd=co.n_embd,
+            n_vocab=co.n_vocab,
+        )
+    )
+
+
+def _speed(c: Candidate, est: FitEstimate, budget: Budget) -> SpeedEstimate | None:
+    if budget.bandwidth_gb_s is None:
+        return None
+    co = c.coefficients
+    out = c.group("output") or c.group("token_embd")
+    return estimate_speed(
+        SpeedInputs(
+            dense_bytes=co.weights_bytes,
+            expert_bytes=co.expert_bytes,
+            n_expert=co.n_expert,
+            n_expert_used=co.n_expert_used,
+            n_moe_layers=sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
+            experts_on_host=est.config.cpu_moe,
+            kv_bytes_full=est.kv + est.mtp_kv,
+            recurrent_bytes=co.recurrent_bytes_per_seq,
+            mtp=est.config.mtp,
+            mtp_bytes=co.mtp_weights_bytes,
+            output_bytes=out.n_bytes if out else 0,
+            draft_n_max=est.config.spec_draft_n_max,
+        ),
+        budget.bandwidth_gb_s,
+    )
+
+
+def _evaluate(
+    c: Candidate, spec: RunSpec, budget: Budget
+) -> tuple[RunConfig, FitEstimate] | tuple[None, FitEstimate | None]:
+    """(config, estimate) when ``c`` fits; (None, smallest estimate or None) when it does not."""
+    cfg = spec.base_config()
+    limit = budget.device_bytes
+    if spec.auto_cache:
+        chosen = cheapest_cache_for(c.coefficients, cfg, limit, cfg.ctx)
+        if chosen is None:
+            cheapest = cfg.replace(
+                type_k="q4_0", type_v="q4_0", type_k_draft="q4_0", type_v_draft="q4_0"
+            )
+            return None, estimate(c.coefficients, cheapest)
+        cfg = chosen
+    est = estimate(c.coefficients, cfg)
+    if est.total > limit:
+        return None, est
+    if spec.cpu_moe and budget.ram_bytes is not None and est.host_bytes > budget.ram_bytes:
+        return None, est
+    return cfg, est
+
+
+def _sort_value(key: str, r: Ranked) -> tuple[int, float]:
+    """(missing flag, value) so that missing values sort last and larger is better."""
+    c = r.candidate
+    value: float | None
+    if key == "quality":
+        value = r.quality.score if r.quality else None
+    elif key == "speed":
+        value = r.speed.tok_s if r.speed else None
+    elif key == "size":
+        value = float(c.size_bytes)
+    elif key == "margin":
+        value = float(r.margin_bytes)
+    elif key == "ctx":
+        value = float(r.max_ctx) if r.max_ctx is not None else None
+    elif key == "downloads":
+        value = float(c.downloads) if c.downloads is not None else None
+    elif key == "updated":
+        value = c.last_modified.timestamp() if c.last_modified else None
+    else:  # pragma: no cover - guarded by rank_candidates
+        raise UsageError(f"unknown sort key {key!r}")
+    if value is None or math.isnan(value):
+        return (1, 0.0)
+    return (0, -value)
+
+
+def sort_key(key: str) -> Callable[[Ranked], tuple[Any, ...]]:
+    """The full sort key for ``--sort key``: primary, TIE_BREAKS, then repo_id and path."""
+    order = [key, *[k for k in TIE_BREAKS if k != key]]
+
+    def k(r: Ranked) -> tuple[Any, ...]:
+        return (*[_sort_value(name, r) for name in order], r.candidate.repo_id, r.candidate.path)
+
+    return k
+
+
+def rank_candidates(
+    candidates: Iterable[Candidate],
+    budget: Budget,
+    spec: RunSpec,
+    filters: Filters | None = None,
+    *,
+    sort: str = "quality",
+    limit: int | None = 20,
+    siblings: Callable[[str], Sequence[str]] | None = None,
+) -> SearchOutcome:
+    """Filter, estimate, sort. A result's ``estimate.total`` never exceeds ``budget.device_bytes``.
+
+    ``max_ctx`` is computed for the returned rows (for every fitting row with ``sort="ctx"``),
+    since it costs ~20 estimates per quant. ``siblings(repo_id)`` lists the repo's files for the
+    ``-hf`` choice of the returned rows (default: each candidate's ``sibling_paths``).
+    """
+    if sort not in SORT_KEYS:
+        raise UsageError(f"--sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
+    spec = spec.validated()
+    filters = filters or Filters()
+    fitting: list[Ranked] = []
+    considered = unknown = invalid = too_big = 0
+    smallest: int | None = None
+    for c in candidates:
+        if not filters.accepts(c):
+            continue
+        considered += 1
+        if c.coefficients.status != "ok":
+            unknown += 1
+            continue
+        try:
+            cfg, est = _evaluate(c, spec, budget)
+        except EstimateError:
+            invalid += 1
+            continue
+        if cfg is None:
+            too_big += 1
+            if est is not None and (smallest is None or est.total < smallest):
+                smallest = est.total
+            continue
+        assert est is not None
+        fitting.append(
+            Ranked(
+                rank=0,
+                candidate=c,
+                config=cfg,
+                estimate=est,
+                margin_bytes=budget.device_bytes - est.total,
+                max_ctx=None,
+                quality=_quality(c),
+                speed=_speed(c, est, budget),
+                command="",
+            )
+        )
+    if sort == "ctx":
+        fitting = [_with_max_ctx(r, budget, spec) for r in fitting]
+    fitting.sort(key=sort_key(sort))
+    top = fitting if limit is None else fitting[:limit]
+    results = []
+    for i, r in enumerate(top, 1):
+        if r.max_ctx is None:
+            r = _with_max_ctx(r, budget, spec)
+        results.append(_finish(r, i, spec, budget, siblings))
+    return SearchOutcome(
+        results=tuple(results),
+        considered=considered,
+        fitting=len(fitting),
+        unknown_memory=unknown,
+        invalid_config=invalid,
+        too_big=too_big,
+        smallest_total=smallest,
+    )
+
+
+def _with_max_ctx(r: Ranked, budget: Budget, spec: RunSpec) -> Ranked:
+    co = r.candidate.coefficients
+    cap = co.n_ctx_train or (1 << 20)
+    m = max_ctx(co, r.config, budget.device_bytes, limit=max(cap, r.config.ctx))
+    return _replace(r, max_ctx=m)
+
+
+def _finish(
+    r: Ranked,
+    rank: int,
+    spec: RunSpec,
+    budget: Budget,
+    siblings: Callable[[str], Sequence[str]] | None,
+) -> Ranked:
+    cfg = r.config
+    if spec.ctx is None and r.max_ctx:
+        # Without --ctx the row shows the largest context: estimate and command use it.
+        cfg = cfg.replace(ctx=r.max_ctx)
+        est = estimate(r.candidate.coefficients, cfg)
+        r = _replace(
+            r,
+            config=cfg,
+            estimate=est,
+            margin_bytes=budget.device_bytes - est.total,
+            speed=_speed(r.candidate, est, budget),
+        )
+    c = r.candidate
+    paths = siblings(c.repo_id) if siblings is not None else c.sibling_paths
+    return _replace(
+        r,
+        rank=rank,
+        command=llama_server_command(c.repo_id, c.path, c.quant_label, cfg, paths),
+        ollama=ollama_command(c.repo_id, c.quant_label, cfg),
+        lm_studio=lmstudio_command(c.repo_id, cfg),
+    )
+
+
+def _replace(r: Ranked, **changes: Any) -> Ranked:
+    import dataclasses
+
+    return dataclasses.replace(r, **changes)
