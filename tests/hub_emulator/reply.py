@@ -35,10 +35,12 @@ class Reply:
                 yield self.body[pos : pos + size]
 
 
-def json_reply(data: Any, status: int = 200, **headers: str) -> Reply:
+def json_reply(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
     """A JSON answer."""
     body = json.dumps(data, separators=(",", ":")).encode()
-    return Reply(status, {"Content-Type": "application/json; charset=utf-8", **headers}, body)
+    return Reply(
+        status, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, body
+    )
 
 
 def error_reply(
@@ -48,4 +50,4 @@ def error_reply(
     headers = {"X-Error-Message": message, **(extra or {})}
     if code:
         headers["X-Error-Code"] = code
-    return json_reply({"error": message}, status, **headers)
+    return json_reply({"error": message}, status, headers)

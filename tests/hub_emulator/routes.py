@@ -177,7 +177,7 @@ def _list_models(emu: HubEmulator, req: Request) -> Reply:
         last = page[-1]
         cursor = render.encode_cursor(render.sort_value(last, sort), last.object_id)
         headers["Link"] = emu.link(req.path, req.params, cursor)
-    return json_reply(items, **headers)
+    return json_reply(items, headers=headers)
 
 
 def _model_info(emu: HubEmulator, req: Request, repo_id: str, revision: str) -> Reply:
@@ -224,7 +224,7 @@ def _tree(emu: HubEmulator, req: Request, repo_id: str, revision: str, folder: s
     headers: dict[str, str] = {}
     if len(entries) > size:
         headers["Link"] = emu.link(req.path, req.params, quote(page[-1]["path"], safe=""))
-    return json_reply(page, **headers)
+    return json_reply(page, headers=headers)
 
 
 def _paths_info(emu: HubEmulator, req: Request, repo_id: str, revision: str) -> Reply:

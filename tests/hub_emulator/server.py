@@ -229,8 +229,9 @@ class HubEmulator:
 
     def start(self) -> HubEmulator:
         """Bind and serve both origins in daemon threads."""
-        for origin in ("hub", "cdn"):
-            server = _Server(self, origin)  # type: ignore[arg-type]
+        origins: tuple[Origin, ...] = ("hub", "cdn")
+        for origin in origins:
+            server = _Server(self, origin)
             thread = threading.Thread(
                 target=server.serve_forever, args=(0.05,), daemon=True, name=f"emu-{origin}"
             )
