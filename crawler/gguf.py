@@ -25,15 +25,23 @@ MTP sidecar without tokenizer           2-4 KB      ~20
 
 Only bytes past the header are waste, so the first read may be as large as the smallest
 realistic header: :data:`DEFAULT_FIRST_READ` = 512 KiB is below every tokenizer-carrying header
-above and holds ~30k tokens, enough to measure the vocabulary's bytes per token. The parser then
-estimates where the header ends (declared counts times observed average sizes; for a BPE
-vocabulary the merges are predicted from the tokens, since merge *i* spells token *256 + i* with
-one space more) and asks for that plus :data:`ESTIMATE_MARGIN` in one second request: measured
-1.007-1.011x the header in 2 requests on every file above. A short estimate costs another
-request, never waste; the floor of each refill doubles (1/64, 1/32, 1/16, then 1/8 of what is
-held), which bounds the number of requests on a misleading prefix. A caller that knows the
-header size of a sibling file (quants of one repo share their tokenizer) passes ``size_hint``:
-one request, ~1.01x.
+above and holds ~30k tokens. When a read runs short the parser estimates where the header ends
+and asks for that plus :data:`ESTIMATE_MARGIN` in one request:
+
+- inside a string array: items left x the mean size of the last quarter of the items seen
+  (tokens are sorted by merge rank and later ones are longer, so the overall mean falls short);
+- merges not reached yet (BPE): merge *i* spells token *256 + i* with one space more, so the
+  merges are predicted from the tokens; once the tokens are walked, from their exact sizes;
+- token types / scores: 4 bytes a token; a chat template: 8 KB; other keys: 56 bytes each;
+  tensor infos: ~64 bytes each (then their observed mean).
+
+Measured (``python -m bench.bench_header`` and tests/unit/test_gguf.py): 2 requests and
+1.02-1.03x the header on every synthetic file above; on vocabularies whose tokens grow with rank
+(as real BPE ones do) 2-3 requests and <= 1.03x (the third once the tokens are known). A short
+estimate costs a request, never waste; the floor of each refill doubles (1/64, 1/32, 1/16, then
+1/8 of what is held), which bounds the number of requests on a misleading prefix. A caller that
+knows the header size of a sibling file (quants of one repo share their tokenizer) passes
+``size_hint``: one request, ~1.01x.
 """
 
 from __future__ import annotations
@@ -90,6 +98,8 @@ MAX_DIMS = 4
 MAX_NAME_BYTES = 64 * 1024
 #: Array nesting deeper than this is hostile (real files nest at most once).
 MAX_ARRAY_DEPTH = 8
+#: A string array's walk records its position every this many items (see ``array_rest``).
+_MARK_EVERY = 2048
 #: Arrays up to this many items are decoded eagerly; longer ones lazily (:class:`GGUFArray`).
 EAGER_ARRAY_ITEMS = 1024
 
@@ -125,6 +135,8 @@ _MIN_KV_BYTES = 13
 _MIN_TENSOR_INFO_BYTES = 32
 # Typical tensor-info record (name ~26 bytes, ~1.7 dims): measured on synthetic llama/qwen35.
 _TYPICAL_TENSOR_INFO_BYTES = 64
+# Typical chat template (Qwen3 ~4 KB, Qwen3.5 ~8 KB, GLM-4.5 ~6 KB, gpt-oss ~16 KB).
+_TYPICAL_CHAT_TEMPLATE_BYTES = 8 * 1024
 # Typical small KV pair (key ~30 bytes + a scalar or short string).
 _TYPICAL_KV_BYTES = 56
 
@@ -280,6 +292,10 @@ class _Parser:
         self.n_tensors = 0
         self.kv_left = 0
         self.in_array: tuple[int, int, int] | None = None  # (start, items done, items total)
+        self.marks: list[int] = []
+        self.array_key = ""
+        # Byte offsets (from the array start) every _MARK_EVERY tokens, then the end.
+        self.token_marks: list[int] = []
         self.vocab_n = 0
         self.vocab_bytes = 0
         self.tokenizer_model: str | None = None
@@ -330,9 +346,7 @@ class _Parser:
         """Where the header probably ends (no margin): declared counts x observed sizes."""
         est = self.pos
         if self.in_array is not None:
-            start, done, total = self.in_array
-            per_item = (self.pos - start) / done if done else 16.0
-            est += int(per_item * (total - done))
+            est += self.array_rest()
         kv_left = self.kv_left
         # Tokenizer arrays not reached yet, predicted from the tokens.
         if self.vocab_n:
@@ -348,6 +362,10 @@ class _Parser:
                 merged = max(0.0, (self.vocab_bytes - 256 * 9.5) / max(1, n - 256))
                 est += 40 + int((n - 256) * (merged + 1))
                 kv_left -= 1
+        if kv_left > 0 and self.vocab_n and "tokenizer.chat_template" not in self.seen:
+            # Instruct models carry a chat template after the tokenizer arrays: 2-20 KB.
+            est += _TYPICAL_CHAT_TEMPLATE_BYTES
+            kv_left -= 1
         est += max(0, kv_left) * _TYPICAL_KV_BYTES
         if self.tensors_done:
             per_info = (self.pos - self.tensor_info_start) / self.tensors_done
@@ -355,6 +373,41 @@ class _Parser:
             per_info = _TYPICAL_TENSOR_INFO_BYTES
         est += int(per_info * (self.n_tensors - self.tensors_done)) + DEFAULT_ALIGNMENT
         return int(est)
+
+    def array_rest(self) -> int:
+        """Estimated bytes left in the string array being walked: items left x the mean size of
+        the last quarter of the items seen (all of them while fewer than 4 marks exist)."""
+        assert self.in_array is not None
+        start, done, total = self.in_array
+        if self.array_key == "tokenizer.ggml.merges" and self.token_marks:
+            # Merge i spells token 256 + i with one space more: the tokens' sizes give the rest.
+            first, last = 256 + done, 256 + total
+            return max(0, self.token_bytes_before(last) - self.token_bytes_before(first)) + (
+                total - done
+            )
+        if not done:
+            return 16 * total
+        marks = self.marks
+        k = len(marks) - 1  # marks[k] is the position after k * _MARK_EVERY items
+        if k >= 4:
+            k0 = (3 * k) // 4
+            per_item = (self.pos - marks[k0]) / (done - k0 * _MARK_EVERY)
+        else:
+            per_item = (self.pos - start) / done
+        return int(per_item * (total - done))
+
+    def token_bytes_before(self, index: int) -> int:
+        """Encoded bytes of tokens ``[0, index)``, interpolated between the walk's marks."""
+        marks, n = self.token_marks, self.vocab_n
+        index = min(max(index, 0), n)
+        k = index // _MARK_EVERY
+        if k + 1 >= len(marks) - 1:  # in the last, partial block: between its mark and the end
+            lo, lo_i, hi, hi_i = marks[-2], (len(marks) - 2) * _MARK_EVERY, marks[-1], n
+        else:
+            lo, lo_i, hi, hi_i = marks[k], k * _MARK_EVERY, marks[k + 1], (k + 1) * _MARK_EVERY
+        if hi_i <= lo_i:
+            return hi
+        return lo + (hi - lo) * (index - lo_i) // (hi_i - lo_i)
 
     def take(self, n: int) -> int:
         """Reserve ``n`` bytes at the cursor; return their start offset."""
@@ -420,20 +473,27 @@ class _Parser:
         return [self.array(key, depth + 1) for _ in range(count)]
 
     def skip_strings(self, count: int, key: str) -> None:
-        """Walk ``count`` length-prefixed strings (the hot loop: ~500k for a 248k vocabulary)."""
+        """Walk ``count`` length-prefixed strings (the hot loop: ~500k for a 248k vocabulary).
+
+        Records the position every :data:`_MARK_EVERY` items, so that a refill in the middle can
+        extrapolate from the recent items: BPE vocabularies are sorted by merge rank and later
+        tokens are longer, so the overall average so far would fall short.
+        """
         start = pos = self.pos
         buf, unpack = self.buf, _U64.unpack_from
         limit = len(buf)
         cap = self.limit
         track = key == "tokenizer.ggml.tokens"
+        marks = self.marks = [start]
+        self.array_key = key
         i = 0
         while i < count:
             if pos + 8 > limit:
                 self.pos = pos
                 self.in_array = (start, i, count)
                 if track and i:
-                    # Extrapolate the whole vocabulary from the tokens seen so far.
-                    self.vocab_n, self.vocab_bytes = count, (pos - start) * count // i
+                    rest = self.array_rest()
+                    self.vocab_n, self.vocab_bytes = count, pos - start + rest
                 self.fill(pos + 8)
                 buf, limit = self.buf, len(self.buf)
             (n,) = unpack(buf, pos)
@@ -442,6 +502,8 @@ class _Parser:
                 self.pos = pos - 8 - n
                 self.fill(pos)  # raises HeaderTooLarge or CorruptHeader
             i += 1
+            if not i % _MARK_EVERY:
+                marks.append(pos)
         if pos > limit:
             self.pos = start
             self.in_array = (start, count, count)
@@ -450,6 +512,7 @@ class _Parser:
         self.in_array = None
         if track:
             self.vocab_n, self.vocab_bytes = count, pos - start
+            self.token_marks = [m - start for m in marks] + [pos - start]
 
     # ------------------------------------------------------------------ sections
 
@@ -486,10 +549,12 @@ class _Parser:
             if key in metadata:
                 raise self.corrupt(f"duplicate metadata key {key!r}")
             vtype = self.u32()
+            # Seen before its value is read: an array being read is estimated from its own
+            # progress (in_array), not predicted a second time.
+            self.seen.add(key)
             value = self.value(vtype, key)
             metadata[key] = value
             types[key] = vtype
-            self.seen.add(key)
             self.kv_left -= 1
             if key == "tokenizer.ggml.model" and isinstance(value, str):
                 self.tokenizer_model = value

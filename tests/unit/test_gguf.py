@@ -358,3 +358,32 @@ def test_header_helpers():
     assert h.arch_value("nextn_predict_layers") == 1
     assert h.header_bytes == h.data_offset
     assert h.n_params == sum(t.n_elements for t in h.tensors)
+
+
+def _growing_vocab_header(n_vocab: int) -> bytes:
+    """A BPE header whose tokens get longer with rank, as real vocabularies do (the prefix the
+    first read sees is shorter than the average)."""
+    tokens = [chr(0x21 + i % 90) for i in range(256)]
+    letters = "abcdefghijklmnopqrstuvwxyz\u0120"
+    for i in range(n_vocab - 256):
+        length = 2 + 18 * i // n_vocab
+        tokens.append("".join(letters[(i * 7 + k * 3) % 27] for k in range(length)))
+    merges = [t[: len(t) // 2] + " " + t[len(t) // 2 :] for t in tokens[256:]]
+    meta = {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": [1] * n_vocab,
+        "tokenizer.ggml.merges": merges,
+        "tokenizer.chat_template": "{{ messages }}" * 500,
+    }
+    return synth.header_bytes(synth.preset("llama"), synth.q8_0(), metadata=meta)
+
+
+@pytest.mark.parametrize("n_vocab", [32000, 150000])
+def test_vocab_growing_with_rank_stays_within_budget(n_vocab):
+    data = _growing_vocab_header(n_vocab)
+    reader = Counting(data, len(data) + (1 << 30))
+    h = read_header(reader)
+    assert h.data_offset == len(data)
+    assert len(reader.calls) <= 3
+    assert reader.fetched <= 1.05 * len(data)
