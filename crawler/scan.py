@@ -355,9 +355,11 @@ class _Pass:
         self.files = ThreadPoolExecutor(concurrency, thread_name_prefix="quants-header")
         # A few repos in flight keep the header pool busy while one repo lists its tree or
         # waits for its probe read; more would only hold memory.
-        self.repo_slots = max(2, min(8, concurrency // 2))
+        self.repo_slots = max(2, min(16, concurrency))
         self.repos = ThreadPoolExecutor(self.repo_slots, thread_name_prefix="quants-repo")
-        self.slots = threading.BoundedSemaphore(self.repo_slots * 2)
+        # Listing runs at most this far ahead of the repos being processed: a stop request then
+        # leaves little queued work, and queued repos not yet started are skipped.
+        self.slots = threading.BoundedSemaphore(self.repo_slots + 1)
         self.inflight: list[Future[None]] = []
 
     # -- bookkeeping ----------------------------------------------------------------------------
@@ -416,13 +418,17 @@ class _Pass:
                 self.flush_touch()
             self.progress.advance(meta.repo_id, self.crawl_counts())
             return
-        self.counts.add(**{"repos_new" if stored is None else "repos_changed": 1})
         self.slots.acquire()
         fut = self.repos.submit(self._process_guarded, meta, stored)
         self.inflight = [f for f in self.inflight if not f.done() or f.exception() is not None]
         self.inflight.append(fut)
 
     def _process_guarded(self, meta: RepoMeta, stored: StoredRepo | None) -> None:
+        if self.stop.is_set():
+            # Queued but not started: left for the next pass (nothing of it was written).
+            self.slots.release()
+            return
+        self.counts.add(**{"repos_new" if stored is None else "repos_changed": 1})
         try:
             self.process(meta, stored)
         except (ConfigError, CatalogError):

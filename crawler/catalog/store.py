@@ -32,7 +32,7 @@ from crawler.catalog.tables import (
     TensorGroup,
     TensorTable,
 )
-from crawler.gguf import GGUFHeader, TensorInfo
+from crawler.gguf import GGUFArray, GGUFHeader, TensorInfo
 from crawler.grouping import FileKind, RepoLayout
 
 __all__ = [
@@ -64,9 +64,9 @@ __all__ = [
 
 #: ``tensor_tables.encoding`` of what :func:`encode_tensor_table` writes.
 TENSOR_TABLE_ENCODING = "json+zlib/1"
-# Metadata arrays longer than this (tokenizer tokens, scores, merges: 100k+ entries, ~99% of a
-# header) are not stored; only their lengths are. Per-layer arrays (head counts, SWA pattern)
-# have one entry per block, far below this.
+# Metadata arrays longer than this, and the tokenizer arrays (tokens, scores, merges: 100k+
+# entries, ~99% of a header), are not stored; only their lengths are. Per-layer arrays (head
+# counts, SWA pattern) have one entry per block, far below this.
 _MAX_STORED_ARRAY = 4096
 
 
@@ -215,19 +215,22 @@ def _is_array(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
-def _json_safe(value: Any) -> Any:
+def _json_default(value: Any) -> Any:
+    # json.dumps calls this only for what it cannot encode itself (kept on the C fast path).
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if isinstance(value, GGUFArray):
+        return value.to_list()
     if _is_array(value):
-        return [_json_safe(v) for v in value]
-    return value
+        return list(value)
+    return str(value)
 
 
 def encode_tensor_table(shards: Sequence[AnalysedShard]) -> bytes:
     """The shards' tensor tables and small metadata as zlib-compressed JSON.
 
-    Long arrays (tokenizer vocabularies) are replaced by their lengths under ``array_lengths``:
-    no rule of profile or fit reads the tokens themselves.
+    Tokenizer arrays and other long arrays are replaced by their lengths under
+    ``array_lengths``: no rule of profile or fit reads the vocabulary itself.
     """
     out = []
     for shard in shards:
@@ -235,10 +238,12 @@ def encode_tensor_table(shards: Sequence[AnalysedShard]) -> bytes:
         metadata: dict[str, Any] = {}
         lengths: dict[str, int] = {}
         for key, value in h.metadata.items():
-            if _is_array(value) and len(value) > _MAX_STORED_ARRAY:
+            if _is_array(value) and (
+                len(value) > _MAX_STORED_ARRAY or key.startswith("tokenizer.ggml.")
+            ):
                 lengths[key] = len(value)
             else:
-                metadata[key] = _json_safe(value)
+                metadata[key] = value
         out.append(
             {
                 "path": shard.path,
@@ -251,11 +256,11 @@ def encode_tensor_table(shards: Sequence[AnalysedShard]) -> bytes:
                 "metadata": metadata,
                 "metadata_types": dict(h.metadata_types),
                 "array_lengths": lengths,
-                "tensors": [[t.name, list(t.shape), t.type_id, t.offset] for t in h.tensors],
+                "tensors": [[t.name, t.shape, t.type_id, t.offset] for t in h.tensors],
             }
         )
-    raw = json.dumps({"shards": out}, separators=(",", ":"), default=str).encode("utf-8")
-    return zlib.compress(raw, 6)
+    raw = json.dumps({"shards": out}, separators=(",", ":"), default=_json_default)
+    return zlib.compress(raw.encode("utf-8"), 6)
 
 
 def decode_tensor_table(data: bytes, encoding: str = TENSOR_TABLE_ENCODING) -> list[AnalysedShard]:
@@ -471,11 +476,14 @@ def _write_layout(s: Any, repo_pk: int, w: RepoWrite, scan_id: int, now: datetim
         q.vanished_at = None
         q.shard_count = group.shard_count
         q.size_bytes = group.size_bytes
-        analysis = w.analyses.get(group.path)
-        if analysis is not None:
-            s.flush()
-            _write_analysis(s, q, analysis, group.content_key, w.meta.sha, scan_id, now)
-    s.flush()
+    s.flush()  # once: the new quants get their ids
+    groups = {g.path: g for g in layout.quants}
+    analysed_quants = [
+        (quants[path], a, groups[path].content_key)
+        for path, a in sorted(w.analyses.items())
+        if path in groups
+    ]
+    _write_analyses(s, analysed_quants, w.meta.sha, scan_id, now)
     files = {f.path: f for f in s.scalars(select(File).where(File.repo_pk == repo_pk))}
     live_files = {f.path for f in layout.files}
     for f in files.values():
@@ -545,87 +553,99 @@ def _apply_profile(q: Quant, profile: Mapping[str, Any]) -> None:
     q.profile = dict(profile)
 
 
-def _write_groups(s: Any, quant_id: int, profile: Mapping[str, Any]) -> None:
-    s.execute(delete(TensorGroup).where(TensorGroup.quant_id == quant_id))
-    for name, g in sorted((profile.get("groups") or {}).items()):
-        s.add(
-            TensorGroup(
-                quant_id=quant_id,
-                group_name=name,
-                n_tensors=_opt_int(g.get("n_tensors")) or 0,
-                n_params=_opt_int(g.get("n_params")) or 0,
-                n_bytes=_opt_int(g.get("n_bytes")) or 0,
-                bpw=_opt_float(g.get("bpw")),
-                min_bits=_opt_float(g.get("min_bits")),
-                max_bits=_opt_float(g.get("max_bits")),
-                types=dict(g.get("types") or {}),
-            )
-        )
-
-
-def _write_memory(s: Any, quant_id: int, m: MemoryRecord) -> None:
-    s.merge(
-        MemoryModel(
+def _group_rows(quant_id: int, profile: Mapping[str, Any]) -> list[TensorGroup]:
+    return [
+        TensorGroup(
             quant_id=quant_id,
-            status=m.status,
-            reason=m.reason,
-            weights_bytes=m.weights_bytes,
-            mtp_weights_bytes=m.mtp_weights_bytes,
-            expert_bytes=m.expert_bytes,
-            host_bytes=m.host_bytes,
-            kv_bytes_per_token_f16=m.kv_bytes_per_token_f16,
-            fixed_bytes_f16=m.fixed_bytes_f16,
-            coefficients=dict(m.coefficients) if m.coefficients is not None else None,
+            group_name=name,
+            n_tensors=_opt_int(g.get("n_tensors")) or 0,
+            n_params=_opt_int(g.get("n_params")) or 0,
+            n_bytes=_opt_int(g.get("n_bytes")) or 0,
+            bpw=_opt_float(g.get("bpw")),
+            min_bits=_opt_float(g.get("min_bits")),
+            max_bits=_opt_float(g.get("max_bits")),
+            types=dict(g.get("types") or {}),
         )
+        for name, g in sorted((profile.get("groups") or {}).items())
+    ]
+
+
+def _memory_row(quant_id: int, m: MemoryRecord) -> MemoryModel:
+    return MemoryModel(
+        quant_id=quant_id,
+        status=m.status,
+        reason=m.reason,
+        weights_bytes=m.weights_bytes,
+        mtp_weights_bytes=m.mtp_weights_bytes,
+        expert_bytes=m.expert_bytes,
+        host_bytes=m.host_bytes,
+        kv_bytes_per_token_f16=m.kv_bytes_per_token_f16,
+        fixed_bytes_f16=m.fixed_bytes_f16,
+        coefficients=dict(m.coefficients) if m.coefficients is not None else None,
     )
 
 
-def _write_analysis(
+def _replace_children(s: Any, quant_ids: list[int], tables: Sequence[Any]) -> None:
+    # One DELETE per table for all the repo's re-analysed quants (no per-row merge/SELECT).
+    for model in tables:
+        s.execute(delete(model).where(model.quant_id.in_(quant_ids)))
+
+
+def _write_analyses(
     s: Any,
-    q: Quant,
-    a: QuantAnalysis,
-    content_key: str,
+    items: Sequence[tuple[Quant, QuantAnalysis, str]],
     revision: str | None,
     scan_id: int | None,
     now: datetime,
 ) -> None:
-    _apply_profile(q, a.profile)
-    q.revision = revision
-    q.base_model = a.base_model
-    q.file_type = a.file_type
-    q.header_bytes = sum(sh.header_bytes for sh in a.shards)
-    q.analysed_at = now
-    q.content_key = content_key
-    _write_groups(s, q.id, a.profile)
-    _write_memory(s, q.id, a.memory)
-    s.merge(
-        TensorTable(
-            quant_id=q.id,
-            revision=revision,
-            encoding=TENSOR_TABLE_ENCODING,
-            n_tensors=sum(len(sh.header.tensors) for sh in a.shards),
-            data=encode_tensor_table(a.shards),
-        )
-    )
-    last_version_key = s.scalar(
-        select(QuantVersion.content_key)
-        .where(QuantVersion.quant_id == q.id)
-        .order_by(QuantVersion.id.desc())
-        .limit(1)
-    )
-    # History: a row per distinct content (a re-upload under the same name adds one).
-    if last_version_key != content_key:
-        s.add(
-            QuantVersion(
-                quant_id=q.id,
-                scan_id=scan_id,
-                revision=revision,
-                content_key=content_key,
-                size_bytes=q.size_bytes,
-                profile=dict(a.profile),
-                analysed_at=now,
+    if not items:
+        return
+    ids = [q.id for q, _, _ in items]
+    with s.no_autoflush:
+        _replace_children(s, ids, (TensorGroup, MemoryModel, TensorTable))
+        # Ordered by id, so each quant's entry ends as its latest version's key.
+        last_key: dict[int, str | None] = {
+            row.quant_id: row.content_key
+            for row in s.execute(
+                select(QuantVersion.quant_id, QuantVersion.content_key)
+                .where(QuantVersion.quant_id.in_(ids))
+                .order_by(QuantVersion.id)
             )
-        )
+        }
+        rows: list[Any] = []
+        for q, a, content_key in items:
+            _apply_profile(q, a.profile)
+            q.revision = revision
+            q.base_model = a.base_model
+            q.file_type = a.file_type
+            q.header_bytes = sum(sh.header_bytes for sh in a.shards)
+            q.analysed_at = now
+            q.content_key = content_key
+            rows += _group_rows(q.id, a.profile)
+            rows.append(_memory_row(q.id, a.memory))
+            rows.append(
+                TensorTable(
+                    quant_id=q.id,
+                    revision=revision,
+                    encoding=TENSOR_TABLE_ENCODING,
+                    n_tensors=sum(len(sh.header.tensors) for sh in a.shards),
+                    data=encode_tensor_table(a.shards),
+                )
+            )
+            # History: a row per distinct content (a re-upload under the same name adds one).
+            if last_key.get(q.id) != content_key:
+                rows.append(
+                    QuantVersion(
+                        quant_id=q.id,
+                        scan_id=scan_id,
+                        revision=revision,
+                        content_key=content_key,
+                        size_bytes=q.size_bytes,
+                        profile=dict(a.profile),
+                        analysed_at=now,
+                    )
+                )
+        s.add_all(rows)
 
 
 def touch_repos(catalog: Catalog, metas: Sequence[RepoMeta]) -> None:
@@ -729,8 +749,8 @@ def update_analysis(
             return False
         changed = (q.profile or {}) != dict(profile)
         _apply_profile(q, profile)
-        _write_groups(s, q.id, profile)
-        _write_memory(s, q.id, memory)
+        _replace_children(s, [q.id], (TensorGroup, MemoryModel))
+        s.add_all([*_group_rows(q.id, profile), _memory_row(q.id, memory)])
         return changed
 
 
