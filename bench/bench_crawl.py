@@ -106,7 +106,8 @@ def throughput(cache: FileCache, tmp: Path, rtts: tuple[int, ...], conc: tuple[i
     for r in rows:
         print(
             f"{r.rtt_ms:>4}ms {r.concurrency:>4} {r.files:>5} {r.wall_s:>7.2f} "
-            f"{r.files_per_s:>8.1f} {r.req_per_file:>8.2f} {r.bytes_fetched / r.files / 1024:>8.1f} "
+            f"{r.files_per_s:>8.1f} {r.req_per_file:>8.2f} "
+            f"{r.bytes_fetched / r.files / 1024:>8.1f} "
             f"{r.bound:>8.1f} {100 * r.files_per_s / r.bound:>6.0f}%"
         )
 
@@ -123,7 +124,7 @@ def fetch_cost(cache: FileCache, tmp: Path, n_quants: int) -> None:
         for rec in cdn:
             per_file.setdefault(rec.path, []).append(rec.bytes_sent)
         with Catalog.open(f"sqlite:///{db}") as catalog:
-            cols, rows = catalog.query_readonly(
+            _, rows = catalog.query_readonly(
                 "SELECT f.path, f.header_bytes, f.lfs_oid FROM files f ORDER BY f.analysed_at"
             )
         header = {oid: hb for _, hb, oid in rows}
@@ -131,7 +132,7 @@ def fetch_cost(cache: FileCache, tmp: Path, n_quants: int) -> None:
         print(f"  cold crawl: {summary.files_analysed} files in {wall:.2f} s")
         reads = []
         print(f"  {'file':<30} {'header B':>10} {'ranged GETs':>11} {'fetched B':>10} {'ratio':>6}")
-        order = [p for p in per_file]
+        order = list(per_file)
         for i, path in enumerate(order):
             oid = path.rsplit("/", 1)[-1]
             hb = header.get(oid, 0)
@@ -147,8 +148,9 @@ def fetch_cost(cache: FileCache, tmp: Path, n_quants: int) -> None:
             f"(cold file {sum(per_file[order[0]]) / header[order[0].rsplit('/', 1)[-1]]:.3f})"
         )
         print(
-            f"  HTTP requests per file over the pass: {summary.requests / summary.files_analysed:.2f}"
-            f" (listing + tree + 302 + 206 per ranged GET)"
+            "  HTTP requests per file over the pass: "
+            f"{summary.requests / summary.files_analysed:.2f}"
+            " (listing + tree + 302 + 206 per ranged GET)"
         )
         # A re-upload under the same name: only that file is read again, with the size hint.
         r0 = RECIPES[0]
