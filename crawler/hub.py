@@ -113,7 +113,10 @@ _MAX_BACKOFF_S: Final = 8.0
 _MAX_RATE_WAIT_S: Final = 300.0
 # JSON replies (listings, trees) are small; a larger body is a broken or hostile server.
 _MAX_JSON_BYTES: Final = 64 * 1024 * 1024
-_CHUNK: Final = 64 * 1024
+# How long a reader reuses the signed CDN URL of its first read. The Hub's are "signed and
+# short-lived" (reference/hf-hub-api.md 3.1, lifetime not published); the reads of one header
+# take seconds, and a refused URL falls back to the Hub anyway.
+_CDN_URL_MAX_AGE_S: Final = 60.0
 
 #: Quotas per 5-minute window (docs/hub/rate-limits.md, Sep 2025): anonymous per IP, and the
 #: free-user tier for a token (the plan behind a token is unknown, so assume the smallest).
@@ -278,6 +281,8 @@ class _Reply:
     next_url: str | None
     #: HTTP requests this exchange took, retries and redirect hops included.
     requests: int = 0
+    #: Where the body came from (the CDN URL after a redirect).
+    final_url: str = ""
 
 
 class _Retry(Exception):
@@ -504,6 +509,8 @@ class HubClient:
         return headers
 
     def _bucket(self, url: str) -> str:
+        if _origin(url) != self._hub_origin:
+            return "cdn"  # not the Hub's: no Hub quota applies
         path = urlsplit(url).path
         return "resolvers" if "/resolve/" in path else "api"
 
@@ -540,8 +547,11 @@ class HubClient:
         params: _Params | None,
         repo_id: str | None,
         byte_range: tuple[int, int] | None = None,
+        token: bool = True,
     ) -> _Reply:
-        """One logical request with retries; raises a HubError for a final failure."""
+        """One logical request with retries; raises a HubError for a final failure.
+
+        ``token=False`` sends no ``Authorization`` (requests straight to the CDN)."""
         bucket = self._bucket(url)
         backoff = _BASE_WAIT_S
         attempt = 0
@@ -551,7 +561,9 @@ class HubClient:
             self._check_budget(url, repo_id)
             self._wait(self._limiter.reserve(bucket))
             try:
-                reply = self._attempt(method, url, params, repo_id, bucket, byte_range, tally)
+                reply = self._attempt(
+                    method, url, params, repo_id, bucket, byte_range, tally, token
+                )
                 reply.requests = tally[0]
                 return reply
             except _Retry as retry:
@@ -602,8 +614,11 @@ class HubClient:
         bucket: str,
         byte_range: tuple[int, int] | None,
         tally: list[int],
+        token: bool,
     ) -> _Reply:
         headers = self._headers()
+        if not token:
+            headers.pop("authorization", None)
         if byte_range is not None:
             start, length = byte_range
             headers["range"] = f"bytes={start}-{start + length - 1}"
@@ -630,7 +645,14 @@ class HubClient:
                     raise _map_error(response, url, repo_id)
                 body = self._read_body(response, byte_range, started, url, repo_id)
                 next_url = response.links.get("next", {}).get("url")
-                return _Reply(status, response.headers, hub_response.headers, body, next_url)
+                return _Reply(
+                    status,
+                    response.headers,
+                    hub_response.headers,
+                    body,
+                    next_url,
+                    final_url=str(response.url),
+                )
         except httpx2.TimeoutException as exc:
             raise _Retry(f"timeout ({type(exc).__name__})") from None
         except (httpx2.NetworkError, httpx2.RemoteProtocolError) as exc:
@@ -726,9 +748,15 @@ class RangeReader:
 
     Returns exactly ``length`` bytes, fewer only at end of file. After the first read it knows
     the file's ``size`` (from ``Content-Range``) and the Hub's ``etag`` (``X-Linked-Etag``, the
-    sha256 of LFS content) and ``commit`` (``X-Repo-Commit``); a later read that sees a different
-    etag raises :class:`HubUnavailable` (the file changed under us). Counts its own requests and
-    bytes for ``quants inspect``.
+    sha256 of LFS content) and ``commit`` (``X-Repo-Commit``); a later read through the Hub that
+    sees a different etag raises :class:`HubUnavailable` (the file changed under us). Counts its
+    own requests and bytes for ``quants inspect``.
+
+    Later reads go straight to the signed CDN URL the first read was redirected to (no token, no
+    Hub request: it halves the requests of a multi-read header and spares the Hub's "resolvers"
+    quota). The URL names the content (sha256 or Xet hash), so its bytes cannot change; it
+    expires (reference/hf-hub-api.md 3.4), so it is used for a minute at most, and any
+    refusal (401/403/404/410) sends the read back through the Hub.
     """
 
     def __init__(self, client: HubClient, url: str, *, repo_id: str) -> None:
@@ -740,6 +768,8 @@ class RangeReader:
         self.requests = 0
         self.bytes_fetched = 0
         self._client = client
+        self._cdn_url: str | None = None
+        self._cdn_since = 0.0
 
     def __call__(self, offset: int, length: int) -> bytes:
         """Read ``length`` bytes at ``offset``."""
@@ -747,12 +777,15 @@ class RangeReader:
             raise ValueError("offset and length must be non-negative")
         if length == 0 or (self.size is not None and offset >= self.size):
             return b""
-        reply = self._client._fetch(
-            "GET", self.url, params=None, repo_id=self.repo_id, byte_range=(offset, length)
-        )
-        self.requests += reply.requests
-        self.bytes_fetched += len(reply.body)
-        self._learn(reply)
+        reply = self._from_cdn(offset, length)
+        if reply is None:
+            reply = self._client._fetch(
+                "GET", self.url, params=None, repo_id=self.repo_id, byte_range=(offset, length)
+            )
+            self._count(reply)
+            self._learn(reply)
+            if reply.status == 206 and _origin(reply.final_url) != self._client._hub_origin:
+                self._cdn_url, self._cdn_since = reply.final_url, time.monotonic()
         if reply.status == 416:
             return b""
         if len(reply.body) < length and (self.size is None or offset + len(reply.body) < self.size):
@@ -762,6 +795,36 @@ class RangeReader:
                 url=self.url,
             )
         return reply.body
+
+    def _from_cdn(self, offset: int, length: int) -> _Reply | None:
+        """The read from the remembered CDN URL, or None when there is none (any more)."""
+        if self._cdn_url is None or time.monotonic() - self._cdn_since > _CDN_URL_MAX_AGE_S:
+            self._cdn_url = None
+            return None
+        try:
+            reply = self._client._fetch(
+                "GET",
+                self._cdn_url,
+                params=None,
+                repo_id=self.repo_id,
+                byte_range=(offset, length),
+                token=False,
+            )
+        except HubError as exc:
+            if exc.status not in (401, 403, 404, 410):
+                raise
+            logger.info("CDN URL refused (HTTP %s); resolving again through the Hub", exc.status)
+            self._cdn_url = None
+            return None
+        self._count(reply)
+        total = _content_range_total(reply.headers.get("content-range"))
+        if total is not None:
+            self.size = total
+        return reply
+
+    def _count(self, reply: _Reply) -> None:
+        self.requests += reply.requests
+        self.bytes_fetched += len(reply.body)
 
     def _learn(self, reply: _Reply) -> None:
         hub = reply.hub_headers

@@ -146,14 +146,25 @@ def test_range_reader_reads_exact_bytes_via_the_cdn(shared_hub, make_client):
     assert read(10_000, 777) == file_bytes(shared_hub, UNSLOTH, Q8, 10_000, 777)
     blob = shared_hub.state.repos[UNSLOTH].head.files[Q8]
     assert (read.size, read.etag, read.commit) == (blob.size, blob.sha256, sha)
-    assert (read.requests, read.bytes_fetched) == (4, 4096 + 777)
+    # The second read goes straight to the signed CDN URL: 3 requests, not 4.
+    assert (read.requests, read.bytes_fetched) == (3, 4096 + 777)
     hub_side = shared_hub.requests(origin="hub")
     cdn_side = shared_hub.requests(origin="cdn")
-    assert [r.authorization for r in hub_side] == [True, True]
+    assert [r.authorization for r in hub_side] == [True]
     assert [r.authorization for r in cdn_side] == [False, False]  # token never leaves the Hub
     assert cdn_side[1].range == "bytes=10000-10776"
     stats = client.stats
-    assert (stats.requests, stats.resolver_requests, stats.cdn_requests) == (4, 2, 2)
+    assert (stats.requests, stats.resolver_requests, stats.cdn_requests) == (3, 1, 2)
+
+
+def test_a_refused_cdn_url_falls_back_to_the_hub(shared_hub, make_client):
+    client = make_client(shared_hub)
+    read = client.range_reader(UNSLOTH, Q8, "main")
+    read(0, 100)
+    shared_hub.faults.add(Fault.http(403, "Request has expired"), origin="cdn", nth=1)
+    assert read(100, 100) == file_bytes(shared_hub, UNSLOTH, Q8, 100, 100)
+    statuses = [(r.origin, r.status) for r in shared_hub.requests()]
+    assert statuses == [("hub", 302), ("cdn", 206), ("cdn", 403), ("hub", 302), ("cdn", 206)]
 
 
 def test_reads_at_and_past_the_end(shared_hub, make_client):
@@ -276,12 +287,16 @@ def test_file_replaced_between_two_reads_is_detected(hub, make_client, world_cac
     pinned = client.range_reader(repo_id, path, old_sha)
     first, pinned_first = on_main(0, 64), pinned(0, 64)
     world.reupload(hub.state, world_cache, repo_id, world.Quant(path, "qwen35", "UD-Q4_K_XL"))
+    # The remembered CDN URL names the old content: reads stay consistent...
+    assert on_main(0, 64) == first
+    # ...until it is refused; then main resolves to the new file and the change is detected.
+    hub.faults.add(Fault.http(403), origin="cdn", nth=1)
     with pytest.raises(HubUnavailable, match="changed"):
         on_main(64, 64)
     assert pinned(0, 64) == pinned_first == first  # a commit sha keeps serving its bytes
     hub.state.delete_repo(repo_id)
     with pytest.raises(HubNotFound):
-        pinned(0, 64)
+        client.range_reader(repo_id, path, old_sha)(0, 64)
 
 
 # --- budgets, limiter, endpoint, secrecy ---------------------------------------------------------
