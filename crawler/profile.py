@@ -56,6 +56,8 @@ PRESERVED_BITS = 6
 #: over 3-4 bit experts is well above).
 DYNAMIC_GAP_BPW = 0.75
 
+# More blocks than any model has (DeepSeek-V3: 61, GLM-4.5: 93): beyond it, metadata is noise.
+_MAX_BLOCKS = 4096
 _BLK = re.compile(r"^blk\.(\d+)\.")
 _RECURRENT_PREFIXES = ("ssm_", "time_mix", "channel_mix", "shortconv")
 _ATTN_PREFIXES = ("attn_", "wkv_")
@@ -452,7 +454,9 @@ def _mtp_verdict(
         min_bits, preserved = _verdict([r for r in mtp_rows if r.is_matrix], threshold)
         return MTPVerdict(True, "present", tuple(head_layers), min_bits, bool(preserved))
     block_count = _int(header.arch_value("block_count")) or 0
-    layers = tuple(range(block_count - declared, block_count)) if declared else ()
+    # Layer indices only when the counts are sane (a hostile header could declare 2**63).
+    sane = 0 < declared <= block_count <= _MAX_BLOCKS
+    layers = tuple(range(block_count - declared, block_count)) if sane else ()
     base = file_name.replace("\\", "/").rsplit("/", 1)[-1]
     sidecar = any(
         is_mtp_sidecar_name(p) and p.replace("\\", "/").rsplit("/", 1)[-1] != base
@@ -460,7 +464,7 @@ def _mtp_verdict(
     )
     if sidecar:
         return MTPVerdict(False, "sidecar", layers, None, False)
-    if declared:
+    if declared > 0:
         return MTPVerdict(False, "declared_missing", layers, None, False)
     return MTPVerdict(False, "absent", (), None, False)
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawler.errors import CorruptHeader
 from crawler.gguf import parse_header_bytes
@@ -183,3 +186,38 @@ def test_merge_split_shards(tmp_path):
         merge_headers(headers[:2])
     with pytest.raises(CorruptHeader, match=r"split\.no"):
         merge_headers([headers[0], headers[2], headers[1]])
+
+
+_HOSTILE_VALUES = st.one_of(
+    st.integers(-(2**63), 2**64 - 1),
+    st.booleans(),
+    st.text(max_size=5),
+    st.lists(st.integers(-3, 3), max_size=6),
+    st.none(),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "qwen35.block_count",
+                "qwen35.nextn_predict_layers",
+                "qwen35.full_attention_interval",
+                "qwen35.attention.head_count_kv",
+                "general.file_type",
+                "general.architecture",
+            ]
+        ),
+        _HOSTILE_VALUES,
+    ),
+    st.text(max_size=40),
+)
+def test_profile_never_crashes_on_odd_metadata(overrides, file_name):
+    base = parse_header_bytes(synth.header_bytes(synth.preset("qwen35"), synth.q4_k_m_like()))
+    meta = {**base.metadata, **{k: v for k, v in overrides.items() if v is not None}}
+    p = build_profile(replace(base, metadata=meta), file_name=file_name, repo_files=[file_name])
+    j = json.loads(json.dumps(p.to_json(include_tensors=True)))
+    assert list(j)[: len(JSON_KEYS)] == JSON_KEYS
+    assert len(p.mtp.layers) <= 4096
