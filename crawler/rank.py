@@ -17,7 +17,7 @@ finally by ``repo_id`` then ``path`` (ascending), so the order is total and stab
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -426,13 +426,13 @@ def rank_candidates(
     *,
     sort: str = "quality",
     limit: int | None = 20,
-    siblings: Callable[[str], Sequence[str]] | None = None,
+    siblings: Callable[[Sequence[str]], Mapping[str, Sequence[str]]] | None = None,
 ) -> SearchOutcome:
     """Filter, estimate, sort. A result's ``estimate.total`` never exceeds ``budget.device_bytes``.
 
     ``max_ctx`` is computed for the returned rows (for every fitting row with ``sort="ctx"``),
-    since it costs ~20 estimates per quant. ``siblings(repo_id)`` lists the repo's files for the
-    ``-hf`` choice of the returned rows (default: each candidate's ``sibling_paths``).
+    since it costs ~20 estimates per quant. ``siblings(repo_ids)`` maps the returned rows' repos
+    to their files, for the ``-hf`` choice (default: each candidate's ``sibling_paths``).
     """
     if sort not in SORT_KEYS:
         raise UsageError(f"--sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
@@ -476,11 +476,13 @@ def rank_candidates(
         fitting = [_with_max_ctx(r, budget, spec) for r in fitting]
     fitting.sort(key=sort_key(sort))
     top = fitting if limit is None else fitting[:limit]
+    files = siblings(sorted({r.candidate.repo_id for r in top})) if siblings else {}
     results = []
     for i, r in enumerate(top, 1):
         if r.max_ctx is None:
             r = _with_max_ctx(r, budget, spec)
-        results.append(_finish(r, i, spec, budget, siblings))
+        paths = files.get(r.candidate.repo_id, r.candidate.sibling_paths)
+        results.append(_finish(r, i, spec, budget, paths))
     return SearchOutcome(
         results=tuple(results),
         considered=considered,
@@ -504,7 +506,7 @@ def _finish(
     rank: int,
     spec: RunSpec,
     budget: Budget,
-    siblings: Callable[[str], Sequence[str]] | None,
+    paths: Sequence[str],
 ) -> Ranked:
     cfg = r.config
     if spec.ctx is None and r.max_ctx:
@@ -519,7 +521,6 @@ def _finish(
             speed=_speed(r.candidate, est, budget),
         )
     c = r.candidate
-    paths = siblings(c.repo_id) if siblings is not None else c.sibling_paths
     return _replace(
         r,
         rank=rank,

@@ -1,0 +1,126 @@
+"""``quants compare``: every quant of one base model side by side, bits per tensor group."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from crawler.cli._app import DbOpt, JsonOpt, app
+
+if TYPE_CHECKING:
+    from crawler.catalog.candidates import ComparedQuant, Comparison
+
+#: Table columns: (group name in the catalog, header).
+_GROUPS = (
+    ("token_embd", "embd"),
+    ("output", "output"),
+    ("attn", "attn"),
+    ("linear_attn", "lin.attn"),
+    ("ffn", "ffn"),
+    ("ffn_exps", "experts"),
+    ("ffn_shexp", "shexp"),
+    ("mtp", "mtp"),
+)
+
+
+@app.command("compare")
+def compare(
+    query: Annotated[
+        str, typer.Argument(help="Base model (fuzzy), e.g. 'qwen3.6 27b' or 'Qwen/Qwen3.6-27B'.")
+    ],
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """One base model's quants side by side: uploader, size and the bits of each tensor group."""
+    from crawler.catalog import Catalog
+    from crawler.catalog.candidates import load_comparison
+    from crawler.cli._output import print_json
+    from crawler.config import Settings
+
+    url = Settings.from_env().replace(db_url=db).resolved_db_url
+    with Catalog.open(url) as catalog:
+        comparison = load_comparison(catalog, query)
+    if as_json:
+        print_json(comparison_json(comparison))
+        return
+    typer.echo(_render(comparison))
+
+
+def comparison_json(c: Comparison) -> dict[str, Any]:
+    """``{base_model, quants: [...]}``; each quant as DESIGN.md section 3 lists."""
+    return {
+        "base_model": c.base_model,
+        "quants": [_quant_json(q) for q in c.quants],
+    }
+
+
+def _quant_json(q: ComparedQuant) -> dict[str, Any]:
+    return {
+        "repo": q.repo_id,
+        "author": q.author,
+        "path": q.path,
+        "quant_label": q.quant_label,
+        "size_bytes": q.size_bytes,
+        "groups": {
+            g.name: {"bpw": g.bpw, "min_bits": g.min_bits, "max_bits": g.max_bits} for g in q.groups
+        },
+        "mtp": {
+            "present": q.mtp_present,
+            "state": q.mtp_state,
+            "preserved": q.mtp_preserved,
+            "min_bits": q.mtp_min_bits,
+        },
+        "attention": {"min_bits": q.attn_min_bits, "preserved": q.attn_preserved},
+        "loadable_by_mainline": q.loadable_by_mainline,
+    }
+
+
+def _bits(lo: float | None, hi: float | None) -> str:
+    if lo is None:
+        return "?" if hi is None else f"?-{hi:g}"
+    if hi is None or hi == lo:
+        return f"{lo:g}"
+    return f"{lo:g}-{hi:g}"
+
+
+def _verdict(present: bool | None, preserved: bool | None, bits: float | None) -> str:
+    # Verdicts are the point of the table: "ok" / "LOW" stand out in plain text and in grep.
+    if present is False:
+        return "-"
+    if preserved is True:
+        return f"ok {bits:g}" if bits is not None else "ok"
+    if preserved is False:
+        return f"LOW {bits:g}" if bits is not None else "LOW"
+    return "?"
+
+
+def _render(c: Comparison) -> str:
+    from crawler.cli._output import format_table, human_bytes, safe_text
+
+    shown = [(name, head) for name, head in _GROUPS if any(q_has(q, name) for q in c.quants)]
+    columns = ["repo (uploader/name)", "quant", "size", "MTP", "attn", *[head for _, head in shown]]
+    rows = []
+    for q in c.quants:
+        by = {g.name: g for g in q.groups}
+        mtp = q.mtp_state if q.mtp_state not in (None, "present", "absent") else None
+        rows.append(
+            [
+                q.repo_id,
+                q.quant_label or q.path,
+                human_bytes(q.size_bytes),
+                mtp or _verdict(q.mtp_present, q.mtp_preserved, q.mtp_min_bits),
+                _verdict(True, q.attn_preserved, q.attn_min_bits),
+                *[
+                    _bits(by[name].min_bits, by[name].max_bits) if name in by else "-"
+                    for name, _ in shown
+                ],
+            ]
+        )
+    header = f"{safe_text(c.base_model)}: {len(c.quants)} quants, smallest first (bits: min-max)"
+    return header + "\n" + format_table(columns, rows, align_right=["size"])
+
+
+def q_has(q: ComparedQuant, name: str) -> bool:
+    """True when the quant has tensors in group ``name``."""
+    return any(g.name == name for g in q.groups)

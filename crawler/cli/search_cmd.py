@@ -1,0 +1,276 @@
+"""``quants search``: the best quants that fit a GPU at a context, with the command to run them.
+
+Also :func:`search_argv`, the same search from an argv list (saved searches in ``crawler.watch``
+run through it, parsed by this command's own option parser).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from crawler.cli._app import CtxOpt, DbOpt, JsonOpt, LimitOpt, VramOpt, app
+
+if TYPE_CHECKING:
+    from crawler.catalog import Catalog
+    from crawler.search import SearchRequest, SearchResult
+
+_EQUIVALENT_ROWS = 3
+_SORT_HELP = "quality | speed | size | margin | ctx | downloads | updated (best first)."
+
+
+@app.command("search")
+def search(
+    query: Annotated[
+        str | None,
+        typer.Argument(
+            help="Free text matched fuzzily against repo, base model, file and architecture.",
+            show_default=False,
+        ),
+    ] = None,
+    vram: VramOpt = None,
+    ctx: CtxOpt = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option("--gpu", help="GPU name (fuzzy): VRAM budget and bandwidth for tok/s."),
+    ] = None,
+    headroom: Annotated[
+        float,
+        typer.Option("--headroom", min=0, help="GiB kept free for other programs (desktop)."),
+    ] = 0.5,
+    cache_type_k: Annotated[
+        str, typer.Option("--cache-type-k", "-ctk", help="K cache type (llama.cpp -ctk).")
+    ] = "f16",
+    cache_type_v: Annotated[
+        str, typer.Option("--cache-type-v", "-ctv", help="V cache type (llama.cpp -ctv).")
+    ] = "f16",
+    auto_cache: Annotated[
+        bool,
+        typer.Option("--auto-cache", help="Per quant, the least lossy cache that reaches --ctx."),
+    ] = False,
+    mtp: Annotated[
+        bool,
+        typer.Option("--mtp", help="Only quants with the MTP head present and >= 6 bit; run it."),
+    ] = False,
+    spec_draft_n_max: Annotated[
+        int, typer.Option("--spec-draft-n-max", min=0, help="MTP draft tokens (llama.cpp).")
+    ] = 3,
+    min_attn_bits: Annotated[
+        float | None, typer.Option("--min-attn-bits", help="Attention weights at >= B bits.")
+    ] = None,
+    arch: Annotated[str | None, typer.Option("--arch", help="GGUF architecture.")] = None,
+    author: Annotated[str | None, typer.Option("--author", help="Uploader.")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="Base model id.")] = None,
+    label: Annotated[str | None, typer.Option("--label", help="Quant label, e.g. Q4_K_M.")] = None,
+    loadable: Annotated[
+        bool, typer.Option("--loadable", help="Only files mainline llama.cpp can load.")
+    ] = False,
+    cpu_moe: Annotated[
+        bool, typer.Option("--cpu-moe", help="Routed experts in host memory (llama.cpp flag).")
+    ] = False,
+    ram: Annotated[
+        float | None, typer.Option("--ram", min=0.1, help="Host memory in GiB (--cpu-moe).")
+    ] = None,
+    sort: Annotated[str, typer.Option("--sort", help=_SORT_HELP)] = "quality",
+    limit: LimitOpt = 20,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """List the GGUF quants that fit a VRAM budget at a context, best first, with commands."""
+    from crawler.cli._output import print_json
+    from crawler.config import Settings
+    from crawler.search import search_json
+
+    req = _request(
+        query, vram, ctx, gpu, headroom, cache_type_k, cache_type_v, auto_cache, mtp,
+        spec_draft_n_max, min_attn_bits, arch, author, base, label, loadable, cpu_moe, ram,
+        sort, limit,
+    )  # fmt: skip
+    url = Settings.from_env().replace(db_url=db).resolved_db_url
+    res = _search_fast(url, req)
+    if res.gpu is not None:
+        typer.echo(res.gpu.describe(), err=True)
+    if as_json:
+        print_json(search_json(res))
+        return
+    typer.echo(_render(res))
+    typer.echo(_footer(res), err=True)
+
+
+def _search_fast(url: str, req: SearchRequest) -> SearchResult:
+    """Search without Alembic's schema check (~0.1 s of imports); on a catalog error, open it
+    the normal way (creating, migrating or explaining an outdated schema) and search again."""
+    from crawler.catalog import Catalog
+    from crawler.errors import CatalogError
+    from crawler.search import search as run_search
+
+    try:
+        with Catalog.open(url, upgrade=False, check=False) as catalog:
+            return run_search(catalog, req)
+    except CatalogError:
+        with Catalog.open(url) as catalog:
+            return run_search(catalog, req)
+
+
+def _request(
+    query: str | None,
+    vram: float | None,
+    ctx: int | None,
+    gpu: str | None,
+    headroom: float,
+    cache_type_k: str,
+    cache_type_v: str,
+    auto_cache: bool,
+    mtp: bool,
+    spec_draft_n_max: int,
+    min_attn_bits: float | None,
+    arch: str | None,
+    author: str | None,
+    base: str | None,
+    label: str | None,
+    loadable: bool,
+    cpu_moe: bool,
+    ram: float | None,
+    sort: str,
+    limit: int,
+) -> SearchRequest:
+    from crawler.rank import Filters, RunSpec
+    from crawler.search import SearchRequest
+
+    spec = RunSpec(
+        ctx=ctx,
+        type_k=cache_type_k,
+        type_v=cache_type_v,
+        auto_cache=auto_cache,
+        mtp=mtp,
+        spec_draft_n_max=spec_draft_n_max,
+        cpu_moe=cpu_moe,
+    )
+    filters = Filters(
+        query=query,
+        mtp=mtp,
+        min_attn_bits=min_attn_bits,
+        arch=arch,
+        author=author,
+        base=base,
+        label=label,
+        loadable=loadable,
+    )
+    return SearchRequest(
+        spec=spec,
+        filters=filters,
+        vram_gib=vram,
+        gpu=gpu,
+        headroom_gib=headroom,
+        ram_gib=ram,
+        sort=sort,
+        limit=limit,
+    )
+
+
+def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
+    """Run ``quants search ARGV`` on an open catalog; the ``results`` of its ``--json`` output.
+
+    Options are parsed by this command's own parser; a bad option is a UsageError, no result a
+    NothingFits (as on the command line). ``--json``, ``--db`` and ``--limit`` are accepted and
+    ``--db`` is ignored (the catalog is given).
+    """
+    from crawler.errors import UsageError
+    from crawler.search import search as run_search
+    from crawler.search import search_json
+
+    command = typer.main.get_command(app)
+    sub = command.commands["search"]  # type: ignore[attr-defined]
+    try:
+        ctx = sub.make_context("search", list(argv))
+    except Exception as exc:  # the vendored click's UsageError / BadParameter
+        format_message = getattr(exc, "format_message", None)
+        message = format_message() if callable(format_message) else str(exc)
+        raise UsageError(f"search options {list(argv)}: {message}") from None
+    p = ctx.params
+    req = _request(
+        p["query"], p["vram"], p["ctx"], p["gpu"], p["headroom"], p["cache_type_k"],
+        p["cache_type_v"], p["auto_cache"], p["mtp"], p["spec_draft_n_max"], p["min_attn_bits"],
+        p["arch"], p["author"], p["base"], p["label"], p["loadable"], p["cpu_moe"], p["ram"],
+        p["sort"], p["limit"],
+    )  # fmt: skip
+    results: list[dict[str, Any]] = search_json(run_search(catalog, req))["results"]
+    return results
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def _bits(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _mtp_cell(r: Any) -> str:
+    c = r.candidate
+    state = c.mtp_state or ("present" if c.mtp_present else None)
+    if state in (None, "absent"):
+        return "-"
+    if state != "present":
+        return str(state)
+    text = f"{_bits(c.mtp_min_bits)}b"
+    if c.mtp_preserved is False:
+        text += " LOW"
+    return text + (" on" if r.config.mtp else "")
+
+
+def _render(res: SearchResult) -> str:
+    from crawler.cli._output import format_table, human_bytes, safe_text
+
+    rows = []
+    for r in res.outcome.results:
+        c = r.candidate
+        attn = _bits(c.attn_min_bits) + (" LOW" if c.attn_preserved is False else "")
+        speed = "-"
+        if r.speed is not None:
+            speed = f"{r.speed.tok_s:.0f}/{r.speed.tok_s_at_ctx:.0f}"
+        rows.append(
+            [
+                r.rank,
+                f"{c.repo_id}:{c.quant_label or c.path}",
+                human_bytes(c.size_bytes),
+                human_bytes(r.estimate.total),
+                human_bytes(r.margin_bytes),
+                r.max_ctx if r.max_ctx is not None else "-",
+                f"{r.config.type_k}/{r.config.type_v}",
+                _mtp_cell(r),
+                attn,
+                f"{r.quality.score:.1f}" if r.quality else "-",
+                speed,
+            ]
+        )
+    columns = ["#", "quant", "size", "total", "margin", "max ctx", "cache", "MTP", "attn bits",
+               "quality", "tok/s*"]  # fmt: skip
+    right = ["#", "size", "total", "margin", "max ctx", "quality", "tok/s*"]
+    lines = [format_table(columns, rows, align_right=right), ""]
+    for r in res.outcome.results:
+        lines.append(f"{r.rank:>2}  {safe_text(r.command)}")
+        # Other runtimes for the first rows only (--json has them for every row).
+        if r.ollama and r.rank <= _EQUIVALENT_ROWS:
+            lines.append(f"    ollama:    {safe_text(r.ollama)}")
+        if r.lm_studio and r.rank <= _EQUIVALENT_ROWS:
+            lines.append(f"    lm studio: {safe_text(r.lm_studio)}")
+    return "\n".join(lines)
+
+
+def _footer(res: SearchResult) -> str:
+    o = res.outcome
+    parts = [
+        f"{o.fitting} of {o.considered + res.prefiltered_out} candidates fit; "
+        f"showing {len(o.results)} by {res.request.sort} ({res.seconds * 1000:.0f} ms)"
+    ]
+    if res.unknown_memory:
+        parts.append(f"{res.unknown_memory} skipped: memory rules not modelled")
+    parts.append(
+        "* tok/s is an ESTIMATE from memory bandwidth (empty / full context)"
+        if res.budget.bandwidth_gb_s
+        else "tok/s needs --gpu (memory bandwidth)"
+    )
+    parts.append("quality: 0-100 estimate from the precision profile (README: quality model)")
+    return "\n".join(parts)

@@ -1,0 +1,229 @@
+"""``quants search`` as a library call: budget (VRAM or GPU), catalog candidates, ranking, JSON.
+
+Orchestration only (like ``scan``): the GPU table (:mod:`crawler.gpus`), the catalog read path
+(:mod:`crawler.catalog.candidates`) and the pure ranking (:mod:`crawler.rank`). Raises
+:class:`~crawler.errors.NothingFits` (exit 3) when no candidate fits, with counts that say why.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from crawler.errors import NothingFits, UsageError
+from crawler.gpus import GPUMatch, resolve_gpu
+from crawler.rank import (
+    Budget,
+    Filters,
+    Ranked,
+    RunSpec,
+    SearchOutcome,
+    rank_candidates,
+)
+
+if TYPE_CHECKING:
+    from crawler.catalog import Catalog
+
+__all__ = ["SearchRequest", "SearchResult", "result_json", "search", "search_json"]
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """Everything ``quants search`` was asked, before the budget is resolved."""
+
+    spec: RunSpec
+    filters: Filters
+    vram_gib: float | None = None
+    gpu: str | None = None
+    headroom_gib: float = 0.5
+    ram_gib: float | None = None
+    sort: str = "quality"
+    limit: int = 20
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """Ranked results plus the resolved budget and what was left out."""
+
+    request: SearchRequest
+    budget: Budget
+    gpu: GPUMatch | None
+    outcome: SearchOutcome
+    prefiltered_out: int  # excluded by the SQL lower bound (cannot fit)
+    unknown_memory: int  # memory rules not modelled (left out by the catalog query)
+    seconds: float
+
+
+def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
+    """Budget from ``--vram`` or the ``--gpu`` row (``--vram`` wins; the GPU still gives speed)."""
+    if req.ram_gib is not None and not req.spec.cpu_moe:
+        raise UsageError("--ram only applies with --cpu-moe")
+    match = resolve_gpu(req.gpu) if req.gpu else None
+    if req.vram_gib is None and match is None:
+        raise UsageError("give --vram GIB or --gpu NAME")
+    if req.vram_gib is not None:
+        vram_gib = req.vram_gib
+    else:
+        assert match is not None
+        vram_gib = match.gpu.budget_bytes / GIB
+    return (
+        Budget.from_gib(
+            vram_gib,
+            headroom_gib=req.headroom_gib,
+            ram_gib=req.ram_gib,
+            bandwidth_gb_s=match.gpu.bandwidth_gb_s if match else None,
+            gpu_name=match.gpu.name if match else None,
+        ),
+        match,
+    )
+
+
+def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
+    """Run one search; NothingFits when no candidate fits (the message says why)."""
+    from crawler.catalog.candidates import load_candidates, sibling_lookup
+
+    started = time.perf_counter()
+    budget, match = resolve_budget(req)
+    spec = req.spec.validated()
+    if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
+        raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
+    found = load_candidates(catalog, spec, budget, req.filters)
+    outcome = rank_candidates(
+        found.candidates,
+        budget,
+        spec,
+        req.filters,
+        sort=req.sort,
+        limit=req.limit,
+        siblings=sibling_lookup(catalog),
+    )
+    result = SearchResult(
+        request=req,
+        budget=budget,
+        gpu=match,
+        outcome=outcome,
+        prefiltered_out=found.prefiltered_out,
+        unknown_memory=found.unknown_memory + outcome.unknown_memory,
+        seconds=time.perf_counter() - started,
+    )
+    if not outcome.results:
+        raise NothingFits(_nothing_fits_message(result))
+    return result
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def _nothing_fits_message(res: SearchResult) -> str:
+    o, spec = res.outcome, res.request.spec
+    ctx = f"ctx {spec.ctx}" if spec.ctx else "the minimum context 4096"
+    where = f"{_gib(res.budget.device_bytes)} ({res.budget.gpu_name or 'VRAM'} less headroom)"
+    too_big = o.too_big + res.prefiltered_out
+    unknown = res.unknown_memory
+    if o.considered == 0 and too_big == 0 and unknown == 0:
+        return (
+            "no quant in the catalog matches the query and filters "
+            "(an empty catalog? `quants crawl` fills it)"
+        )
+    parts = [f"no quant fits {where} at {ctx}"]
+    if too_big:
+        smallest = (
+            f"; the smallest estimate is {_gib(o.smallest_total)}" if o.smallest_total else ""
+        )
+        parts.append(f"{too_big} too big{smallest}")
+    if unknown:
+        parts.append(f"{unknown} with memory rules not modelled")
+    if o.invalid_config:
+        parts.append(f"{o.invalid_config} refused by llama.cpp's rules for this configuration")
+    return ", ".join(parts)
+
+
+# --- JSON (DESIGN.md section 3, plus details) ------------------------------------------------
+
+
+def result_json(r: Ranked) -> dict[str, Any]:
+    """One result in the documented ``search --json`` shape."""
+    c, cfg, est = r.candidate, r.config, r.estimate
+    return {
+        "rank": r.rank,
+        "repo": c.repo_id,
+        "path": c.path,
+        "quant_label": c.quant_label,
+        "architecture": c.architecture,
+        "base_model": c.base_model,
+        "author": c.author,
+        "size_bytes": c.size_bytes,
+        "total_bytes": est.total,
+        "margin_bytes": r.margin_bytes,
+        "host_bytes": est.host_bytes,
+        "bytes": est.bytes_dict(),
+        "ctx": cfg.ctx,
+        "max_ctx": r.max_ctx,
+        "cache": {"type_k": cfg.type_k, "type_v": cfg.type_v},
+        "mtp": {
+            "present": c.mtp_present,
+            "preserved": c.mtp_preserved,
+            "state": c.mtp_state,
+            "min_bits": c.mtp_min_bits,
+            "enabled": cfg.mtp,
+        },
+        "attention": {"min_bits": c.attn_min_bits, "preserved": c.attn_preserved},
+        "loadable_by_mainline": c.loadable_by_mainline,
+        "quality": round(r.quality.score, 2) if r.quality else None,
+        "quality_detail": r.quality.to_json() if r.quality else None,
+        "tok_s": round(r.speed.tok_s, 1) if r.speed else None,
+        "speed": r.speed.to_json() if r.speed else None,
+        "downloads": c.downloads,
+        "last_modified": c.last_modified.isoformat() if c.last_modified else None,
+        "command": r.command,
+        "ollama": r.ollama,
+        "lm_studio": r.lm_studio,
+    }
+
+
+def search_json(res: SearchResult) -> dict[str, Any]:
+    """The whole ``search --json`` document."""
+    req, b, o = res.request, res.budget, res.outcome
+    gpu = None
+    if res.gpu is not None:
+        g = res.gpu.gpu
+        gpu = {
+            "query": res.gpu.query,
+            "name": g.name,
+            "memory_gib": g.memory_gib,
+            "bandwidth_gb_s": g.bandwidth_gb_s,
+            "unified": g.unified,
+            "source": g.source,
+        }
+    return {
+        "request": {
+            "query": req.filters.query,
+            "ctx": req.spec.ctx,
+            "cache_type_k": None if req.spec.auto_cache else req.spec.type_k,
+            "cache_type_v": None if req.spec.auto_cache else req.spec.type_v,
+            "auto_cache": req.spec.auto_cache,
+            "mtp": req.spec.mtp,
+            "cpu_moe": req.spec.cpu_moe,
+            "sort": req.sort,
+            "limit": req.limit,
+        },
+        "budget": {
+            "vram_bytes": b.vram_bytes,
+            "headroom_bytes": b.headroom_bytes,
+            "device_bytes": b.device_bytes,
+            "ram_bytes": b.ram_bytes,
+        },
+        "gpu": gpu,
+        "counts": {
+            "considered": o.considered,
+            "fitting": o.fitting,
+            "too_big": o.too_big + res.prefiltered_out,
+            "unknown_memory": res.unknown_memory,
+            "invalid_config": o.invalid_config,
+        },
+        "results": [result_json(r) for r in o.results],
+    }
