@@ -12,11 +12,13 @@ import sys
 
 from crawler.cli import (  # noqa: F401  (importing a command module registers it)
     changes_cmd,
+    compare_cmd,
     crawl_cmd,
     db_cmd,
     inspect_cmd,
     scans_cmd,
     schedule_cmd,
+    search_cmd,
     sql_cmd,
     watch_cmd,
 )
