@@ -3,7 +3,9 @@ ranges, errors and faults behave as reference/hf-hub-api.md describes the live H
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 
 import httpx2
 import pytest
@@ -178,6 +180,12 @@ def test_file_metadata_stops_at_the_cdn_and_small_files_use_resolve_cache(shared
     with open(readme, encoding="utf-8") as fh:
         assert fh.read().startswith("---\nlibrary_name: gguf")
     assert shared_hub.requests(path="/api/resolve-cache/models/unsloth/")
+    # An LFS file: HEAD stops at the 302, then the CDN serves the whole file.
+    mmproj = hf_hub_download(UNSLOTH, "mmproj-F16.gguf", endpoint=shared_hub.endpoint)
+    blob = shared_hub.state.repos[UNSLOTH].head.files["mmproj-F16.gguf"]
+    assert os.path.getsize(mmproj) == blob.size
+    with open(mmproj, "rb") as fh:
+        assert hashlib.sha256(fh.read()).hexdigest() == blob.sha256  # exact below 8 MiB
 
 
 def test_range_edge_cases(shared_hub):
