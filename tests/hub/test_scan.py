@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from crawler.catalog import Catalog
-from crawler.catalog.store import decode_tensor_table
+from crawler.catalog.tensor_tables import decode_tensor_table
 from crawler.config import Settings
 from crawler.hub import HubClient
 from crawler.progress import CrawlCounts

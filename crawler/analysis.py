@@ -1,0 +1,117 @@
+"""One quant's analysis from its headers (pure: no I/O): profile, memory model, lineage.
+
+Glue between the header parser and the rule modules: :func:`analyse_quant` merges a split quant's
+shard headers, profiles them (``crawler.profile``), derives the memory-model coefficients
+(``crawler.fit``) and the base model, and returns a frozen :class:`QuantAnalysis` that the
+catalog stores as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from crawler.errors import QuantsError
+from crawler.fit import coefficients
+from crawler.gguf import GGUFHeader
+from crawler.grouping import QuantGroup
+from crawler.profile import build_profile, merge_headers
+
+__all__ = ["AnalysedShard", "MemoryRecord", "QuantAnalysis", "analyse_quant"]
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysedShard:
+    """One header read: the file, its content key, the bytes the header spans, the header."""
+
+    path: str
+    content_key: str
+    header_bytes: int
+    header: GGUFHeader
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """Memory-model coefficients of a quant (``crawler.fit.coefficients`` flattened)."""
+
+    status: str
+    reason: str | None = None
+    weights_bytes: int | None = None
+    mtp_weights_bytes: int | None = None
+    expert_bytes: int | None = None
+    host_bytes: int | None = None
+    kv_bytes_per_token_f16: int | None = None
+    fixed_bytes_f16: int | None = None
+    coefficients: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuantAnalysis:
+    """A quant analysed now: its profile JSON (inspect's keys), memory model, and shards read."""
+
+    profile: Mapping[str, Any]
+    memory: MemoryRecord
+    shards: tuple[AnalysedShard, ...]
+    base_model: str | None = None
+    #: ``general.file_type`` of the first shard (the profile names it; the column is the id).
+    file_type: int | None = None
+
+
+def _gguf_base_model(header: GGUFHeader) -> str | None:
+    # convert_hf_to_gguf.py writes general.base_model.{i}.repo_url for HF sources; cards copied
+    # by re-uploaders (QuantFactory) can be wrong, so the file's own key wins (DESIGN.md 2).
+    url = header.metadata.get("general.base_model.0.repo_url")
+    if isinstance(url, str):
+        for prefix in ("https://huggingface.co/", "http://huggingface.co/"):
+            if url.startswith(prefix):
+                rest = url[len(prefix) :].strip("/")
+                if rest.count("/") == 1:
+                    return rest
+    return None
+
+
+def analyse_quant(
+    repo_id: str,
+    revision: str | None,
+    group: QuantGroup,
+    shards: Sequence[AnalysedShard],
+    repo_files: Sequence[str],
+) -> QuantAnalysis:
+    """Profile and memory coefficients of one quant from its shards' headers (pure)."""
+    headers = [s.header for s in shards]
+    header = headers[0] if len(headers) == 1 else merge_headers(headers)
+    profile = build_profile(
+        header, file_name=group.path, repo_id=repo_id, repo_files=tuple(repo_files)
+    )
+    # The catalog stores what the file is, not how this pass fetched it (bytes_fetched and
+    # requests stay None): the same content gives the same row whichever pass read it.
+    profile_json = profile.to_json(
+        source=f"{repo_id}/{group.path}",
+        revision=revision,
+        size_bytes=group.size_bytes,
+        header_bytes=sum(s.header_bytes for s in shards),
+    )
+    try:
+        coeff = coefficients(header)
+        memory = MemoryRecord(
+            status=str(getattr(coeff, "status", "ok")),
+            reason=getattr(coeff, "reason", None),
+            weights_bytes=getattr(coeff, "weights_bytes", None),
+            mtp_weights_bytes=getattr(coeff, "mtp_weights_bytes", None),
+            expert_bytes=getattr(coeff, "expert_bytes", None),
+            host_bytes=getattr(coeff, "host_bytes", None),
+            kv_bytes_per_token_f16=getattr(coeff, "kv_bytes_per_token_f16", None),
+            fixed_bytes_f16=getattr(coeff, "fixed_bytes_f16", None),
+            coefficients=coeff.to_json(),
+        )
+    except QuantsError as exc:
+        memory = MemoryRecord(status="unknown", reason=str(exc))
+    file_type = headers[0].metadata.get("general.file_type")
+    return QuantAnalysis(
+        profile=profile_json,
+        memory=memory,
+        shards=tuple(shards),
+        base_model=_gguf_base_model(headers[0]),
+        file_type=file_type if isinstance(file_type, int) else None,
+    )
