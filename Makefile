@@ -6,12 +6,12 @@ PY ?= .venv/bin/python
 check: lint typecheck test
 
 fmt:
-	$(PY) -m ruff check --fix crawler tests bench migrations
-	$(PY) -m ruff format crawler tests bench migrations
+	$(PY) -m ruff check --fix crawler tests bench migrations fuzz
+	$(PY) -m ruff format crawler tests bench migrations fuzz
 
 lint:
-	$(PY) -m ruff format --check crawler tests bench migrations
-	$(PY) -m ruff check crawler tests bench migrations
+	$(PY) -m ruff format --check crawler tests bench migrations fuzz
+	$(PY) -m ruff check crawler tests bench migrations fuzz
 
 typecheck:
 	$(PY) -m mypy crawler
