@@ -14,7 +14,8 @@ import json
 import math
 from typing import Any
 
-from crawler.catalog.store import AnalysedShard, decode_tensor_table, encode_tensor_table
+from crawler.analysis import AnalysedShard
+from crawler.catalog.tensor_tables import decode_tensor_table, encode_tensor_table
 from crawler.errors import GGUFError, QuantsError
 from crawler.fit import coefficients
 from crawler.gguf import GGUFHeader, parse_header_bytes, read_header
