@@ -1,0 +1,317 @@
+"""`quants search` / `quants compare` end to end over a catalog crawled from the Hub emulator.
+
+The emulator serves the fixture world plus the real-size Qwen3.6-27B repo (REAL_WORLD), so the
+24 GiB / 262144 search has quants on both sides of the budget. Expected sets are computed from
+the catalog's stored coefficients with the memory model directly, never from search's own code
+path (no SQL prefilter, no ranking).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from crawler.catalog import Catalog
+from crawler.catalog.tables import MemoryModel, Quant, Repo
+from crawler.fit import MemoryCoefficients, RunConfig, cheapest_cache_for, estimate
+from tests.fixtures.world import REAL_WORLD, WORLD, FileCache, populate
+from tests.hub_emulator.fixtures import world_cache  # noqa: F401
+from tests.hub_emulator.server import HubEmulator
+
+ROOT = Path(__file__).resolve().parents[2]
+GIB = 1024**3
+CTX = 262144
+HEADROOM = int(0.5 * GIB)
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUANTS_", "HF_"))}
+    env.update(QUANTS_DATA_DIR=str(tmp / "data"), HF_HOME=str(tmp / "hf"))
+    return env
+
+
+def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crawler", *args],
+        capture_output=True,
+        text=True,
+        env=_env(tmp),
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def catalog_db(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path]:  # noqa: F811
+    tmp = tmp_path_factory.mktemp("search-e2e")
+    db = f"sqlite:///{tmp / 'catalog.sqlite'}"
+    emulator = HubEmulator()
+    populate(emulator.state, world_cache, (*WORLD, *REAL_WORLD))
+    with emulator:
+        out = quants(
+            "crawl", "--endpoint", emulator.endpoint, "--db", db, "--all", "--json", tmp=tmp
+        )
+    assert out.returncode == 0, out.stderr
+    return db, tmp
+
+
+def _stored(db: str) -> list[tuple[str, str, MemoryCoefficients]]:
+    """(repo, path, coefficients) of every present quant whose memory rules are modelled."""
+    with Catalog.open(db) as catalog, catalog.session() as s:
+        rows = s.execute(
+            select(Repo.repo_id, Quant.path, MemoryModel.coefficients)
+            .join(Quant, Quant.repo_pk == Repo.id)
+            .join(MemoryModel, MemoryModel.quant_id == Quant.id)
+            .where(MemoryModel.status == "ok", Quant.vanished_at.is_(None))
+        ).all()
+    return [(r, p, MemoryCoefficients.from_json(c)) for r, p, c in rows]
+
+
+def _search(catalog_db, *args: str) -> dict[str, Any]:
+    db, tmp = catalog_db
+    out = quants("search", *args, "--db", db, "--json", "--limit", "1000", tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return doc
+
+
+def _keys(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(r["repo"], r["path"]) for r in doc["results"]}
+
+
+def _cfg(**kw: Any) -> RunConfig:
+    return RunConfig(ctx=CTX, flash_attn="on", parallel=1, **kw)
+
+
+# --- the headline search -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cache", [("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0")])
+def test_vram_24_ctx_262144_returns_exactly_the_quants_whose_estimate_fits(catalog_db, cache):
+    k, v = cache
+    doc = _search(catalog_db, "--vram", "24", "--ctx", str(CTX), "-ctk", k, "-ctv", v)
+    budget = 24 * GIB - HEADROOM
+    totals = {
+        (r, p): estimate(co, _cfg(type_k=k, type_v=v)).total for r, p, co in _stored(catalog_db[0])
+    }
+    assert _keys(doc) == {key for key, t in totals.items() if t <= budget}
+    for r in doc["results"]:
+        assert r["total_bytes"] == totals[(r["repo"], r["path"])] <= budget
+        assert r["margin_bytes"] == budget - r["total_bytes"]
+    # documented order: quality, best first (ties by the documented tie-breaks)
+    qualities = [r["quality"] for r in doc["results"]]
+    assert qualities == sorted(qualities, reverse=True)
+    assert [r["rank"] for r in doc["results"]] == list(range(1, len(doc["results"]) + 1))
+
+
+def test_both_sides_of_the_24_gib_boundary_are_in_the_world(catalog_db):
+    totals = [
+        estimate(co, _cfg(type_k="q8_0", type_v="q8_0")).total for *_, co in _stored(catalog_db[0])
+    ]
+    budget = 24 * GIB - HEADROOM
+    assert any(t <= budget for t in totals) and any(t > budget for t in totals)
+
+
+def test_auto_cache_reaches_262144_for_the_real_27b_quants(catalog_db):
+    doc = _search(catalog_db, "qwen3.6 27b", "--vram", "24", "--ctx", str(CTX), "--auto-cache")
+    budget = 24 * GIB - HEADROOM
+    stored = {(r, p): co for r, p, co in _stored(catalog_db[0])}
+    expected = {
+        key for key, co in stored.items()
+        if "Qwen3.6-27B" in key[0] and cheapest_cache_for(co, _cfg(), budget, CTX) is not None
+    }  # fmt: skip
+    assert _keys(doc) == expected
+    real = [r for r in doc["results"] if r["size_bytes"] > GIB]
+    assert len(real) == 2  # the two real-size files fit only with a quantized cache
+    for r in real:
+        chosen = cheapest_cache_for(stored[(r["repo"], r["path"])], _cfg(), budget, CTX)
+        assert chosen is not None
+        assert (r["cache"]["type_k"], r["cache"]["type_v"]) == (chosen.type_k, chosen.type_v)
+        assert r["cache"]["type_k"] != "f16"
+
+
+def test_the_exact_boundary_through_the_cli(catalog_db):
+    stored = _stored(catalog_db[0])
+    repo, path, co = max(stored, key=lambda s: s[2].weights_bytes)  # a real-size file
+    total = estimate(co, _cfg(type_k="q4_0", type_v="q4_0")).total
+    base = ("--ctx", str(CTX), "-ctk", "q4_0", "-ctv", "q4_0", "--headroom", "0", "qwen3.6 27b")
+    # GiB figures that are exactly `total` and `total - 1` bytes (x / 2**30 is exact in binary)
+    inside = _search(catalog_db, "--vram", repr(total / GIB), *base)
+    hit = [r for r in inside["results"] if (r["repo"], r["path"]) == (repo, path)]
+    assert hit and hit[0]["margin_bytes"] == 0 and hit[0]["total_bytes"] == total
+    db, tmp = catalog_db
+    out = quants("search", "--vram", repr((total - 1) / GIB), *base, "--db", db, "--json",
+                 "--limit", "1000", tmp=tmp)  # fmt: skip
+    if out.returncode == 0:
+        assert (repo, path) not in _keys(json.loads(out.stdout))
+    else:
+        assert out.returncode == 3
+
+
+# --- query and GPU matching ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query,must,must_not",
+    [
+        ("qwen3.6 27b", "Qwen3.6-27B", None),
+        ("Qwen3.6-27B", "Qwen3.6-27B", None),
+        ("unslth qwen3.6", "unsloth/", None),  # typo in a word
+        ("qwen3.5", "Qwen3.5", "Qwen3.6"),  # digits never fuzzy
+        ("gemma 12b q8_0", "gemma-3-12b", None),
+    ],
+)
+def test_fuzzy_query(catalog_db, query, must, must_not):
+    doc = _search(catalog_db, query, "--vram", "48", "--ctx", "8192")
+    assert doc["results"]
+    for r in doc["results"]:
+        names = f"{r['repo']} {r['base_model']} {r['path']}"
+        assert must.lower() in names.lower()
+        if must_not:
+            assert must_not.lower() not in names.lower()
+
+
+def test_gpu_by_name_sets_budget_and_speed_and_says_which(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "qwen3.6 27b", "--gpu", "5090 laptop", "--ctx", str(CTX),
+                 "--auto-cache", "--db", db, "--json", tmp=tmp)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "GeForce RTX 5090 Laptop GPU" in out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["gpu"]["name"] == "GeForce RTX 5090 Laptop GPU"
+    assert doc["gpu"]["bandwidth_gb_s"] == 896.0
+    assert doc["budget"]["vram_bytes"] == 24 * GIB
+    for r in doc["results"]:
+        assert r["tok_s"] > 0 and r["speed"]["estimate"] is True
+        assert r["speed"]["tok_s_at_ctx"] <= r["tok_s"]
+
+
+def test_ambiguous_gpu_is_a_usage_error_listing_choices(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "--gpu", "4060 ti", "--db", db, tmp=tmp)
+    assert out.returncode == 2
+    assert "4060 Ti 8 GB" in out.stderr and "4060 Ti 16 GB" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+# --- JSON schema, filters, exit codes ------------------------------------------------------------
+
+RESULT_KEYS = {
+    "rank": int, "repo": str, "path": str, "size_bytes": int, "total_bytes": int,
+    "margin_bytes": int, "max_ctx": int, "ctx": int, "bytes": dict, "mtp": dict,
+    "attention": dict, "command": str, "cache": dict,
+}  # fmt: skip
+
+
+def test_json_schema(catalog_db):
+    doc = _search(catalog_db, "--vram", "24", "--ctx", "32768", "--gpu", "rtx 4090")
+    assert set(doc) == {"request", "budget", "gpu", "counts", "results"}
+    assert doc["counts"]["fitting"] >= len(doc["results"]) > 0
+    for r in doc["results"]:
+        for key, typ in RESULT_KEYS.items():
+            assert isinstance(r[key], typ), key
+        for key in ("quant_label", "architecture", "quality", "tok_s", "ollama", "lm_studio"):
+            assert key in r
+        assert set(r["bytes"]) == {
+            "weights",
+            "kv",
+            "mtp_kv",
+            "recurrent",
+            "compute",
+            "overhead",
+            "total",
+        }
+        assert r["bytes"]["total"] == r["total_bytes"]
+        assert {"present", "preserved"} <= set(r["mtp"]) and "min_bits" in r["attention"]
+        assert r["command"].startswith("llama-server -hf ") and f"-c {r['ctx']}" in r["command"]
+        assert r["max_ctx"] >= r["ctx"]
+
+
+def test_mtp_filter_runs_the_head(catalog_db):
+    doc = _search(catalog_db, "--vram", "48", "--ctx", "65536", "--mtp")
+    assert doc["results"]
+    for r in doc["results"]:
+        assert r["mtp"]["present"] and r["mtp"]["preserved"] and r["mtp"]["enabled"]
+        assert "--spec-type draft-mtp --spec-draft-n-max 3" in r["command"]
+        assert r["bytes"]["mtp_kv"] > 0
+
+
+def test_min_attn_bits_and_loadable_filters(catalog_db):
+    doc = _search(catalog_db, "--vram", "48", "--ctx", "8192", "--min-attn-bits", "6", "--loadable")
+    assert doc["results"]
+    assert all(r["attention"]["min_bits"] >= 6 for r in doc["results"])
+    assert all(r["loadable_by_mainline"] for r in doc["results"])
+
+
+def test_nothing_fits_exits_3_with_a_hint(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "--vram", "1", "--ctx", str(CTX), "--db", db, tmp=tmp)
+    assert out.returncode == 3
+    assert "no quant fits" in out.stderr and "hint:" in out.stderr
+    assert out.stdout == ""
+
+
+def test_table_output_has_the_columns_and_a_command_per_row(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "--vram", "24", "--ctx", "8192", "--gpu", "rtx 4090", "--limit", "5",
+                 "--db", db, tmp=tmp)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    header = out.stdout.splitlines()[0]
+    for col in (
+        "quant",
+        "size",
+        "total",
+        "margin",
+        "max ctx",
+        "MTP",
+        "attn bits",
+        "quality",
+        "tok/s",
+    ):
+        assert col in header
+    assert out.stdout.count("llama-server -hf ") == 5
+    assert "ESTIMATE" in out.stderr
+
+
+def test_search_argv_matches_the_cli_json(catalog_db):
+    from crawler.cli.search_cmd import search_argv
+
+    args = ["qwen3.6", "--vram", "24", "--ctx", "32768", "--limit", "1000"]
+    with Catalog.open(catalog_db[0]) as catalog:
+        results = search_argv(catalog, args)
+    assert [(r["repo"], r["path"]) for r in results] == [
+        (r["repo"], r["path"]) for r in _search(catalog_db, *args[:-2])["results"]
+    ]
+
+
+# --- compare -------------------------------------------------------------------------------------
+
+
+def test_compare_lines_up_one_base_models_quants(catalog_db):
+    db, tmp = catalog_db
+    out = quants("compare", "qwen3.6 27b", "--db", db, "--json", tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["base_model"] == "Qwen/Qwen3.6-27B"
+    sizes = [q["size_bytes"] for q in doc["quants"]]
+    assert sizes == sorted(sizes) and len(sizes) >= 5
+    mtp_bits = {q["mtp"]["min_bits"] for q in doc["quants"] if q["mtp"]["present"]}
+    assert {4.0, 8.0} <= mtp_bits  # one uploader keeps the head at 8 bit, another at 4
+    for q in doc["quants"]:
+        assert {"attn", "ffn"} <= set(q["groups"])
+        assert {"bpw", "min_bits", "max_bits"} == set(q["groups"]["attn"])
+    table = quants("compare", "Qwen/Qwen3.6-27B", "--db", db, tmp=tmp)
+    assert "LOW 4" in table.stdout and "ok 8" in table.stdout
+
+
+def test_compare_with_an_ambiguous_query_lists_the_base_models(catalog_db):
+    db, tmp = catalog_db
+    out = quants("compare", "qwen", "--db", db, tmp=tmp)
+    assert out.returncode == 2 and "several base models" in out.stderr
