@@ -4,6 +4,7 @@ ignoring Range), split shards, ``.partNofM`` files, and Hub targets through the 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -245,3 +246,20 @@ def test_inspect_command_json_and_table(tmp_path):
         [*cmd[:-1], str(tmp_path / "junk.gguf")], capture_output=True, text=True, cwd=ROOT
     )
     assert bad.returncode == 1 and "not a GGUF file" in bad.stderr
+
+
+def test_inspect_command_on_a_hub_quant(shared_hub):  # noqa: F811
+    env = {**os.environ, "QUANTS_HF_ENDPOINT": shared_hub.endpoint}
+    env.pop("HF_TOKEN", None)
+    out = subprocess.run(
+        [sys.executable, "-m", "crawler", "inspect", "ggml-org/Qwen3.6-27B-GGUF:Q4_0", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    data = json.loads(out.stdout)
+    assert data["source"] == "ggml-org/Qwen3.6-27B-GGUF/Qwen3.6-27B-Q4_0.gguf"
+    assert len(data["revision"]) == 40 and data["mtp"]["state"] == "sidecar"
+    assert data["bytes_fetched"] >= data["header_bytes"] > 0 and data["requests"] >= 1
