@@ -15,7 +15,6 @@ from typing import Any
 from crawler.errors import QuantsError
 from crawler.fit import coefficients
 from crawler.gguf import GGUFHeader
-from crawler.grouping import QuantGroup
 from crawler.profile import build_profile, merge_headers
 
 __all__ = ["AnalysedShard", "MemoryRecord", "QuantAnalysis", "analyse_quant"]
@@ -74,35 +73,40 @@ def _gguf_base_model(header: GGUFHeader) -> str | None:
 def analyse_quant(
     repo_id: str,
     revision: str | None,
-    group: QuantGroup,
+    path: str,
+    size_bytes: int,
     shards: Sequence[AnalysedShard],
     repo_files: Sequence[str],
 ) -> QuantAnalysis:
-    """Profile and memory coefficients of one quant from its shards' headers (pure)."""
+    """Profile and memory coefficients of one quant (``path``: its key in the repo).
+
+    ``shards`` are its header-carrying files in order; ``repo_files`` the repo's GGUF paths
+    (an MTP sidecar among them changes the MTP verdict).
+    """
     headers = [s.header for s in shards]
     header = headers[0] if len(headers) == 1 else merge_headers(headers)
-    profile = build_profile(
-        header, file_name=group.path, repo_id=repo_id, repo_files=tuple(repo_files)
-    )
+    profile = build_profile(header, file_name=path, repo_id=repo_id, repo_files=tuple(repo_files))
     # The catalog stores what the file is, not how this pass fetched it (bytes_fetched and
     # requests stay None): the same content gives the same row whichever pass read it.
     profile_json = profile.to_json(
-        source=f"{repo_id}/{group.path}",
+        source=f"{repo_id}/{path}",
         revision=revision,
-        size_bytes=group.size_bytes,
+        size_bytes=size_bytes,
         header_bytes=sum(s.header_bytes for s in shards),
     )
     try:
         coeff = coefficients(header)
+        ok = coeff.status == "ok"
         memory = MemoryRecord(
-            status=str(getattr(coeff, "status", "ok")),
-            reason=getattr(coeff, "reason", None),
-            weights_bytes=getattr(coeff, "weights_bytes", None),
-            mtp_weights_bytes=getattr(coeff, "mtp_weights_bytes", None),
-            expert_bytes=getattr(coeff, "expert_bytes", None),
-            host_bytes=getattr(coeff, "host_bytes", None),
-            kv_bytes_per_token_f16=getattr(coeff, "kv_bytes_per_token_f16", None),
-            fixed_bytes_f16=getattr(coeff, "fixed_bytes_f16", None),
+            status=coeff.status,
+            reason=coeff.reason,
+            # With status "unknown" the byte fields are meaningless zeros: store NULLs.
+            weights_bytes=coeff.weights_bytes if ok else None,
+            mtp_weights_bytes=coeff.mtp_weights_bytes if ok else None,
+            expert_bytes=coeff.expert_bytes if ok else None,
+            host_bytes=coeff.host_bytes if ok else None,
+            kv_bytes_per_token_f16=coeff.kv_bytes_per_token_f16 if ok else None,
+            fixed_bytes_f16=coeff.fixed_bytes_f16 if ok else None,
             coefficients=coeff.to_json(),
         )
     except QuantsError as exc:

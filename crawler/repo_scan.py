@@ -348,7 +348,12 @@ class RepoScanner:
                 continue
             try:
                 analysis = analyse_quant(
-                    repo_id, meta.sha, group, [s for s in got if s is not None], repo_files
+                    repo_id,
+                    meta.sha,
+                    group.path,
+                    group.size_bytes,
+                    [s for s in got if s is not None],
+                    repo_files,
                 )
                 if analysis.base_model is None and meta.base_model is not None:
                     analysis = replace(analysis, base_model=meta.base_model)

@@ -16,6 +16,7 @@ from crawler.cli import (  # noqa: F401  (importing a command module registers i
     crawl_cmd,
     db_cmd,
     inspect_cmd,
+    reprofile_cmd,
     scans_cmd,
     schedule_cmd,
     search_cmd,

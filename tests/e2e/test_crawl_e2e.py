@@ -212,3 +212,43 @@ def test_sigkill_at_ten_points_then_resume_converges_to_an_uninterrupted_crawl(
         assert integrity_ok(db)
     # The kills landed in different phases: before any repo was written, and part way.
     assert done_counts[0] == 0 and len(set(done_counts)) >= 4, done_counts
+
+
+def test_reprofile_recomputes_from_stored_tables_without_the_network(
+    hub: HubEmulator,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
+    crawl(hub, db, tmp_path)
+    before = snapshot(db)
+    hub.clear_log()
+    out = quants("reprofile", "--json", "--db", db, tmp=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {
+        "quants": 23,
+        "changed": 0,
+        "failed": 0,
+        "changed_quants": [],
+    }
+    # Simulate an older rule: a wrong verdict and profile, groups and memory model gone.
+    path = "Qwen3.6-27B-UD-Q4_K_XL.gguf"
+    conn = sqlite3.connect(str(sqlite_path(db)))
+    with conn:
+        (qid,) = conn.execute(
+            "SELECT q.id FROM quants q JOIN repos r ON r.id = q.repo_pk"
+            " WHERE r.repo_id = 'unsloth/Qwen3.6-27B-GGUF' AND q.path = ?",
+            (path,),
+        ).fetchone()
+        conn.execute("UPDATE quants SET attn_preserved = 0, profile = '{}' WHERE id = ?", (qid,))
+        conn.execute("DELETE FROM tensor_groups WHERE quant_id = ?", (qid,))
+        conn.execute("DELETE FROM memory_models WHERE quant_id = ?", (qid,))
+    conn.close()
+    out = quants("reprofile", "--json", "--db", db, tmp=tmp_path)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["changed"] == 1
+    assert result["changed_quants"] == [f"unsloth/Qwen3.6-27B-GGUF/{path}"]
+    assert snapshot(db) == before
+    assert hub.requests() == []  # not one request to the Hub
