@@ -19,8 +19,9 @@ llama3-8b (128k vocab; 280k merges)     4.95-7.1 MB 291         ~17 KB
 qwen3-8b / glm4moe (152k vocab)         5.87 MB     399 / 801   23 / 51 KB
 qwen3.5/3.6 (248k vocab)                9.64 MB     866         ~51 KB
 gemma3 (262k vocab)                     10.2 MB     626         ~40 KB
-32k SentencePiece vocab                 ~0.75 MB    291         ~17 KB
-MTP sidecar without tokenizer           2-4 KB      ~20
+32k BPE vocab (llama dims)              1.22 MB     291         ~17 KB
+MTP sidecar (convert --mtp; tokenizer)  9.59 MB     18          ~1 KB
+gguf-split shard 2+ (split.* keys)      15-17 KB    250-270     15-17 KB
 ======================================  ==========  ==========  =================
 
 Only bytes past the header are waste, so the first read may be as large as the smallest
