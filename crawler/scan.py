@@ -148,8 +148,14 @@ def run_once(
                 state.shutdown()
             except BaseException:
                 logger.debug("shutdown after failure also failed", exc_info=True)
+            # Ctrl-C: the repos in flight were finished above, as for a stop request.
+            interrupted = isinstance(exc, KeyboardInterrupt)
             store.finish_scan(
-                catalog, scan_id, _totals(state), status="failed", message=str(exc)[:500]
+                catalog,
+                scan_id,
+                _totals(state),
+                status="interrupted" if interrupted else "failed",
+                message="interrupted by the user" if interrupted else str(exc)[:500],
             )
             raise
         finally:

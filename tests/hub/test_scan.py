@@ -366,3 +366,26 @@ def test_budget_stops_the_pass_and_is_recorded(
     kinds = {k for (k,) in _rows(url, "SELECT kind FROM scan_errors")}
     assert "budget" in kinds
     assert integrity_ok(url)
+
+
+def test_crawl_and_recrawl_on_each_database(
+    hub: HubEmulator, catalog_url: str, make_client: Callable[..., HubClient]
+) -> None:
+    """The write path on SQLite and (when configured) PostgreSQL, read back through SQL."""
+    first = _crawl(hub, catalog_url, make_client(hub))
+    with Catalog.open(catalog_url) as catalog:
+        _, rows = catalog.query_readonly("SELECT repo_id, path FROM v_quants")
+        assert set(rows) == _expected_quants()
+        _, kinds = catalog.query_readonly(
+            "SELECT kind, count(*) FROM scan_errors GROUP BY kind ORDER BY kind"
+        )
+        assert kinds == [("gated", 1), ("malformed_gguf", 2)]
+        _, groups = catalog.query_readonly(
+            "SELECT count(*) FROM v_tensor_groups WHERE group_name = 'attn'"
+        )
+        assert groups == [(first.quants_analysed,)]
+    hub.clear_log()
+    again = _crawl(hub, catalog_url, make_client(hub))
+    assert again.files_analysed == 0
+    touched = {p.split("/resolve/")[0].strip("/") for p in _resolve_paths(hub)}
+    assert touched == FAILING
