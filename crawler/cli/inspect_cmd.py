@@ -115,6 +115,20 @@ def _render(read: HeaderRead, p: PrecisionProfile, tensors: bool) -> str:
     )
     if tensors:
         lines.append("")
+        lrows = [
+            (
+                layer.index,
+                layer.kind,
+                layer.stats.n_tensors,
+                " ".join(f"{t}x{n}" for t, n in layer.stats.types.items()),
+                "-" if layer.stats.bpw is None else f"{layer.stats.bpw:.2f}",
+                human_bytes(layer.stats.n_bytes),
+            )
+            for layer in p.layers
+        ]
+        lcols = ("layer", "kind", "tensors", "types", "bpw", "bytes")
+        lines.append(format_table(lcols, lrows, align_right=("layer", "tensors", "bpw", "bytes")))
+        lines.append("")
         trows = [
             (
                 t.name,
