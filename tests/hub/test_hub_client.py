@@ -325,7 +325,7 @@ def test_rate_limiter_paces_per_bucket_and_honours_blocks():
     now[0] = 20.0
     assert limiter.reserve("api") == 0.0  # the window slid past
     anon, token = RateLimiter.for_hub(authenticated=False), RateLimiter.for_hub(authenticated=True)
-    assert (anon._quotas["api"], token._quotas["api"]) == (500, 1000)  # docs/hub/rate-limits.md
+    assert (anon.quotas["api"], token.quotas["api"]) == (500, 1000)  # docs/hub/rate-limits.md
 
 
 def test_spent_ratelimit_window_holds_the_next_request(shared_hub, make_client, clock):

@@ -1,0 +1,380 @@
+"""One logical Hub request: retries, rate limiting, budget, stats and logs over the library's
+HTTP session (huggingface_hub ``get_session``: httpx2, redirects followed).
+
+huggingface_hub's own ``http_backoff`` retries listings but not ``model_info``, sleeps in real
+time and knows no budget (reference/hf-hub-api.md 4.3), so every call of the crawler goes
+through :meth:`Transport.fetch` instead, with the same statuses and backoff schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+from urllib.parse import urlsplit
+
+import httpx2
+from huggingface_hub import get_session
+from huggingface_hub.errors import OfflineModeIsEnabled
+
+# Public in huggingface_hub.utils (its __init__ re-exports it lazily, which mypy cannot see).
+from huggingface_hub.utils._http import parse_ratelimit_headers
+
+from crawler import __version__
+from crawler.config import Settings
+from crawler.errors import ConfigError, HubBudgetExhausted, HubRateLimited, HubUnavailable
+from crawler.hub.limiter import RateLimiter
+from crawler.hub.records import HubStats
+from crawler.hub.status import (
+    RETRY_STATUSES,
+    content_range_start,
+    map_error,
+    origin,
+    retry_wait,
+)
+
+logger = logging.getLogger("crawler.hub")
+
+#: Query parameters as httpx2 takes them (repeated keys allowed, as the Hub wants for expand).
+Params = list[tuple[str, str | int | float | bool | None]]
+
+# Same schedule as huggingface_hub's http_backoff: 1, 2, 4, 8, 8 s.
+_BASE_WAIT_S: Final = 1.0
+_MAX_BACKOFF_S: Final = 8.0
+# A 429 asking for more than one rate-limit window (5 min, docs/hub/rate-limits.md) is not waited
+# out inside a call: HubRateLimited goes up so the crawl can record it and move on.
+_MAX_RATE_WAIT_S: Final = 300.0
+# JSON replies (listings, trees) are small; a larger body is a broken or hostile server.
+_MAX_JSON_BYTES: Final = 64 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Reply:
+    """A finished exchange: final status and headers, the Hub's own headers, the body."""
+
+    status: int
+    headers: httpx2.Headers
+    hub_headers: httpx2.Headers
+    body: bytes
+    next_url: str | None
+    #: HTTP requests this exchange took, retries and redirect hops included.
+    requests: int = 0
+    #: Where the body came from (the CDN URL after a redirect).
+    final_url: str = ""
+
+
+class _Retry(Exception):
+    """This attempt failed in a way worth retrying after ``wait_s`` (None: backoff)."""
+
+    def __init__(self, reason: str, *, wait_s: float | None = None, status: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.wait_s = wait_s
+        self.status = status
+
+
+@dataclass(slots=True)
+class _Counters:
+    requests: int = 0
+    api_requests: int = 0
+    resolver_requests: int = 0
+    cdn_requests: int = 0
+    bytes_fetched: int = 0
+    retries: int = 0
+    waited_s: float = 0.0
+    range_ignored: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Transport:
+    """Sends requests for one client: thread-safe, with shared stats, limiter and budget."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        limiter: RateLimiter | None,
+        max_retries: int,
+        sleep: Callable[[float], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.endpoint = settings.hf_endpoint.rstrip("/")
+        self.hub_origin = origin(self.endpoint)
+        self._token = settings.hf_token
+        self._timeout_s = settings.timeout_s
+        self._max_requests = settings.max_requests
+        self._max_bytes = settings.max_bytes
+        self._max_retries = max_retries
+        self._sleep = sleep
+        self._limiter = limiter or RateLimiter.for_hub(authenticated=bool(self._token), clock=clock)
+        self._counters = _Counters()
+
+    @property
+    def stats(self) -> HubStats:
+        """A snapshot of the counters."""
+        c = self._counters
+        with c.lock:
+            return HubStats(
+                requests=c.requests,
+                api_requests=c.api_requests,
+                resolver_requests=c.resolver_requests,
+                cdn_requests=c.cdn_requests,
+                bytes_fetched=c.bytes_fetched,
+                retries=c.retries,
+                waited_s=c.waited_s,
+                range_ignored=c.range_ignored,
+            )
+
+    def fetch(
+        self,
+        url: str,
+        *,
+        params: Params | None,
+        repo_id: str | None,
+        byte_range: tuple[int, int] | None = None,
+        token: bool = True,
+    ) -> Reply:
+        """GET ``url`` with retries; raise a HubError for a final failure.
+
+        ``byte_range=(offset, length)`` asks for those bytes (a 416 comes back as a Reply with
+        an empty body). ``token=False`` sends no ``Authorization`` (requests straight to the
+        CDN).
+        """
+        bucket = self._bucket(url)
+        backoff = _BASE_WAIT_S
+        attempt = 0
+        tally = [0]  # HTTP requests sent for this call, across attempts and hops
+        while True:
+            attempt += 1
+            self._check_budget(url, repo_id)
+            self._wait(self._limiter.reserve(bucket))
+            try:
+                reply = self._attempt(url, params, repo_id, bucket, byte_range, tally, token)
+                reply.requests = tally[0]
+                return reply
+            except _Retry as retry:
+                self._give_up_or_wait(retry, attempt, bucket, backoff, url, repo_id)
+                if retry.wait_s is None:
+                    backoff = min(_MAX_BACKOFF_S, backoff * 2)
+
+    # --- one attempt ------------------------------------------------------------------------
+
+    def _give_up_or_wait(
+        self,
+        retry: _Retry,
+        attempt: int,
+        bucket: str,
+        backoff: float,
+        url: str,
+        repo_id: str | None,
+    ) -> None:
+        if retry.status == 429 and retry.wait_s is not None and retry.wait_s > _MAX_RATE_WAIT_S:
+            raise HubRateLimited(
+                f"rate limited by the Hub for {retry.wait_s:.0f} s",
+                retry_after=retry.wait_s,
+                repo_id=repo_id,
+                url=url,
+                status=429,
+            )
+        if attempt > self._max_retries:
+            if retry.status == 429:
+                raise HubRateLimited(
+                    f"still rate limited after {self._max_retries} retries",
+                    retry_after=retry.wait_s,
+                    repo_id=repo_id,
+                    url=url,
+                    status=429,
+                )
+            raise HubUnavailable(
+                f"{retry.reason} (gave up after {self._max_retries} retries)",
+                repo_id=repo_id,
+                url=url,
+                status=retry.status,
+            )
+        wait = retry.wait_s if retry.wait_s is not None else backoff
+        logger.warning("retrying GET %s in %.1f s: %s", url, wait, retry.reason)
+        self._charge(retries=1)
+        if retry.wait_s is not None:
+            # The Hub named the wait: block the bucket, so this thread (at its next reserve())
+            # and every other thread on the bucket honour it.
+            self._limiter.block(bucket, wait)
+        else:
+            self._wait(backoff)
+
+    def _attempt(
+        self,
+        url: str,
+        params: Params | None,
+        repo_id: str | None,
+        bucket: str,
+        byte_range: tuple[int, int] | None,
+        tally: list[int],
+        token: bool,
+    ) -> Reply:
+        headers = self._headers(token)
+        if byte_range is not None:
+            start, length = byte_range
+            headers["range"] = f"bytes={start}-{start + length - 1}"
+            # As get_hf_file_metadata does: no transfer compression, so bytes on the wire are
+            # the file's bytes and the budget counts what the CDN sent.
+            headers["accept-encoding"] = "identity"
+        started = time.monotonic()  # real time: the body deadline guards real sockets
+        try:
+            with get_session().stream(
+                "GET", url, params=params, headers=headers, timeout=self._timeout_s
+            ) as response:
+                hub_response = response.history[0] if response.history else response
+                tally[0] += self._count_hops(response, bucket)
+                self._observe_ratelimit(bucket, hub_response.headers)
+                status = response.status_code
+                if status in RETRY_STATUSES:
+                    wait = retry_wait(response.headers, status)
+                    raise _Retry(f"HTTP {status}", wait_s=wait, status=status)
+                if status >= 400 and status != 416:
+                    raise map_error(response, url, repo_id)
+                body = self._read_body(response, byte_range, started, url, repo_id)
+                return Reply(
+                    status,
+                    response.headers,
+                    hub_response.headers,
+                    body,
+                    response.links.get("next", {}).get("url"),
+                    final_url=str(response.url),
+                )
+        except httpx2.TimeoutException as exc:
+            raise _Retry(f"timeout ({type(exc).__name__})") from None
+        except (httpx2.NetworkError, httpx2.RemoteProtocolError) as exc:
+            # Resets and bodies shorter than Content-Length land here (httpcore raises
+            # RemoteProtocolError: "peer closed connection without sending complete message
+            # body").
+            raise _Retry(f"connection failed ({type(exc).__name__})") from None
+        except OfflineModeIsEnabled:
+            # HF_HUB_OFFLINE=1 makes the library's request hook refuse every request.
+            raise ConfigError("HF_HUB_OFFLINE is set: the Hub cannot be reached") from None
+        except RuntimeError as exc:
+            # The shared session was closed by another caller (huggingface_hub's http_backoff
+            # closes it on ConnectError); get_session() builds a new one on the next attempt.
+            if "closed" not in str(exc):
+                raise
+            raise _Retry("session closed") from None
+
+    def _read_body(
+        self,
+        response: httpx2.Response,
+        byte_range: tuple[int, int] | None,
+        started: float,
+        url: str,
+        repo_id: str | None,
+    ) -> bytes:
+        """Read the body, bounded: JSON up to a cap; a ranged read up to the bytes wanted.
+
+        When the server ignored ``Range`` (200 and the whole file), stream from byte 0 and stop
+        as soon as ``offset + length`` bytes have arrived, so no file is downloaded whole.
+        """
+        if byte_range is None:
+            limit, skip = _MAX_JSON_BYTES, 0
+        elif response.status_code == 416:
+            return b""
+        elif response.status_code == 206:
+            first = content_range_start(response.headers.get("content-range"))
+            if first != byte_range[0]:
+                raise _Retry(f"Content-Range does not start at {byte_range[0]}")
+            limit, skip = byte_range[1], 0
+        else:
+            self._charge(range_ignored=1)
+            logger.warning("server ignored Range for %s; streaming the prefix only", url)
+            limit, skip = byte_range[0] + byte_range[1], byte_range[0]
+        chunks: list[bytes] = []
+        got = 0
+        for chunk in response.iter_bytes():  # as received, so the deadline check runs
+            take = chunk[: max(0, limit - got)]
+            got += len(take)
+            self._charge(bytes_fetched=len(chunk))
+            chunks.append(take)
+            if self._max_bytes is not None and self.stats.bytes_fetched > self._max_bytes:
+                raise HubBudgetExhausted(
+                    f"byte budget of {self._max_bytes} spent", repo_id=repo_id, url=url
+                )
+            if got >= limit:
+                if byte_range is None:
+                    raise HubUnavailable(
+                        "the Hub sent an oversized reply", repo_id=repo_id, url=url
+                    )
+                break
+            if time.monotonic() - started > self._timeout_s:
+                raise _Retry("body too slow")
+        return b"".join(chunks)[skip:]
+
+    # --- bookkeeping ------------------------------------------------------------------------
+
+    def _headers(self, token: bool) -> dict[str, str]:
+        """User-agent and, with a token, ``Authorization`` (sent to the Hub origin only).
+
+        Built here rather than with ``build_hf_headers``: that reads the token store and the
+        environment behind Settings' back and, unless telemetry is disabled, fetches
+        ``{huggingface.co}/api/agent-harnesses`` whatever endpoint we use
+        (``utils/_headers.py`` ``_http_user_agent`` -> ``utils/_detect_agent.py``).
+        """
+        import huggingface_hub
+
+        headers = {"user-agent": f"quants/{__version__}; hf_hub/{huggingface_hub.__version__}"}
+        if token and self._token:
+            headers["authorization"] = f"Bearer {self._token}"
+        return headers
+
+    def _bucket(self, url: str) -> str:
+        if origin(url) != self.hub_origin:
+            return "cdn"  # not the Hub's: no Hub quota applies
+        return "resolvers" if "/resolve/" in urlsplit(url).path else "api"
+
+    def _charge(self, **deltas: float) -> None:
+        c = self._counters
+        with c.lock:
+            for key, value in deltas.items():
+                setattr(c, key, getattr(c, key) + value)
+
+    def _check_budget(self, url: str, repo_id: str | None) -> None:
+        c = self._counters
+        with c.lock:
+            over_requests = self._max_requests is not None and c.requests >= self._max_requests
+            over_bytes = self._max_bytes is not None and c.bytes_fetched >= self._max_bytes
+        if over_requests:
+            raise HubBudgetExhausted(
+                f"request budget of {self._max_requests} spent", repo_id=repo_id, url=url
+            )
+        if over_bytes:
+            raise HubBudgetExhausted(
+                f"byte budget of {self._max_bytes} spent", repo_id=repo_id, url=url
+            )
+
+    def _wait(self, seconds: float) -> None:
+        if seconds > 0:
+            self._charge(waited_s=seconds)
+            self._sleep(seconds)
+
+    def _count_hops(self, response: httpx2.Response, bucket: str) -> int:
+        hops = [*response.history, response]
+        cdn = sum(1 for r in hops if origin(str(r.url)) != self.hub_origin)
+        hub = len(hops) - cdn
+        self._charge(
+            requests=len(hops),
+            cdn_requests=cdn,
+            api_requests=hub if bucket == "api" else 0,
+            resolver_requests=hub if bucket == "resolvers" else 0,
+        )
+        for hop in hops:
+            # Log the Hub URL of each hop; CDN URLs are signed, so only their host is logged.
+            shown = str(hop.url) if origin(str(hop.url)) == self.hub_origin else hop.url.host
+            logger.info('HTTP %s %s "%s"', hop.request.method, shown, hop.status_code)
+        return len(hops)
+
+    def _observe_ratelimit(self, bucket: str, headers: httpx2.Headers) -> None:
+        # The Hub sends RateLimit on every response (reference/hf-hub-api.md 4.1): when a window
+        # is spent (r=0), hold the bucket until it resets instead of collecting 429s.
+        info = parse_ratelimit_headers(headers)
+        if info is not None and info.remaining == 0:
+            # The header names its bucket ("api", "resolvers", "pages"); trust it over the URL.
+            self._limiter.block(info.resource_type or bucket, float(info.reset_in_seconds))
