@@ -152,7 +152,9 @@ int main(int argc, char ** argv) {
         if (!dft) { printf("RESULT {\"status\": \"mtp_ctx_failed\"}\n"); return 1; }
     }
 
-    const int n_prompt = (int) std::max<long>(512, n_ubatch);
+    // fill=1: decode a prompt that fills the context (FA off keeps a KQ temporary that grows with it)
+    const int n_prompt = argi("fill", 0) ? (int) (llama_n_ctx(ctx) / n_seq - 16)
+                                         : (int) std::max<long>(512, n_ubatch);
     int rc = decode_prompt(ctx, n_prompt, (int) n_batch, n_vocab, 0);
     const size_t free_prompt = used_now(nullptr);
     int rc_dft = 0;
@@ -166,8 +168,8 @@ int main(int argc, char ** argv) {
     }
     const size_t free_peak = used_now(nullptr);
 
-    printf("RESULT {\"status\": \"ok\", \"rc_decode\": %d, \"rc_mtp_decode\": %d, \"n_ctx\": %u, ",
-           rc, rc_dft, llama_n_ctx(ctx));
+    printf("RESULT {\"status\": \"ok\", \"rc_decode\": %d, \"rc_mtp_decode\": %d, \"n_ctx\": %u, "
+           "\"n_prompt\": %d, ", rc, rc_dft, llama_n_ctx(ctx), n_prompt);
     printf("\"cuda_total\": %zu, \"free_cuda_ctx\": %zu, \"free_model\": %zu, \"free_ctx\": %zu, "
            "\"free_prompt\": %zu, \"free_peak\": %zu, ",
            total_b, free0, free_model, free_ctx, free_prompt, free_peak);

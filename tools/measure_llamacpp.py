@@ -571,8 +571,57 @@ TINY = ("llama", "qwen3", "gemma3", "qwen35", "deepseek2", "glm4moe")
 MTP_MODELS = ("qwen35", "glm4moe")
 
 
-def configs(only: str | None = None) -> Iterator[dict[str, Any]]:
-    """The measured grid, most important first."""
+#: Second pass: filled contexts (FA off), FA auto, real-width variants, padding, n_cpu_moe.
+EXTRA: tuple[dict[str, Any], ...] = (
+    *(
+        {"model": m, "ctx": 32768, "ctk": "f16", "ctv": "f16", "fa": "off", "fill": 1}
+        for m in (
+            "llama",
+            "qwen3",
+            "qwen35",
+            "gemma3",
+            "llama8b-q4",
+            "qwen36-27b",
+            "glm4moe-wide-q8",
+        )
+    ),
+    *(
+        {"model": m, "ctx": 32768, "ctk": "q8_0", "ctv": "q8_0", "fill": 1}
+        for m in ("qwen35", "llama8b-q4", "qwen36-27b")
+    ),
+    *(
+        {"model": m, "ctx": 131072, "ctk": "q4_0", "ctv": "q4_0", "fa": "auto"}
+        for m in ("llama", "qwen36-27b")
+    ),
+    {"model": "qwen36-27b", "ctx": 262144, "ctk": "q4_0", "ctv": "q4_0", "np": 4},
+    {"model": "qwen36-27b", "ctx": 262144, "ctk": "q4_0", "ctv": "q4_0", "mtp": 1, "draft": 5},
+    {
+        "model": "qwen36-27b",
+        "ctx": 262144,
+        "ctk": "q8_0",
+        "ctv": "q8_0",
+        "mtp": 1,
+        "ctkd": "q8_0",
+        "ctvd": "q8_0",
+    },
+    {"model": "qwen36-27b", "ctx": 200000, "ctk": "q4_0", "ctv": "q4_0", "mtp": 1},
+    {"model": "qwen36-27b", "ctx": 131072, "ctk": "q8_0", "ctv": "q8_0", "ub": 2048},
+    {"model": "qwen36-27b", "ctx": 65536, "ctk": "f16", "ctv": "f16", "np": 4, "unified": 1},
+    {"model": "llama8b-q4", "ctx": 131072, "ctk": "q8_0", "ctv": "q8_0", "ub": 2048},
+    {"model": "llama8b-q4", "ctx": 100000, "ctk": "f16", "ctv": "f16", "np": 3},
+    {"model": "glm4moe-wide-q8", "ctx": 32768, "ctk": "f16", "ctv": "f16", "ncmoe": 3},
+    {"model": "glm4moe-wide-q8", "ctx": 131072, "ctk": "q8_0", "ctv": "q8_0", "ub": 2048},
+    {"model": "gemma3", "ctx": 5000, "ctk": "f16", "ctv": "f16", "np": 2},
+    {"model": "deepseek2", "ctx": 32768, "ctk": "q8_0", "ctv": "q8_0", "ub": 256},
+    {"model": "qwen35", "ctx": 32768, "ctk": "q4_0", "ctv": "q4_0", "mtp": 1, "draft": 5, "np": 4},
+)
+
+
+def configs(only: str | None = None, grid: str = "main") -> Iterator[dict[str, Any]]:
+    """The measured grid, most important first (``grid="extra"``: the second pass)."""
+    if grid == "extra":
+        yield from (c for c in EXTRA if only is None or c["model"] == only)
+        return
     out: list[dict[str, Any]] = []
     for model in TINY:
         for ctx in CTXS:
@@ -745,13 +794,14 @@ def run(
     deadline: float,
     only: str | None,
     start: int = 0,
+    grid: str = "main",
 ) -> None:
     """Measure every configuration until the deadline; one JSON line per run."""
     out.mkdir(parents=True, exist_ok=True)
     results = out / "measurements.jsonl"
     made: dict[str, Path] = {}
     with results.open("a") as fh:
-        for index, cfg in enumerate(configs(only)):
+        for index, cfg in enumerate(configs(only, grid)):
             if index < start:
                 continue
             if time.monotonic() > deadline:
@@ -770,6 +820,7 @@ def run(
                 [str(build_dir / "probe"), *args], capture_output=True, text=True, timeout=300
             )
             row: dict[str, Any] = {
+                "grid": grid,
                 "index": index,
                 "config": cfg,
                 "rc": proc.returncode,
@@ -805,12 +856,22 @@ def main() -> None:
     r.add_argument("--seconds", type=float, default=300.0)
     r.add_argument("--only")
     r.add_argument("--start", type=int, default=0, help="skip the first N configurations")
+    r.add_argument("--grid", choices=("main", "extra"), default="main")
     a = p.parse_args()
     if a.cmd == "build":
         build(a.src, a.build_dir)
     else:
         a.models.mkdir(parents=True, exist_ok=True)
-        run(a.build_dir, a.out, a.models, a.vocab, time.monotonic() + a.seconds, a.only, a.start)
+        run(
+            a.build_dir,
+            a.out,
+            a.models,
+            a.vocab,
+            time.monotonic() + a.seconds,
+            a.only,
+            a.start,
+            a.grid,
+        )
 
 
 if __name__ == "__main__":
