@@ -15,6 +15,7 @@ from crawler.cli import (  # noqa: F401  (importing a command module registers i
     compare_cmd,
     crawl_cmd,
     db_cmd,
+    estimate_cmd,
     inspect_cmd,
     reprofile_cmd,
     scans_cmd,

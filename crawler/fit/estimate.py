@@ -333,9 +333,9 @@ def max_ctx(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int, *, limit: 
     """The largest ``ctx`` (tokens) for which ``cfg`` fits ``budget_bytes``; 0 if none does.
 
     The estimate is monotone in ctx, so a binary search over integers finds it. ``limit`` caps the
-    search (default: the training context, at least 1 Mi tokens).
+    search (default: the training context, else 1 Mi tokens).
     """
-    hi = limit or max(c.n_ctx_train, 1 << 20)
+    hi = limit or c.n_ctx_train or 1 << 20
     if not _fits(c, cfg.replace(ctx=1), budget_bytes):
         return 0
     lo = 1
@@ -350,14 +350,12 @@ def max_ctx(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int, *, limit: 
     return lo
 
 
-#: (K, V) pairs tried by :func:`cheapest_cache_for`, least lossy first. These are the pairs with
-#: their own CUDA flash-attention kernels in default builds (GGML_CUDA_FA_ALL_QUANTS off), plus
-#: q8_0 K with f16 V; mixed pairs otherwise fall back to slower paths.
+#: (K, V) pairs tried by :func:`cheapest_cache_for`, least lossy first: the pairs with their own
+#: CUDA flash-attention kernels in default builds (ggml-cuda/fattn.cu; GGML_CUDA_FA_ALL_QUANTS
+#: off). Mixed pairs (q8_0/f16, q4_0/q8_0...) run on a slower fallback, so they are not offered.
 CACHE_LADDER: tuple[tuple[str, str], ...] = (
     ("f16", "f16"),
-    ("q8_0", "f16"),
     ("q8_0", "q8_0"),
-    ("q4_0", "q8_0"),
     ("q4_0", "q4_0"),
 )
 

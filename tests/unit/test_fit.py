@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,7 +37,8 @@ def coeffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, MemoryCoeffici
 def _id(row: dict) -> str:
     c = row["config"]
     extras = "-".join(f"{k}{v}" for k, v in c.items() if k not in ("model", "ctx", "ctk", "ctv"))
-    return f"{row.get('grid', 'main')}{row['index']}-{c['model']}-{c['ctx']}-{c['ctk']}-{c['ctv']}-{extras}"
+    head = f"{row.get('grid', 'main')}{row['index']}-{c['model']}"
+    return f"{head}-{c['ctx']}-{c['ctk']}-{c['ctv']}-{extras}"
 
 
 def test_fixture_covers_the_grid():
@@ -233,3 +236,50 @@ def test_qwen36_27b_at_262144_on_24_gib(coeffs):
     best = cheapest_cache_for(c, RunConfig(ctx=1, type_k="q4_0", flash_attn="on"), budget, 262144)
     assert best is not None and best.type_v != "f16"
     assert estimate(c, best).total <= budget
+
+
+# ---- the CLI, end to end ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen36_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.fixtures.llamacpp.models import measure_module
+
+    mod = measure_module()
+    path = tmp_path_factory.mktemp("cli") / "Qwen3.6-27B-UD-Q3_K_XL.gguf"
+    return mod.write_model(mod.qwen36_27b_ud_q3_k_xl(n_vocab=248320), path)
+
+
+def _quants(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crawler", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_estimate_json_and_advice(qwen36_file):
+    import json
+
+    out = _quants(
+        "estimate", str(qwen36_file), "--ctx", "262144", "--cache-type-k", "q4_0",
+        "--flash-attn", "on", "--vram", "24", "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["fits"] is False and data["margin_bytes"] < 0
+    assert data["bytes"]["kv"] == 16 * 262144 * (576 + 2048)
+    assert data["bytes"]["total"] == sum(v for k, v in data["bytes"].items() if k != "total")
+    assert 0 < data["max_ctx"] < 262144
+    assert "-ctk q4_0 -ctv q4_0" in data["alternatives"][0]["command"]
+    assert data["command"].endswith("-fa on -ctk q4_0 -np 1")
+
+    human = _quants("estimate", str(qwen36_file), "--ctx", "262144", "--cache-type-k", "q4_0",
+                    "--vram", "24")  # fmt: skip
+    assert human.returncode == 0
+    assert "does NOT fit" in human.stdout and "-ctk q4_0 -ctv q4_0" in human.stdout
+
+
+def test_cli_estimate_rejects_invalid_config(qwen36_file):
+    out = _quants("estimate", str(qwen36_file), "--ctx", "4096", "--cache-type-v", "q4_0",
+                  "--flash-attn", "off")  # fmt: skip
+    assert out.returncode == 1
+    assert "flash attention" in out.stderr and "Traceback" not in out.stderr

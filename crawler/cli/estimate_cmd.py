@@ -1,0 +1,206 @@
+"""``quants estimate``: device memory of one GGUF under one llama-server configuration."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from crawler.cli._app import JsonOpt, VramOpt, app
+
+if TYPE_CHECKING:
+    from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig
+
+_CACHE_HELP = "KV cache type: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl."
+
+
+@app.command("estimate")
+def estimate_cmd(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A local .gguf, an http(s) URL, owner/repo/path.gguf or owner/repo:QUANT.",
+            show_default=False,
+        ),
+    ],
+    ctx: Annotated[int, typer.Option("--ctx", min=1, help="Context length in tokens.")],
+    cache_type_k: Annotated[str, typer.Option("--cache-type-k", help=_CACHE_HELP)] = "f16",
+    cache_type_v: Annotated[str, typer.Option("--cache-type-v", help=_CACHE_HELP)] = "f16",
+    flash_attn: Annotated[
+        str, typer.Option("--flash-attn", help="on, off or auto (auto is on with CUDA).")
+    ] = "auto",
+    parallel: Annotated[
+        int,
+        typer.Option(
+            "--parallel",
+            min=-1,
+            help="Server slots (-np); -1 = llama-server's default (4 slots, unified cache).",
+        ),
+    ] = 1,
+    ubatch: Annotated[int, typer.Option("--ubatch", min=1, help="Physical batch (-ub).")] = 512,
+    mtp: Annotated[
+        bool, typer.Option("--mtp/--no-mtp", help="MTP drafting (--spec-type draft-mtp).")
+    ] = False,
+    spec_draft_n_max: Annotated[
+        int, typer.Option("--spec-draft-n-max", min=0, help="Draft tokens per step (MTP).")
+    ] = 3,
+    cache_type_k_draft: Annotated[
+        str, typer.Option("--cache-type-k-draft", help="K cache type of the MTP draft context.")
+    ] = "f16",
+    cache_type_v_draft: Annotated[
+        str, typer.Option("--cache-type-v-draft", help="V cache type of the MTP draft context.")
+    ] = "f16",
+    cpu_moe: Annotated[
+        bool, typer.Option("--cpu-moe", help="Keep all routed experts in host memory.")
+    ] = False,
+    n_cpu_moe: Annotated[
+        int, typer.Option("--n-cpu-moe", min=0, help="Keep the experts of the first N layers.")
+    ] = 0,
+    vram: VramOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Estimate the GPU memory llama-server needs for a GGUF at --ctx tokens (reads only the
+    header); with --vram, say whether it fits, the largest context that does, and what fits."""
+    from crawler.cli._output import print_json
+    from crawler.config import Settings
+    from crawler.fit import RunConfig, coefficients, estimate, max_ctx
+    from crawler.rank import Budget
+    from crawler.source import read_target
+
+    settings = Settings.from_env()
+    read = read_target(target, settings)
+    coeffs = coefficients(read.header)
+    cfg = RunConfig(
+        ctx=ctx,
+        type_k=cache_type_k.lower(),
+        type_v=cache_type_v.lower(),
+        flash_attn=flash_attn.lower(),
+        parallel=None if parallel == -1 else parallel,
+        ubatch=ubatch,
+        mtp=mtp,
+        spec_draft_n_max=spec_draft_n_max,
+        type_k_draft=cache_type_k_draft.lower(),
+        type_v_draft=cache_type_v_draft.lower(),
+        cpu_moe=cpu_moe,
+        n_cpu_moe=n_cpu_moe,
+        model_path=read.source if read.repo_id is None else read.file_name,
+    )
+    est = estimate(coeffs, cfg)
+    data: dict[str, Any] = {
+        "source": read.source,
+        "architecture": coeffs.architecture,
+        "ctx": est.n_ctx,
+        "type_k": cfg.type_k,
+        "type_v": cfg.type_v,
+        "flash_attn": "on" if est.flash_attn else "off",
+        "parallel": cfg.parallel,
+        "mtp": cfg.mtp,
+        "bytes": est.bytes_dict(),
+        "host_bytes": est.host_bytes,
+        "command": est.command,
+    }
+    advice: list[tuple[str, FitEstimate]] = []
+    if vram is not None:
+        budget = Budget.from_gib(vram, headroom_gib=0).device_bytes
+        data["fits"] = est.total <= budget
+        data["margin_bytes"] = budget - est.total
+        data["max_ctx"] = max_ctx(coeffs, cfg, budget)
+        if not data["fits"]:
+            advice = _what_fits(coeffs, cfg, budget)
+            data["alternatives"] = [
+                {"change": text, "bytes": alt.bytes_dict(), "command": alt.command}
+                for text, alt in advice
+            ]
+    if as_json:
+        print_json(data)
+    else:
+        typer.echo(_render(read.source, coeffs, est, data, advice))
+
+
+def _what_fits(
+    coeffs: MemoryCoefficients, cfg: RunConfig, budget: int
+) -> list[tuple[str, FitEstimate]]:
+    """Settings that reach the same context within the budget, least lossy first."""
+    from crawler.errors import InvalidConfig
+    from crawler.fit import cheapest_cache_for, estimate
+
+    out: list[tuple[str, FitEstimate]] = []
+    best = cheapest_cache_for(coeffs, cfg, budget, cfg.ctx)
+    if best is not None:
+        change = f"-ctk {best.type_k} -ctv {best.type_v}"
+        if best.mtp and (best.type_k_draft, best.type_v_draft) != ("f16", "f16"):
+            change += f" -ctkd {best.type_k_draft} -ctvd {best.type_v_draft}"
+        out.append((change, estimate(coeffs, best)))
+    if cfg.mtp:
+        try:
+            no_mtp = cheapest_cache_for(coeffs, cfg.replace(mtp=False), budget, cfg.ctx)
+        except InvalidConfig:
+            no_mtp = None
+        if no_mtp is not None:
+            text = f"without MTP, -ctk {no_mtp.type_k} -ctv {no_mtp.type_v}"
+            out.append((text, estimate(coeffs, no_mtp)))
+    if coeffs.expert_bytes and not cfg.cpu_moe:
+        moe = cfg.replace(cpu_moe=True, n_cpu_moe=0)
+        alt = estimate(coeffs, moe)
+        if alt.total <= budget:
+            out.append(("--cpu-moe (experts in host memory)", alt))
+    return out
+
+
+def _render(
+    source: str,
+    coeffs: MemoryCoefficients,
+    est: FitEstimate,
+    data: dict[str, Any],
+    advice: list[tuple[str, FitEstimate]],
+) -> str:
+    from crawler.cli._output import format_table, human_bytes, safe_text
+
+    cfg = est.config
+    kv_layers = sum(g.count for g in coeffs.kv_groups)
+    notes = {
+        "weights": f"host: {human_bytes(est.host_bytes)} (input embedding"
+        + (", experts)" if cfg.cpu_moe or cfg.n_cpu_moe else ")"),
+        "kv": f"{kv_layers} layers x {est.kv_cells} cells x {est.n_stream} stream(s),"
+        f" K {cfg.type_k} / V {cfg.type_v}",
+        "mtp_kv": f"draft context, K {cfg.type_k_draft} / V {cfg.type_v_draft}" if cfg.mtp else "",
+        "recurrent": f"{coeffs.recurrent_layers} recurrent layers, f32"
+        if coeffs.recurrent_layers
+        else "",
+        "compute": "compute buffers (fitted model)",
+        "overhead": "CUDA context, kernels, cuBLAS/pool (fitted model)",
+        "total": "",
+    }
+    rows = [(k, human_bytes(v), notes[k]) for k, v in est.bytes_dict().items()]
+    head = (
+        f"{safe_text(source)}  [{safe_text(coeffs.architecture or '-')}]  ctx {est.n_ctx}"
+        f"  FA {'on' if est.flash_attn else 'off'}  np {cfg.parallel or 'auto (4, unified)'}"
+        f"  MTP {'on' if cfg.mtp else 'off'}"
+    )
+    lines = [head, "", format_table(("component", "size", "note"), rows, align_right=("size",))]
+    if "fits" in data:
+        budget = est.total + data["margin_bytes"]
+        verdict = "fits" if data["fits"] else "does NOT fit"
+        lines += [
+            "",
+            f"budget {human_bytes(budget)}: {verdict}, margin {_signed(data['margin_bytes'])};"
+            f" largest context at these settings: {data['max_ctx']}",
+        ]
+        if advice:
+            lines.append(f"fits at ctx {cfg.ctx} with:")
+            for text, alt in advice:
+                lines.append(
+                    f"  {text}: total {human_bytes(alt.total)}"
+                    f" (kv {human_bytes(alt.kv + alt.mtp_kv)}, compute {human_bytes(alt.compute)})"
+                )
+                lines.append(f"    {alt.command}")
+        elif not data["fits"]:
+            lines.append(f"no cache setting reaches ctx {cfg.ctx} within the budget")
+    lines += ["", est.command]
+    return "\n".join(lines)
+
+
+def _signed(n: int) -> str:
+    from crawler.cli._output import human_bytes
+
+    return ("-" if n < 0 else "+") + human_bytes(abs(n))
