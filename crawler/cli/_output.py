@@ -11,8 +11,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 # C0 controls (ESC included), DEL and C1 controls: anything a terminal could act on.
-# Shown as \xNN / \uNNNN so the text stays readable and the terminal stays ours.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Shown as \xNN / \uNNNN so the text stays readable and the terminal stays ours. Surrogates too:
+# a non-UTF-8 file name (os.fsdecode) or a JSON "\udXXX" escape holds them, and writing one
+# either fails (strict stdout) or emits a raw byte such as 0x9b, an 8-bit CSI (surrogateescape).
+_CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def safe_text(value: object) -> str:
