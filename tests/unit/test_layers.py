@@ -10,7 +10,20 @@ import pytest
 import crawler
 
 PKG = Path(crawler.__file__).resolve().parent
-PURE = ["gguf", "ggml", "profile", "labels", "fit", "rank", "quality", "speed", "grouping"]
+PURE = [
+    "gguf",
+    "ggml",
+    "profile",
+    "labels",
+    "fit",
+    "rank",
+    "quality",
+    "speed",
+    "grouping",
+    "analysis",
+    "diff",
+    "cron",
+]
 FORBIDDEN = {
     "httpx",
     "httpx2",
