@@ -33,8 +33,10 @@ def _weights(types: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def describe_types(types: Mapping[str, Any] | None) -> str:
-    """``{"Q4_K": 30, "Q6_K": 10, "F32": 4}`` -> ``"Q4_K+Q6_K"`` (most tensors first, F32 norms
-    left out unless nothing else is there)."""
+    """``{"Q4_K": 30, "Q6_K": 10, "F32": 4}`` -> ``"Q4_K+Q6_K"``: most tensors first.
+
+    F32 (norms) is left out unless nothing else is there.
+    """
     if not types:
         return "none"
     ordered = sorted(_weights(types).items(), key=lambda kv: (-_count(kv[1]), kv[0]))
