@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 from crawler.fit.coefficients import MemoryCoefficients
 
-__all__ = ["CUDA_CONTEXT_BYTES", "ComputeInputs", "compute_bytes", "overhead_bytes"]
+__all__ = [
+    "CUDA_CONTEXT_BYTES",
+    "ComputeInputs",
+    "compute_bytes",
+    "host_context_bytes",
+    "overhead_bytes",
+]
 
 MiB = 1024 * 1024
 #: cudaFree(0) on an idle H200 with lazy module loading (the CUDA 13 default): 526.81 MiB measured.
@@ -80,6 +86,18 @@ def compute_bytes(c: MemoryCoefficients, x: ComputeInputs) -> int:
         copies = x.kv_cells * x.n_stream * width * 2
     logits = x.n_outputs * (c.n_vocab + c.n_embd) * 4
     return mask + max(base, attn + copies, logits) + x.host_expert_copy
+
+
+def host_context_bytes(c: MemoryCoefficients, x: ComputeInputs, n_seq: int) -> int:
+    """Pinned host memory of one context: the ``CUDA_Host`` compute buffer and the output buffer.
+
+    Measured: the host compute buffer is the KQ mask (f16 with FA, f32 without) plus the f32
+    input embeddings of a ubatch in and out (``8 ub n_embd``; the embedding matrix lives on the
+    host); the output buffer is ``n_vocab * 4`` B per sequence at creation (llama-context.cpp
+    ``output_reserve``; it grows on demand for larger verification batches).
+    """
+    mask = (x.kv_cells + x.swa_cells) * x.n_ubatch * (2 if x.flash_attn else 4)
+    return mask + 8 * x.n_ubatch * c.n_embd + c.n_vocab * 4 * n_seq
 
 
 def overhead_bytes(c: MemoryCoefficients, x: ComputeInputs, *, first: bool) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 from crawler.errors import InvalidConfig, UnknownArchitecture
 from crawler.fit.cache import CUDA_ALIGNMENT, MATRIX_ROW_PADDING, CacheType, cache_type, pad
 from crawler.fit.coefficients import KVGroup, MemoryCoefficients
-from crawler.fit.cuda import ComputeInputs, compute_bytes, overhead_bytes
+from crawler.fit.cuda import ComputeInputs, compute_bytes, host_context_bytes, overhead_bytes
 
 __all__ = [
     "CACHE_LADDER",
@@ -79,6 +79,8 @@ class FitEstimate:
     recurrent: int
     compute: int
     overhead: int
+    # Host memory: the input embedding (and experts kept on the CPU) as tensor bytes, plus the
+    # pinned CUDA_Host compute and output buffers of each context.
     host_bytes: int
     command: str
 
@@ -250,6 +252,7 @@ def estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
     )
     compute = compute_bytes(c, main)
     overhead = overhead_bytes(c, main, first=True)
+    host += host_context_bytes(c, main, n_seq)
 
     mtp_kv = 0
     if cfg.mtp:
@@ -273,6 +276,7 @@ def estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
         )
         compute += compute_bytes(c, draft)
         overhead += overhead_bytes(c, draft, first=False)
+        host += host_context_bytes(c, draft, n_seq)
 
     return FitEstimate(
         config=cfg,

@@ -72,10 +72,21 @@ def test_total_within_3_percent_or_256_mib(row, coeffs):
     assert abs(est.total - used) <= max(0.03 * used, 256 * MiB), (est.total / MiB, used / MiB)
 
 
-def test_host_bytes_is_the_input_embedding(coeffs):
+def test_host_weights_are_the_input_embedding(coeffs):
     row = next(r for r in ROWS if r["config"]["model"] == "qwen36-27b")
-    host = row["result"]["target"]["CPU_Mapped"][0]
-    assert coeffs["qwen36-27b"].host_bytes == host
+    assert coeffs["qwen36-27b"].host_bytes == row["result"]["target"]["CPU_Mapped"][0]
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if not r["config"].get("ncmoe")], ids=_id)
+def test_host_bytes_match_pinned_buffers(row, coeffs):
+    """Embedding + CUDA_Host compute + output buffers of every context, within 3% or 16 MiB."""
+    est = estimate(coeffs[row["config"]["model"]], config_of(row))
+    res = row["result"]
+    host = res["target"]["CPU_Mapped"][0] + sum(
+        res[ctx].get("CUDA_Host", [0, 0, 0])[2] for ctx in ("target", "draft") if ctx in res
+    )
+    host += int(sum(mib for _, mib in row["log"]["output_mib"]) * MiB)
+    assert abs(est.host_bytes - host) <= max(0.03 * host, 16 * MiB), (est.host_bytes, host)
 
 
 def test_mla_refuses_mixed_types_like_llamacpp(coeffs):
@@ -109,6 +120,15 @@ def test_bad_options_are_invalid_config(coeffs):
         estimate(coeffs["llama"], RunConfig(ctx=4096, mtp=True))
     with pytest.raises(InvalidConfig):
         estimate(coeffs["llama"], RunConfig(ctx=0))
+
+
+def test_both_header_readers_agree(tmp_path):
+    from tests.fixtures.llamacpp.models import measure_module, read_header, read_header_gguf_py
+
+    mod = measure_module()
+    for name in ("qwen35", "deepseek2", "gemma3"):
+        path = mod.write_model(mod.MODELS[name](), tmp_path / f"{name}.gguf")
+        assert coefficients(read_header(path)) == coefficients(read_header_gguf_py(path))
 
 
 def test_json_round_trip(coeffs):
