@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from crawler.fit.cache import cuda_alloc_bytes
-from crawler.gguf import GGUFHeader, TensorInfo
+from crawler.fit.header import Meta, Unknown, cuda_tensor_bytes
+from crawler.gguf import GGUFHeader
 
 __all__ = ["SCHEMA_VERSION", "KVGroup", "MemoryCoefficients", "coefficients"]
 
@@ -171,10 +171,6 @@ class MemoryCoefficients:
         return json.dumps(self.to_json(), separators=(",", ":"), sort_keys=True)
 
 
-class _Unknown(Exception):
-    """Internal: the memory rules for this header are not modelled."""
-
-
 def _unknown(reason: str, arch: str | None) -> MemoryCoefficients:
     return MemoryCoefficients(status="unknown", reason=reason, architecture=arch)
 
@@ -189,82 +185,27 @@ def coefficients(header: GGUFHeader) -> MemoryCoefficients:
         return _unknown("no general.architecture", None)
     try:
         return _coefficients(header, arch)
-    except _Unknown as exc:
+    except Unknown as exc:
         return _unknown(str(exc), arch)
 
 
-def _meta(header: GGUFHeader, arch: str) -> _Meta:
-    return _Meta(header.metadata, arch)
-
-
-class _Meta:
-    """``{arch}.`` metadata access with llama.cpp's ``get_key_or_arr`` semantics."""
-
-    def __init__(self, metadata: Mapping[str, Any], arch: str):
-        self.md = metadata
-        self.arch = arch
-
-    def has(self, key: str) -> bool:
-        return f"{self.arch}.{key}" in self.md
-
-    def num(self, key: str, default: int | None = None) -> int:
-        value = self.md.get(f"{self.arch}.{key}", default)
-        if value is None:
-            raise _Unknown(f"missing metadata {self.arch}.{key}")
-        if isinstance(value, Sequence) and not isinstance(value, str):
-            raise _Unknown(f"{self.arch}.{key} is an array, a number was expected")
-        return int(value)
-
-    def per_layer(self, key: str, n: int, default: int | None = None) -> list[int]:
-        """Scalar broadcast to ``n`` layers, or a per-layer array (``get_key_or_arr``)."""
-        value = self.md.get(f"{self.arch}.{key}", default)
-        if value is None:
-            raise _Unknown(f"missing metadata {self.arch}.{key}")
-        if isinstance(value, Sequence) and not isinstance(value, str):
-            if len(value) != n:
-                raise _Unknown(f"{self.arch}.{key} has {len(value)} entries for {n} layers")
-            return [int(v) for v in value]
-        return [int(value)] * n
-
-
-def _tensor_nbytes(t: TensorInfo) -> tuple[int, int, int]:
-    """(nbytes, blck, type_size) of a tensor; _Unknown for a type id gguf does not know."""
-    import gguf
-
-    try:
-        blck, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(t.type_id)]
-    except (ValueError, KeyError):
-        raise _Unknown(f"tensor {t.name} has type id {t.type_id}, unknown to mainline") from None
-    n = 1
-    for d in t.shape:
-        n *= d
-    if not t.shape or t.shape[0] % blck:
-        raise _Unknown(f"tensor {t.name}: row of {t.shape[:1]} elements is not whole blocks")
-    return n // blck * type_size, blck, type_size
-
-
-def _cuda_bytes(t: TensorInfo) -> tuple[int, int]:
-    nbytes, blck, type_size = _tensor_nbytes(t)
-    return cuda_alloc_bytes(nbytes, t.shape[0], blck, type_size), nbytes
-
-
 def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
-    m = _meta(header, arch)
+    m = Meta(header.metadata, arch)
     for key in _UNMODELLED_KEYS:
         if m.has(key):
-            raise _Unknown(f"{arch}: metadata {arch}.{key} means memory rules not modelled")
+            raise Unknown(f"{arch}: metadata {arch}.{key} means memory rules not modelled")
     if m.has("attention.causal") and not m.md.get(f"{arch}.attention.causal"):
-        raise _Unknown(f"{arch}: non-causal model (embedding/reranker) not modelled")
+        raise Unknown(f"{arch}: non-causal model (embedding/reranker) not modelled")
     n_layer_all = m.num("block_count")
     n_nextn = m.num("nextn_predict_layers", 0)
     n_layer = n_layer_all - n_nextn  # src/llama-hparams.cpp n_layer()
     if n_layer <= 0 or n_nextn < 0:
-        raise _Unknown(f"{arch}: block_count {n_layer_all} with {n_nextn} nextn layers")
+        raise Unknown(f"{arch}: block_count {n_layer_all} with {n_nextn} nextn layers")
     n_embd = m.num("embedding_length")
     n_head = m.per_layer("attention.head_count", n_layer_all)
     n_head_kv = m.per_layer("attention.head_count_kv", n_layer_all, default=n_head[0])
     if not n_head[0]:
-        raise _Unknown(f"{arch}: head_count of layer 0 is 0")
+        raise Unknown(f"{arch}: head_count of layer 0 is 0")
     # src/llama-model.cpp load_hparams: head dims default to n_embd / n_head(0).
     head_k = m.num("attention.key_length", n_embd // n_head[0])
     head_v = m.num("attention.value_length", n_embd // n_head[0])
@@ -278,16 +219,16 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
     rec_r = rec_s = conv_dim = d_inner = d_state = 0
     if has_ssm or m.has("attention.recurrent_layers"):
         if arch not in _GDN_HYBRIDS:
-            raise _Unknown(f"{arch}: recurrent/hybrid memory rules not modelled for this arch")
+            raise Unknown(f"{arch}: recurrent/hybrid memory rules not modelled for this arch")
         arr = m.md.get(f"{arch}.attention.recurrent_layers")
         if isinstance(arr, Sequence) and not isinstance(arr, str):
             if len(arr) != n_layer_all:
-                raise _Unknown(f"{arch}.attention.recurrent_layers has {len(arr)} entries")
+                raise Unknown(f"{arch}.attention.recurrent_layers has {len(arr)} entries")
             recurrent = [bool(v) for v in arr]
         else:
             interval = m.num("full_attention_interval", 4)
             if interval <= 0:
-                raise _Unknown(f"{arch}.full_attention_interval is {interval}")
+                raise Unknown(f"{arch}.full_attention_interval is {interval}")
             recurrent = [il < n_layer and (il + 1) % interval != 0 for il in range(n_layer_all)]
         d_conv = m.num("ssm.conv_kernel")
         d_inner = m.num("ssm.inner_size")
@@ -308,7 +249,7 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
             raw = m.md.get(f"{arch}.attention.sliding_window_pattern", pattern_default)
             if isinstance(raw, Sequence) and not isinstance(raw, str):
                 if len(raw) != n_layer_all:
-                    raise _Unknown(f"{arch}.attention.sliding_window_pattern length {len(raw)}")
+                    raise Unknown(f"{arch}.attention.sliding_window_pattern length {len(raw)}")
                 swa = [bool(v) and il < n_layer for il, v in enumerate(raw)]
             else:
                 n_pat = int(raw)
@@ -318,7 +259,7 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
                     for il in range(n_layer_all)
                 ]
     elif n_swa > 0 or m.has("attention.sliding_window_pattern"):
-        raise _Unknown(f"{arch}: sliding-window layout rules not modelled for this arch")
+        raise Unknown(f"{arch}: sliding-window layout rules not modelled for this arch")
 
     def group(il: int) -> KVGroup:
         hk = head_k_swa if swa[il] else head_k
@@ -355,7 +296,7 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
     expert_max = 0
     q_rows = {t.name: t.shape[1] for t in header.tensors if t.name.endswith(".attn_q.weight")}
     for t in header.tensors:
-        dev, nbytes = _cuda_bytes(t)
+        dev, nbytes = cuda_tensor_bytes(t)
         if t.name == "token_embd.weight":
             # llama.cpp keeps the input embedding on the host (LLM_TENSOR_LAYER_INPUT -> CPU buft);
             # a tied output (no output.weight) is a device copy of it (TENSOR_DUPLICATED).
@@ -385,7 +326,7 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
             else:
                 quant_bytes += nbytes
     if not vocab:
-        raise _Unknown("no token_embd.weight tensor")
+        raise Unknown("no token_embd.weight tensor")
 
     n_ff = max(m.per_layer("feed_forward_length", n_layer_all, default=0), default=0)
     mtp_available = n_nextn > 0 and f"blk.{n_layer_all - 1}.nextn.eh_proj.weight" in names
