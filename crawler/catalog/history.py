@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from crawler.catalog import Catalog
-from crawler.catalog.tables import Quant, QuantVersion, Repo, Scan
+from crawler.catalog.tables import File, Quant, QuantVersion, Repo, Scan
 from crawler.diff import describe_change
 from crawler.errors import UsageError
 
@@ -25,6 +25,7 @@ __all__ = [
     "NewQuant",
     "Reupload",
     "ScanRecord",
+    "VanishedFile",
     "VanishedQuant",
     "VanishedRepo",
     "changes_since",
@@ -36,6 +37,10 @@ __all__ = [
 ]
 
 _WATCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+# Files reported apart from quants when they vanish (quant files are reported as quants).
+_SIDE_FILE_KINDS = ("mmproj", "mtp_sidecar")
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -209,6 +214,25 @@ class VanishedQuant:
 
 
 @dataclass(frozen=True, slots=True)
+class VanishedFile:
+    """A GGUF file that is not a quant (a vision projector, an MTP sidecar) gone from its repo."""
+
+    repo_id: str
+    path: str
+    kind: str
+    vanished_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for ``quants changes``."""
+        return {
+            "repo": self.repo_id,
+            "path": self.path,
+            "kind": self.kind,
+            "vanished_at": iso_utc(self.vanished_at),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class VanishedRepo:
     """A repo gone from the Hub (deleted, renamed away or made private)."""
 
@@ -235,13 +259,18 @@ class ChangeReport:
     new_quants: tuple[NewQuant, ...] = ()
     reuploads: tuple[Reupload, ...] = ()
     vanished_quants: tuple[VanishedQuant, ...] = ()
+    vanished_files: tuple[VanishedFile, ...] = ()
     vanished_repos: tuple[VanishedRepo, ...] = field(default=())
 
     @property
     def empty(self) -> bool:
         """True when nothing changed."""
         return not (
-            self.new_quants or self.reuploads or self.vanished_quants or self.vanished_repos
+            self.new_quants
+            or self.reuploads
+            or self.vanished_quants
+            or self.vanished_files
+            or self.vanished_repos
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -253,6 +282,7 @@ class ChangeReport:
             "new_quants": [q.to_json() for q in self.new_quants],
             "reuploads": [q.to_json() for q in self.reuploads],
             "vanished_quants": [q.to_json() for q in self.vanished_quants],
+            "vanished_files": [f.to_json() for f in self.vanished_files],
             "vanished_repos": [r.to_json() for r in self.vanished_repos],
         }
 
@@ -371,6 +401,16 @@ def changes_since(catalog: Catalog, since: str | None = None) -> ChangeReport:
                 .order_by(Repo.repo_id, Quant.path)
             )
         ]
+        vanished_files = [
+            VanishedFile(repo_id, row.path, row.kind, utc(row.vanished_at) or start)
+            for row, repo_id in session.execute(
+                select(File, Repo.repo_id)
+                .join(Repo, File.repo_pk == Repo.id)
+                .where(File.vanished_at >= start, File.kind.in_(_SIDE_FILE_KINDS))
+                .where((Repo.vanished_at.is_(None)) | (Repo.vanished_at < start))
+                .order_by(Repo.repo_id, File.path)
+            )
+        ]
     return ChangeReport(
         since=start,
         since_scan_id=since_scan,
@@ -378,6 +418,7 @@ def changes_since(catalog: Catalog, since: str | None = None) -> ChangeReport:
         new_quants=tuple(sorted(new_quants, key=lambda q: (q.repo_id, q.path))),
         reuploads=tuple(sorted(reuploads, key=lambda q: (q.repo_id, q.path))),
         vanished_quants=tuple(vanished_quants),
+        vanished_files=tuple(vanished_files),
         vanished_repos=tuple(vanished_repos),
     )
 

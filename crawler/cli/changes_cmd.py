@@ -65,5 +65,6 @@ def _lines(report: ChangeReport) -> list[str]:
         out.append(f"re-upload  {r.repo_id}/{r.path}{label(r.quant_label)}")
         out.extend(f"             {change}" for change in r.changes)
     out.extend(f"vanished   {v.repo_id}/{v.path}" for v in report.vanished_quants)
+    out.extend(f"vanished   {f.repo_id}/{f.path} ({f.kind})" for f in report.vanished_files)
     out.extend(f"vanished   repo {g.repo_id} ({g.quants} quants)" for g in report.vanished_repos)
     return out

@@ -72,8 +72,10 @@ def _mutate(emulator: HubEmulator, cache: FileCache) -> None:
         "bartowski/google_gemma-3-12b-it-GGUF",
         Quant("google_gemma-3-12b-it-Q5_K_M.gguf", "gemma3", "Q4_K_M"),
     )
-    # A file deleted, and a whole repo deleted.
+    # Files deleted (a quant, a vision projector, an MTP sidecar), and a whole repo deleted.
     state.commit("lmstudio-community/Qwen3-8B-GGUF", delete=["Qwen3-8B-Q8_0.gguf"])
+    state.commit("unsloth/Qwen3.6-27B-GGUF", delete=["mmproj-F16.gguf"])
+    state.commit("ggml-org/Qwen3.6-27B-GGUF", delete=["mtp-Qwen3.6-27B-Q8_0.gguf"])
     state.delete_repo("unsloth/DeepSeek-V2-Lite-Chat-GGUF")
 
 
@@ -88,6 +90,7 @@ def test_changes_report_exactly_the_mutations(
     # Nothing changed yet: the latest scan's changes are every quant, all new.
     initial = cli.json("changes")
     assert initial["reuploads"] == [] and initial["vanished_quants"] == []
+    assert initial["vanished_files"] == [] and initial["vanished_repos"] == []
     assert len(initial["new_quants"]) == first["quants_analysed"]
 
     _mutate(hub, world_cache)
@@ -117,6 +120,10 @@ def test_changes_report_exactly_the_mutations(
     assert [(q["repo"], q["path"]) for q in report["vanished_quants"]] == [
         ("lmstudio-community/Qwen3-8B-GGUF", "Qwen3-8B-Q8_0.gguf")
     ]
+    assert [(f["repo"], f["path"], f["kind"]) for f in report["vanished_files"]] == [
+        ("ggml-org/Qwen3.6-27B-GGUF", "mtp-Qwen3.6-27B-Q8_0.gguf", "mtp_sidecar"),
+        ("unsloth/Qwen3.6-27B-GGUF", "mmproj-F16.gguf", "mmproj"),
+    ]
     assert [(r["repo"], r["quants"]) for r in report["vanished_repos"]] == [
         ("unsloth/DeepSeek-V2-Lite-Chat-GGUF", 2)
     ]
@@ -130,6 +137,7 @@ def test_changes_report_exactly_the_mutations(
     assert "             MTP head removed" in text
     assert "vanished   repo unsloth/DeepSeek-V2-Lite-Chat-GGUF (2 quants)" in text
     assert "vanished   lmstudio-community/Qwen3-8B-GGUF/Qwen3-8B-Q8_0.gguf" in text
+    assert "vanished   unsloth/Qwen3.6-27B-GGUF/mmproj-F16.gguf (mmproj)" in text
 
     scans = cli.json("scans")
     assert [(s["id"], s["status"], s["trigger"]) for s in scans] == [
