@@ -104,7 +104,7 @@ def test_watch_fires_once_per_new_fitting_quant(
     assert [(w["name"], w["args"], w["hits"]) for w in listed] == [("q8b", SEARCH, len(current))]
 
     # Nothing new: nothing fires.
-    cli.crawl_and_evaluate()
+    assert cli.json("watch", "run") == []
     shown = cli.json("watch", "show", "q8b")
     assert {h["reason"] for h in shown} == {"baseline"}
     lines, entries = cli.feed()
@@ -140,7 +140,6 @@ def test_watch_fires_once_per_new_fitting_quant(
     # The same quant, crawled again: not again.
     cli.crawl_and_evaluate()
     assert len(cli.feed()[0]) == 1
-    assert cli.json("watch", "run") == []
 
     # Re-uploaded under the same name with other content: an improved result, once.
     reupload(
