@@ -151,8 +151,26 @@ def record_hits(
     """Store the ``(result_key, payload)`` pairs the watch has not seen; return those.
 
     Also stamps the watch's ``last_evaluated_at``. The unique (watch, key) pair makes a result
-    fire once, even if two evaluations raced.
+    fire once: when another evaluation (``quants watch run`` beside the scheduler) recorded one
+    of the keys first, the insert fails and is redone against what that one wrote.
     """
+    pairs = list(results)
+    for _ in range(2):
+        try:
+            return _record_hits(catalog, watch_id, pairs, scan_id=scan_id, at=at)
+        except IntegrityError:
+            continue
+    return _record_hits(catalog, watch_id, pairs, scan_id=scan_id, at=at)
+
+
+def _record_hits(
+    catalog: Catalog,
+    watch_id: int,
+    results: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    scan_id: int | None,
+    at: datetime | None,
+) -> list[WatchHitRecord]:
     moment = at or datetime.now(UTC)
     fresh: list[WatchHitRecord] = []
     with catalog.session() as session:

@@ -254,3 +254,31 @@ def test_content_keys_follow_reuploads(world: World) -> None:
         ("unsloth/A-GGUF", "A-Q4_K_M.gguf"): "k1b",
         ("bart/B-GGUF", "B-Q5_K_M.gguf"): "k5",
     }
+
+
+def test_concurrent_evaluations_fire_each_result_once(world: World) -> None:
+    import threading
+
+    watch = add_watch(world.catalog, "race", ["--vram", "8"])
+    keys = [f"r/{i}@k" for i in range(12)]
+    fired: list[str] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def evaluate() -> None:
+        try:
+            barrier.wait()
+            for key in keys:
+                hits = record_hits(world.catalog, watch.id, [(key, {"k": key})], scan_id=None)
+                fired.extend(h.result_key for h in hits)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=evaluate) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sorted(fired) == sorted(keys)
+    assert get_watch(world.catalog, "race").hits == len(keys)
