@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -120,6 +120,8 @@ class HubClient:
         listing stops at the first repo last modified strictly before it: pass the previous
         watermark minus an overlap. ``limit`` caps the number of repos yielded.
         """
+        if since is not None and since.tzinfo is None:
+            since = since.replace(tzinfo=UTC)  # the Hub's times are UTC ("...Z")
         params: Params = [("filter", f) for f in filters]
         if author:
             params.append(("author", author))

@@ -80,6 +80,10 @@ def test_since_stops_the_listing_early(shared_hub, make_client):
     ]
     assert "ggml-org/Qwen3.6-27B-GGUF" in got  # exactly at the watermark: kept (overlap-safe)
     assert len(shared_hub.requests(path="/api/models")) == 3  # not all 9 pages
+    naive = [
+        r.repo_id for r in make_client(shared_hub).iter_models(since=since.replace(tzinfo=None))
+    ]
+    assert naive == got  # a naive watermark is taken as UTC
 
 
 def test_discover_merges_queries_once_per_repo(shared_hub, make_client):
