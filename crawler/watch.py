@@ -142,7 +142,7 @@ def evaluate_watches(
         known = watches.known_keys(catalog, watch.id)
         known_stems = {_stem(k) for k in known}
         fresh = [
-            (key, {**payload, "reason": "reupload" if _stem(key) in known_stems else "new"})
+            (key, _news(catalog, payload, reupload=_stem(key) in known_stems))
             for key, payload in results
             if key not in known
         ]
@@ -155,6 +155,16 @@ def evaluate_watches(
     recent = watches.recent_hits(catalog, limit=FEED_ENTRIES)
     write_atom(feed_paths(settings)[0], recent, endpoint=settings.hf_endpoint)
     return fired
+
+
+def _news(catalog: Catalog, payload: dict[str, Any], *, reupload: bool) -> dict[str, Any]:
+    """The feed payload: the search result, why it fired, and for a re-upload what changed."""
+    if not reupload:
+        return {**payload, "reason": "new"}
+    from crawler.catalog.history import latest_changes
+
+    changes = latest_changes(catalog, str(payload.get("repo")), str(payload.get("path")))
+    return {**payload, "reason": "reupload", "changes": list(changes)}
 
 
 def evaluate_after_scan(settings: Settings, summary: Any) -> list[WatchHitRecord]:
@@ -194,6 +204,9 @@ def _entry_summary(hit: WatchHitRecord) -> str:
         for k in ("size_bytes", "total_bytes", "margin_bytes", "max_ctx", "quality", "tok_s")
         if p.get(k) is not None
     ]
+    changes = p.get("changes")
+    if isinstance(changes, list) and changes:
+        parts.append("changed: " + "; ".join(str(c) for c in changes))
     if p.get("command"):
         parts.append(f"command: {p['command']}")
     return "\n".join(parts)

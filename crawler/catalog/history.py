@@ -30,6 +30,7 @@ __all__ = [
     "VanishedRepo",
     "changes_since",
     "iso_utc",
+    "latest_changes",
     "list_scans",
     "parse_since",
     "resolve_since",
@@ -463,3 +464,22 @@ def _new_and_reuploaded(
                 )
             )
     return new_quants, reuploads
+
+
+def latest_changes(catalog: Catalog, repo_id: str, path: str) -> tuple[str, ...]:
+    """What the latest re-upload of quant ``repo_id``/``path`` changed (empty if never)."""
+    with catalog.session() as session:
+        versions = session.scalars(
+            select(QuantVersion)
+            .join(Quant, QuantVersion.quant_id == Quant.id)
+            .join(Repo, Quant.repo_pk == Repo.id)
+            .where(Repo.repo_id == repo_id, Quant.path == path)
+            .order_by(QuantVersion.id.desc())
+            .limit(2)
+        ).all()
+    if len(versions) < 2:
+        return ()
+    new, old = versions
+    return tuple(
+        describe_change(old.profile, new.profile, old_size=old.size_bytes, new_size=new.size_bytes)
+    )

@@ -157,7 +157,11 @@ def test_watch_fires_once_per_new_fitting_quant(
         ("bartowski/Qwen_Qwen3-8B-GGUF", "reupload"),
     ]
     assert lines[0]["key"] != lines[1]["key"]
+    # A re-upload says what it changed (Q4_K_M-like -> Q8_0 weights: attention too).
+    assert lines[1]["changes"][0].startswith("attention ")
+    assert any(c.startswith("size ") for c in lines[1]["changes"])
     assert len(entries) == 2
+    assert "changed: attention " in (entries[0].findtext(f"{ATOM}content") or "")
     shown = cli.json("watch", "show", "q8b")
     assert [h["reason"] for h in shown[:2]] == ["reupload", "new"]
     table = cli.run("watch", "show", "q8b").stdout

@@ -282,3 +282,15 @@ def test_concurrent_evaluations_fire_each_result_once(world: World) -> None:
     assert errors == []
     assert sorted(fired) == sorted(keys)
     assert get_watch(world.catalog, "race").hits == len(keys)
+
+
+def test_latest_changes_of_a_quant(world: World) -> None:
+    from crawler.catalog.history import latest_changes
+
+    _two_scans(world)
+    assert latest_changes(world.catalog, "unsloth/A-GGUF", "A-Q4_K_M.gguf") == (
+        "attention MXFP4 -> Q8_0",
+        "size 100 B -> 150 B (+50 B)",
+    )
+    assert latest_changes(world.catalog, "bart/B-GGUF", "B-Q4_K_M.gguf") == ()
+    assert latest_changes(world.catalog, "no/such", "x.gguf") == ()

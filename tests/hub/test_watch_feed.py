@@ -91,6 +91,7 @@ def test_baseline_then_fire_once_then_reupload(env) -> None:
     assert [(h.result_key, h.payload["reason"]) for h in fired] == [
         ("u/A-GGUF:A-Q4_K_M.gguf@k1b", "reupload")
     ]
+    assert fired[0].payload["changes"] == []  # no analysed versions in this test's catalog
     assert evaluate_watches(settings, catalog, scan_id=None, search=search) == []
     assert get_watch(catalog, "w24").hits == 3
     assert [h.payload["reason"] for h in list_hits(catalog, "w24")] == [
