@@ -62,6 +62,12 @@ _UNMODELLED_KEYS = (
 _FLOAT_TYPES = frozenset({0, 1, 30})  # F32, F16, BF16: matmuls take the cuBLAS path on CUDA
 
 
+#: src/llama-hparams.h ``LLAMA_MAX_LAYERS``: llama.cpp keeps per-layer hparams in arrays of this
+#: size and refuses to load a model with more blocks (found by fuzz/header.py: a mutated
+#: block_count of 2.5M took 11 s here).
+LLAMA_MAX_LAYERS = 512
+
+
 @dataclass(frozen=True, slots=True)
 class KVGroup:
     """``count`` layers whose K rows hold ``k_width`` and V rows ``v_width`` elements per token.
@@ -201,6 +207,9 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
     n_layer = n_layer_all - n_nextn  # src/llama-hparams.cpp n_layer()
     if n_layer <= 0 or n_nextn < 0:
         raise Unknown(f"{arch}: block_count {n_layer_all} with {n_nextn} nextn layers")
+    if n_layer_all > LLAMA_MAX_LAYERS:
+        # Per-layer lists below are block_count long: a hostile count must not cost CPU/memory.
+        raise Unknown(f"{arch}: block_count {n_layer_all} exceeds llama.cpp's {LLAMA_MAX_LAYERS}")
     n_embd = m.num("embedding_length")
     n_head = m.per_layer("attention.head_count", n_layer_all)
     n_head_kv = m.per_layer("attention.head_count_kv", n_layer_all, default=n_head[0])
