@@ -41,6 +41,8 @@ class RequestRecord:
     user_agent: str | None
     fault: str | None
     at: float
+    #: Arrival order: the log is sorted by it (responses may finish in another order).
+    seq: int = 0
 
     @property
     def params(self) -> list[tuple[str, str]]:
@@ -94,13 +96,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         emu = self.server.emulator
-        emu.begin()
+        seq = emu.begin()
         try:
-            self._answer(emu, method)
+            self._answer(emu, method, seq)
         finally:
             emu.end()
 
-    def _answer(self, emu: HubEmulator, method: str) -> None:
+    def _answer(self, emu: HubEmulator, method: str, seq: int) -> None:
         origin = self.server.origin
         split = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
@@ -118,6 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
             "user_agent": self.headers.get("User-Agent"),
             "fault": fault.kind if fault else None,
             "at": time.monotonic(),
+            "seq": seq,
         }
         if emu.latency_s:
             time.sleep(emu.latency_s)
@@ -221,6 +224,7 @@ class HubEmulator:
         self._log_lock = threading.Lock()
         self._idle = threading.Condition()
         self._in_flight = 0
+        self._arrivals = 0
         self._servers: list[_Server] = []
         self._threads: list[threading.Thread] = []
         self._secret = b"emulator-cdn-secret"
@@ -270,8 +274,7 @@ class HubEmulator:
         Waits (up to 2 s) for requests still being answered, e.g. a slow body the previous test
         walked away from, so they do not land in the next test's log.
         """
-        with self._idle:
-            self._idle.wait_for(lambda: self._in_flight == 0, timeout=2.0)
+        self._wait_idle()
         self.faults.clear()
         self.clear_log()
         self.max_page_size = 1000
@@ -285,10 +288,12 @@ class HubEmulator:
 
     # --- request log --------------------------------------------------------------------------
 
-    def begin(self) -> None:
-        """A request starts (the handler calls this)."""
+    def begin(self) -> int:
+        """A request arrives (the handler calls this); returns its arrival number."""
         with self._idle:
             self._in_flight += 1
+            self._arrivals += 1
+            return self._arrivals
 
     def end(self) -> None:
         """A request is answered and logged."""
@@ -302,9 +307,15 @@ class HubEmulator:
             self._log.append(rec)
 
     def clear_log(self) -> None:
-        """Empty the request log."""
+        """Empty the request log (after the requests still being answered are logged)."""
+        self._wait_idle()
         with self._log_lock:
             self._log.clear()
+
+    def _wait_idle(self) -> None:
+        # A client can hold the last byte of a response before the server has logged it.
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=2.0)
 
     def requests(
         self,
@@ -316,13 +327,11 @@ class HubEmulator:
     ) -> list[RequestRecord]:
         """Logged requests, filtered; ``path`` is a substring of the (raw) path.
 
-        Waits (up to 2 s) for requests still being answered: a client can hold the last byte of
-        a response before the server has logged it.
+        Waits (up to 2 s) for requests still being answered; in arrival order.
         """
-        with self._idle:
-            self._idle.wait_for(lambda: self._in_flight == 0, timeout=2.0)
+        self._wait_idle()
         with self._log_lock:
-            log = list(self._log)
+            log = sorted(self._log, key=lambda r: r.seq)
         return [
             r
             for r in log
