@@ -281,6 +281,9 @@ class SearchOutcome:
     invalid_config: int  # llama.cpp would refuse the configuration for this file
     too_big: int  # estimated total above the budget
     smallest_total: int | None  # the smallest estimate among the too-big ones
+    #: Candidates never estimated because none of them could rank above the results
+    #: (:data:`EARLY_STOP_SORTS`); ``fitting`` and ``too_big`` then count the estimated ones.
+    unevaluated: int = 0
 
 
 def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
@@ -418,6 +421,17 @@ def sort_key(key: str) -> Callable[[Ranked], tuple[Any, ...]]:
     return k
 
 
+#: Sort keys whose value is known before the memory estimate (quality comes from the profile).
+#: With these, candidates are estimated best-first and ranking stops once ``limit`` results fit
+#: and no candidate left can rank higher: most of a large catalog is never estimated.
+EARLY_STOP_SORTS = ("quality", "size", "downloads", "updated")
+#: Largest step of candidates materialized and estimated at once; the first step is ``limit``
+#: (likely the whole answer), then steps double.
+_MAX_BATCH = 256
+
+Materialize = Callable[[Sequence[Candidate]], Sequence[Candidate]]
+
+
 def rank_candidates(
     candidates: Iterable[Candidate],
     budget: Budget,
@@ -427,51 +441,69 @@ def rank_candidates(
     sort: str = "quality",
     limit: int | None = 20,
     siblings: Callable[[Sequence[str]], Mapping[str, Sequence[str]]] | None = None,
+    materialize: Materialize | None = None,
 ) -> SearchOutcome:
     """Filter, estimate, sort. A result's ``estimate.total`` never exceeds ``budget.device_bytes``.
 
     ``max_ctx`` is computed for the returned rows (for every fitting row with ``sort="ctx"``),
     since it costs ~20 estimates per quant. ``siblings(repo_ids)`` maps the returned rows' repos
     to their files, for the ``-hf`` choice (default: each candidate's ``sibling_paths``).
+    ``materialize(batch)`` completes candidates whose coefficients were loaded partially (only
+    ``status``, ``n_expert``, ``n_expert_used``, ``n_embd``, ``n_vocab``, ``mtp_available``), so
+    the catalog parses coefficients only for the candidates actually estimated.
     """
     if sort not in SORT_KEYS:
         raise UsageError(f"--sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
     spec = spec.validated()
     filters = filters or Filters()
+    accepted = [c for c in candidates if filters.accepts(c)]
+    early = limit is not None and sort in EARLY_STOP_SORTS
+    qualities: dict[int, QualityEstimate | None] = {}
+    if early or sort == "quality":
+        qualities = {c.quant_id: _quality(c) for c in accepted}
+    if early:
+        pre = {c.quant_id: _pre_key(sort, c, qualities) for c in accepted}
+        accepted.sort(key=lambda c: (pre[c.quant_id], c.repo_id, c.path))
     fitting: list[Ranked] = []
-    considered = unknown = invalid = too_big = 0
+    unknown = invalid = too_big = evaluated = 0
     smallest: int | None = None
-    for c in candidates:
-        if not filters.accepts(c):
-            continue
-        considered += 1
-        if c.coefficients.status != "ok":
-            unknown += 1
-            continue
-        try:
-            cfg, est = _evaluate(c, spec, budget)
-        except EstimateError:
-            invalid += 1
-            continue
-        if cfg is None:
-            too_big += 1
-            if est is not None and (smallest is None or est.total < smallest):
-                smallest = est.total
-            continue
-        assert est is not None
-        fitting.append(
-            Ranked(
-                rank=0,
-                candidate=c,
-                config=cfg,
-                estimate=est,
-                margin_bytes=budget.device_bytes - est.total,
-                max_ctx=None,
-                quality=_quality(c),
-                speed=_speed(c, est, budget),
-                command="",
+    start, step = 0, max(limit or 0, 1)
+    while start < len(accepted):
+        batch = accepted[start : start + step]
+        start, step = start + len(batch), min(step * 2, _MAX_BATCH)
+        if early and limit is not None and len(fitting) >= limit:
+            worst = sorted(pre[r.candidate.quant_id] for r in fitting)[limit - 1]
+            if pre[batch[0].quant_id] > worst:
+                break  # sorted: nothing left can rank above the current top `limit`
+        for c in materialize(batch) if materialize is not None else batch:
+            evaluated += 1
+            if c.coefficients.status != "ok":
+                unknown += 1
+                continue
+            try:
+                cfg, est = _evaluate(c, spec, budget)
+            except EstimateError:
+                invalid += 1
+                continue
+            if cfg is None:
+                too_big += 1
+                if est is not None and (smallest is None or est.total < smallest):
+                    smallest = est.total
+                continue
+            assert est is not None
+            fitting.append(
+                Ranked(
+                    rank=0,
+                    candidate=c,
+                    config=cfg,
+                    estimate=est,
+                    margin_bytes=budget.device_bytes - est.total,
+                    max_ctx=None,
+                    quality=qualities[c.quant_id] if c.quant_id in qualities else _quality(c),
+                    speed=_speed(c, est, budget),
+                    command="",
+                )
             )
-        )
     if sort == "ctx":
         fitting = [_with_max_ctx(r, budget, spec) for r in fitting]
     fitting.sort(key=sort_key(sort))
@@ -485,13 +517,33 @@ def rank_candidates(
         results.append(_finish(r, i, spec, budget, paths))
     return SearchOutcome(
         results=tuple(results),
-        considered=considered,
+        considered=len(accepted),
         fitting=len(fitting),
         unknown_memory=unknown,
         invalid_config=invalid,
         too_big=too_big,
         smallest_total=smallest,
+        unevaluated=len(accepted) - evaluated,
     )
+
+
+def _pre_key(
+    sort: str, c: Candidate, qualities: Mapping[int, QualityEstimate | None]
+) -> tuple[int, float]:
+    """The primary sort value known before estimating (same encoding as :func:`_sort_value`)."""
+    value: float | None
+    if sort == "quality":
+        q = qualities.get(c.quant_id)
+        value = q.score if q else None
+    elif sort == "size":
+        value = float(c.size_bytes)
+    elif sort == "downloads":
+        value = float(c.downloads) if c.downloads is not None else None
+    else:  # updated
+        value = c.last_modified.timestamp() if c.last_modified else None
+    if value is None or math.isnan(value):
+        return (1, 0.0)
+    return (0, -value)
 
 
 def _with_max_ctx(r: Ranked, budget: Budget, spec: RunSpec) -> Ranked:

@@ -83,14 +83,20 @@ def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
 
 def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
     """Run one search; NothingFits when no candidate fits (the message says why)."""
-    from crawler.catalog.candidates import load_candidates, sibling_lookup
+    from crawler.catalog.candidates import load_candidates, materializer, sibling_lookup
+    from crawler.rank import EARLY_STOP_SORTS
 
     started = time.perf_counter()
     budget, match = resolve_budget(req)
     spec = req.spec.validated()
     if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
         raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
-    found = load_candidates(catalog, spec, budget, req.filters)
+    # Sorts known before the estimate rank best-first and stop early: parse coefficients only
+    # for the candidates actually estimated (crawler.rank.EARLY_STOP_SORTS).
+    lazy = req.sort in EARLY_STOP_SORTS
+    found = load_candidates(
+        catalog, spec, budget, req.filters, partial=lazy, groups=not lazy or req.sort == "quality"
+    )
     outcome = rank_candidates(
         found.candidates,
         budget,
@@ -99,6 +105,7 @@ def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
         sort=req.sort,
         limit=req.limit,
         siblings=sibling_lookup(catalog),
+        materialize=materializer(catalog) if lazy else None,
     )
     result = SearchResult(
         request=req,
@@ -224,6 +231,7 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "too_big": o.too_big + res.prefiltered_out,
             "unknown_memory": res.unknown_memory,
             "invalid_config": o.invalid_config,
+            "unevaluated": o.unevaluated,
         },
         "results": [result_json(r) for r in o.results],
     }

@@ -16,6 +16,7 @@ ORM rows never leave this module.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ __all__ = [
     "Comparison",
     "load_candidates",
     "load_comparison",
+    "materializer",
     "sibling_lookup",
 ]
 
@@ -120,9 +122,20 @@ def _aware(value: datetime | None) -> datetime | None:
 
 
 def load_candidates(
-    catalog: Catalog, spec: RunSpec, budget: Budget, filters: Filters
+    catalog: Catalog,
+    spec: RunSpec,
+    budget: Budget,
+    filters: Filters,
+    *,
+    partial: bool = False,
+    groups: bool = True,
 ) -> CandidateSet:
-    """Candidates that pass the filters and may fit (exact fit is decided by ranking)."""
+    """Candidates that pass the filters and may fit (exact fit is decided by ranking).
+
+    ``partial``: coefficients hold only what ranking needs before estimating (status, expert
+    counts, n_embd, n_vocab, mtp_available; read with SQL JSON functions); :func:`materializer`
+    completes them. ``groups=False`` leaves tensor groups to :func:`materializer` as well.
+    """
     q, r, m = Quant, Repo, MemoryModel
     base_model = func.coalesce(q.base_model, r.base_model)
     where = _filter_clauses(filters)
@@ -147,7 +160,7 @@ def load_candidates(
         r.downloads,
         r.likes,
         r.last_modified,
-        cast(m.coefficients, Text),
+        *(_partial_columns() if partial else (cast(m.coefficients, Text),)),
     )
     bound = _bound_clause(spec, budget)
     joined = select(*columns).join(r, r.id == q.repo_pk).join(m, m.quant_id == q.id)
@@ -169,10 +182,21 @@ def load_candidates(
             rows = [
                 row for row in rows if matcher.matches_names(row[1], row[6], row[2], row[4], row[5])
             ]
-        groups = _load_groups(s, [row[0] for row in rows])
+        found_groups = _load_groups(s, [row[0] for row in rows]) if groups else {}
     out = []
     for row in rows:
-        coefficients = MemoryCoefficients.from_json(json.loads(row[20] or "{}"))
+        if partial:
+            n_expert, n_used, n_embd, n_vocab, mtp = row[20:25]
+            coefficients = MemoryCoefficients(
+                status="ok",
+                n_expert=int(n_expert or 0),
+                n_expert_used=int(n_used or 0),
+                n_embd=int(n_embd or 0),
+                n_vocab=int(n_vocab or 0),
+                mtp_available=bool(mtp),
+            )
+        else:
+            coefficients = MemoryCoefficients.from_json(json.loads(row[20] or "{}"))
         out.append(
             Candidate(
                 quant_id=row[0],
@@ -196,7 +220,7 @@ def load_candidates(
                 likes=row[18],
                 last_modified=_aware(row[19]),
                 coefficients=coefficients,
-                groups=groups.get(row[0], ()),
+                groups=found_groups.get(row[0], ()),
             )
         )
     return CandidateSet(
@@ -204,6 +228,44 @@ def load_candidates(
         prefiltered_out=counts.get("too_big", 0),
         unknown_memory=counts.get("unknown", 0),
     )
+
+
+def _partial_columns() -> tuple[ColumnElement[Any], ...]:
+    c = MemoryModel.coefficients
+    return (
+        c["n_expert"].as_integer(),
+        c["n_expert_used"].as_integer(),
+        c["n_embd"].as_integer(),
+        c["n_vocab"].as_integer(),
+        c["mtp_available"].as_boolean(),
+    )
+
+
+def materializer(catalog: Catalog) -> Callable[[Sequence[Candidate]], list[Candidate]]:
+    """Complete partial candidates (full coefficients, tensor groups) with two queries a batch."""
+
+    def complete(batch: Sequence[Candidate]) -> list[Candidate]:
+        ids = [c.quant_id for c in batch]
+        with catalog.session() as s:
+            text = dict(
+                s.execute(
+                    select(MemoryModel.quant_id, cast(MemoryModel.coefficients, Text)).where(
+                        MemoryModel.quant_id.in_(ids)
+                    )
+                ).all()
+            )
+            missing = [c.quant_id for c in batch if not c.groups]
+            found = _load_groups(s, missing) if missing else {}
+        return [
+            dataclasses.replace(
+                c,
+                coefficients=MemoryCoefficients.from_json(json.loads(text.get(c.quant_id) or "{}")),
+                groups=c.groups or found.get(c.quant_id, ()),
+            )
+            for c in batch
+        ]
+
+    return complete
 
 
 def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:

@@ -261,10 +261,13 @@ def _render(res: SearchResult) -> str:
 
 def _footer(res: SearchResult) -> str:
     o = res.outcome
+    fit = f"{o.fitting}" if not o.unevaluated else f">= {o.fitting}"
     parts = [
-        f"{o.fitting} of {o.considered + res.prefiltered_out} candidates fit; "
+        f"{fit} of {o.considered + res.prefiltered_out} candidates fit; "
         f"showing {len(o.results)} by {res.request.sort} ({res.seconds * 1000:.0f} ms)"
     ]
+    if o.unevaluated:
+        parts.append(f"{o.unevaluated} not estimated: none of them could rank higher")
     if res.unknown_memory:
         parts.append(f"{res.unknown_memory} skipped: memory rules not modelled")
     parts.append(

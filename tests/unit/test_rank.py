@@ -250,7 +250,11 @@ def test_unknown_sort_key_is_a_usage_error():
 def test_limit_keeps_the_best():
     cands = [candidate(i, f"Q{i}", 8.0 + i, ffn_bits=3 + i * 0.5) for i in range(6)]
     out = rank_candidates(cands, Budget.from_gib(48), RunSpec(ctx=8192), limit=2)
-    assert len(out.results) == 2 and out.fitting == 6
+    assert len(out.results) == 2
+    # sorted by quality before estimating: the 4 others could not rank higher, never estimated
+    assert out.fitting == 2 and out.unevaluated == 4
+    full = rank_candidates(cands, Budget.from_gib(48), RunSpec(ctx=8192), limit=None)
+    assert full.fitting == 6 and full.unevaluated == 0
     assert [r.candidate.quant_id for r in out.results] == [5, 4]
 
 
@@ -352,3 +356,28 @@ def test_no_result_ever_exceeds_the_budget_and_none_that_fits_is_missed(
                 assert (
                     lower_bound_bytes(c.coefficients, spec) <= estimate(c.coefficients, cfg).total
                 )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cands=_cands(),
+    vram=st.floats(4.0, 80.0),
+    sort=st.sampled_from(SORT_KEYS),
+    limit=st.integers(1, 4),
+)
+def test_early_stop_returns_the_same_top_rows_as_a_full_ranking(cands, vram, sort, limit):
+    # materialize() sees only the candidates that are estimated; the answer must not change.
+    seen: list[int] = []
+
+    def materialize(batch):
+        seen.extend(c.quant_id for c in batch)
+        return batch
+
+    budget = Budget.from_gib(vram, bandwidth_gb_s=900)
+    spec = RunSpec(ctx=32768)
+    full = rank_candidates(cands, budget, spec, sort=sort, limit=None)
+    lazy = rank_candidates(cands, budget, spec, sort=sort, limit=limit, materialize=materialize)
+    assert [r.candidate.quant_id for r in lazy.results] == [
+        r.candidate.quant_id for r in full.results[:limit]
+    ]
+    assert lazy.unevaluated == len(cands) - len(seen)
