@@ -206,6 +206,11 @@ class Catalog:
         cfg = self._alembic_config()
         try:
             with self.engine.begin() as conn:
+                if conn.dialect.name == "sqlite":
+                    # pysqlite begins transactions only before DML, so each CREATE would commit
+                    # on its own and a crash mid-migration would leave a half-made schema that
+                    # no later open can migrate (found by test_crash_safety). One transaction.
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
         except DBAPIError as exc:
