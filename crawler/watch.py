@@ -161,7 +161,7 @@ def _news(catalog: Catalog, payload: dict[str, Any], *, reupload: bool) -> dict[
     """The feed payload: the search result, why it fired, and for a re-upload what changed."""
     if not reupload:
         return {**payload, "reason": "new"}
-    from crawler.catalog.history import latest_changes
+    from crawler.catalog.changes import latest_changes
 
     changes = latest_changes(catalog, str(payload.get("repo")), str(payload.get("path")))
     return {**payload, "reason": "reupload", "changes": list(changes)}

@@ -9,7 +9,7 @@ import typer
 from crawler.cli._app import DbOpt, JsonOpt, app
 
 if TYPE_CHECKING:
-    from crawler.catalog.history import ChangeReport
+    from crawler.catalog.changes import ChangeReport
 
 
 @app.command()
@@ -29,7 +29,8 @@ def changes(
 ) -> None:
     """What changed in the catalog: new quants, re-uploads under the same name, vanished ones."""
     from crawler.catalog import Catalog
-    from crawler.catalog.history import changes_since, iso_utc
+    from crawler.catalog.changes import changes_since
+    from crawler.catalog.history import iso_utc
     from crawler.cli._output import print_json, safe_text
     from crawler.config import Settings
 

@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import select
 
 from crawler.catalog import Catalog
-from crawler.catalog.history import changes_since, list_scans, parse_since
+from crawler.catalog.changes import changes_since
+from crawler.catalog.history import list_scans, parse_since
 from crawler.catalog.tables import Quant, QuantVersion, Repo, Scan
 from crawler.catalog.watches import (
     add_watch,
@@ -285,7 +286,7 @@ def test_concurrent_evaluations_fire_each_result_once(world: World) -> None:
 
 
 def test_latest_changes_of_a_quant(world: World) -> None:
-    from crawler.catalog.history import latest_changes
+    from crawler.catalog.changes import latest_changes
 
     _two_scans(world)
     assert latest_changes(world.catalog, "unsloth/A-GGUF", "A-Q4_K_M.gguf") == (
