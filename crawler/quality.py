@@ -45,6 +45,7 @@ __all__ = [
     "calibration_report",
     "estimate_quality",
     "kld_from_bits",
+    "score_from_sums",
 ]
 
 #: Noise-weight prior per group, relative to a dense FFN matrix (1.0). Why each value:
@@ -303,11 +304,7 @@ def estimate_quality(x: QualityInputs) -> QualityEstimate | None:
     if total_w <= 0:
         return None
     noise = sum(w * n for _, w, n in weighted) / total_w
-    b_eff = -0.5 * math.log2(noise)
-    kld = kld_from_bits(b_eff)
-    retention = _retention(kld)
-    eff_params = math.sqrt(params * active) if x.n_expert > 0 else params
-    cap = capability(eff_params)
+    b_eff, kld, retention, eff_params, cap = _finish(noise, params, active, x.n_expert > 0)
     shares: dict[str, float] = {}
     for name, w, n in weighted:
         shares[name] = shares.get(name, 0.0) + w * n / (noise * total_w)
@@ -321,6 +318,31 @@ def estimate_quality(x: QualityInputs) -> QualityEstimate | None:
         capability=cap,
         noise_share=tuple(sorted(shares.items(), key=lambda kv: -kv[1])),
     )
+
+
+def _finish(
+    noise: float, params: float, active: float, moe: bool
+) -> tuple[float, float, float, float, float]:
+    """(b_eff, kld, retention, P_eff, capability) from the weighted noise and parameter sums."""
+    b_eff = -0.5 * math.log2(noise)
+    kld = kld_from_bits(b_eff)
+    eff_params = math.sqrt(params * active) if moe else params
+    return b_eff, kld, _retention(kld), eff_params, capability(eff_params)
+
+
+def score_from_sums(
+    noise_weighted: float, weight: float, params: float, active: float, moe: bool
+) -> float | None:
+    """The score :func:`estimate_quality` gives, from the four sums it builds over the groups.
+
+    ``noise_weighted`` = sum of ``w_g 2^(-2 b_g)``, ``weight`` = sum of ``w_g``, ``params`` and
+    ``active`` = parameter sums (MTP excluded). The catalog computes these sums in SQL so that a
+    large candidate set is ordered by quality without loading its tensor groups.
+    """
+    if weight <= 0 or noise_weighted <= 0:
+        return None
+    *_, retention, _p, cap = _finish(noise_weighted / weight, params, active, moe)
+    return 100.0 * cap * retention
 
 
 # --- calibration report ----------------------------------------------------------------------

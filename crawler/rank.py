@@ -149,6 +149,9 @@ class Candidate:
     groups: tuple[GroupStats, ...] = ()
     #: Other model paths of the same repo, to tell whether ``-hf repo:LABEL`` picks this file.
     sibling_paths: tuple[str, ...] = ()
+    #: The quality score computed by the catalog (``quality.score_from_sums`` over SQL sums)
+    #: when ``groups`` were not loaded; ranking orders by it before estimating.
+    quality_hint: float | None = None
 
     def group(self, name: str) -> GroupStats | None:
         """The named group, if the profile has it."""
@@ -499,7 +502,7 @@ def rank_candidates(
                     estimate=est,
                     margin_bytes=budget.device_bytes - est.total,
                     max_ctx=None,
-                    quality=qualities[c.quant_id] if c.quant_id in qualities else _quality(c),
+                    quality=qualities.get(c.quant_id) or _quality(c),
                     speed=_speed(c, est, budget),
                     command="",
                 )
@@ -534,7 +537,7 @@ def _pre_key(
     value: float | None
     if sort == "quality":
         q = qualities.get(c.quant_id)
-        value = q.score if q else None
+        value = q.score if q else c.quality_hint
     elif sort == "size":
         value = float(c.size_bytes)
     elif sort == "downloads":

@@ -95,7 +95,13 @@ def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
     # for the candidates actually estimated (crawler.rank.EARLY_STOP_SORTS).
     lazy = req.sort in EARLY_STOP_SORTS
     found = load_candidates(
-        catalog, spec, budget, req.filters, partial=lazy, groups=not lazy or req.sort == "quality"
+        catalog,
+        spec,
+        budget,
+        req.filters,
+        partial=lazy,
+        groups=not lazy,
+        quality_sums=lazy and req.sort == "quality",
     )
     outcome = rank_candidates(
         found.candidates,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Text, and_, case, cast, func, literal, or_, select
+from sqlalchemy import Float, Text, and_, case, cast, func, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from crawler.catalog import Catalog
@@ -129,13 +129,19 @@ def load_candidates(
     *,
     partial: bool = False,
     groups: bool = True,
+    quality_sums: bool = False,
 ) -> CandidateSet:
     """Candidates that pass the filters and may fit (exact fit is decided by ranking).
 
     ``partial``: coefficients hold only what ranking needs before estimating (status, expert
     counts, n_embd, n_vocab, mtp_available; read with SQL JSON functions); :func:`materializer`
-    completes them. ``groups=False`` leaves tensor groups to :func:`materializer` as well.
+    completes them. ``groups=False`` leaves tensor groups to :func:`materializer` as well;
+    ``quality_sums`` then computes each candidate's quality score in SQL
+    (:func:`crawler.quality.score_from_sums`) so ranking can order by it. Falls back to loading
+    the groups when the database has no ``power()`` (SQLite built without math functions).
     """
+    if quality_sums and not groups and not _has_math(catalog):
+        groups = True
     q, r, m = Quant, Repo, MemoryModel
     base_model = func.coalesce(q.base_model, r.base_model)
     where = _filter_clauses(filters)
@@ -183,6 +189,10 @@ def load_candidates(
                 row for row in rows if matcher.matches_names(row[1], row[6], row[2], row[4], row[5])
             ]
         found_groups = _load_groups(s, [row[0] for row in rows]) if groups else {}
+        hints: dict[int, float | None] = {}
+        if quality_sums and not groups:
+            ids = select(q.id).join(r, r.id == q.repo_pk).join(m, m.quant_id == q.id)
+            hints = _quality_hints(s, ids.where(and_(*where, m.status == "ok", bound)))
     out = []
     for row in rows:
         if partial:
@@ -221,6 +231,7 @@ def load_candidates(
                 last_modified=_aware(row[19]),
                 coefficients=coefficients,
                 groups=found_groups.get(row[0], ()),
+                quality_hint=hints.get(row[0]),
             )
         )
     return CandidateSet(
@@ -228,6 +239,65 @@ def load_candidates(
         prefiltered_out=counts.get("too_big", 0),
         unknown_memory=counts.get("unknown", 0),
     )
+
+
+def _has_math(catalog: Catalog) -> bool:
+    """True when SQL ``power()`` exists (PostgreSQL; SQLite >= 3.35 built with math functions)."""
+    try:
+        with catalog.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT power(2.0, 1.0)")
+        return True
+    except Exception:
+        return False
+
+
+def _quality_hints(s: Any, ids: Any) -> dict[int, float | None]:
+    """Quality score per quant from four SQL sums over its tensor groups (crawler.quality)."""
+    from crawler.quality import SENSITIVITY, score_from_sums
+
+    tg, c = TensorGroup, MemoryModel.coefficients
+    n_exp, used = c["n_expert"].as_float(), c["n_expert_used"].as_float()
+    embd, vocab = c["n_embd"].as_float(), c["n_vocab"].as_float()
+    n_params = cast(tg.n_params, Float)
+    # quality._active_params: routed experts count n_used / n_expert, the input embedding one
+    # n_embd x n_embd matrix; everything else all its parameters.
+    active = case(
+        (
+            and_(tg.group_name == "ffn_exps", n_exp > 0),
+            n_params * case((used >= 1, used), else_=1.0) / n_exp,
+        ),
+        (
+            and_(tg.group_name == "token_embd", embd > 0, vocab > 0),
+            case((n_params < embd * embd, n_params), else_=embd * embd),
+        ),
+        else_=n_params,
+    )
+    sens = case(*((tg.group_name == g, v) for g, v in SENSITIVITY.items()), else_=1.0)
+    bits = case(
+        (tg.bpw.is_not(None), cast(tg.bpw, Float)),
+        (and_(tg.n_params > 0, tg.n_bytes > 0), cast(tg.n_bytes, Float) * 8.0 / n_params),
+    )
+    valid = and_(tg.group_name != "mtp", tg.n_params > 0)
+    noisy = and_(valid, bits.is_not(None), sens > 0)
+    stmt = (
+        select(
+            tg.quant_id,
+            func.sum(case((noisy, sens * active * func.power(2.0, -2.0 * bits)), else_=0.0)),
+            func.sum(case((noisy, sens * active), else_=0.0)),
+            func.sum(case((valid, n_params), else_=0.0)),
+            func.sum(case((valid, active), else_=0.0)),
+            func.max(n_exp),
+        )
+        .join(MemoryModel, MemoryModel.quant_id == tg.quant_id)
+        .where(tg.quant_id.in_(ids.scalar_subquery()))
+        .group_by(tg.quant_id)
+    )
+    return {
+        qid: score_from_sums(
+            float(num or 0), float(den or 0), float(p or 0), float(a or 0), (ne or 0) > 0
+        )
+        for qid, num, den, p, a, ne in s.execute(stmt).all()
+    }
 
 
 def _partial_columns() -> tuple[ColumnElement[Any], ...]:
