@@ -66,8 +66,8 @@ def resolve_query(arg: str) -> NamedQuery:
             if query.name == stem:
                 return query
     path = Path(arg)
-    if arg.endswith(".sql") or (len(arg) < 4096 and "\n" not in arg and path.is_file()):
-        if not path.is_file():
+    if arg.endswith(".sql") or (len(arg) < 4096 and "\n" not in arg and _is_file(path)):
+        if not _is_file(path):
             raise UsageError(f"no shipped query or file named {arg!r} (see `quants sql --list`)")
         if path.stat().st_size > _MAX_SQL_FILE_BYTES:
             raise UsageError(f"{arg} is larger than {_MAX_SQL_FILE_BYTES} bytes")
@@ -75,6 +75,15 @@ def resolve_query(arg: str) -> NamedQuery:
     if not arg.strip():
         raise UsageError("empty query")
     return parse_query("<sql>", arg)
+
+
+def _is_file(path: Path) -> bool:
+    # One-line SQL longer than NAME_MAX (255) makes stat() fail with ENAMETOOLONG, which
+    # Path.is_file() re-raises (found by test_concurrency): such text is SQL, not a file.
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def bind_params(query: NamedQuery, given: dict[str, object]) -> dict[str, object]:
