@@ -617,8 +617,48 @@ EXTRA: tuple[dict[str, Any], ...] = (
 )
 
 
+#: Third pass: real-size presets of tests/synth (the project's shared synthetic-model builder),
+#: named ``synth:<arch>:<recipe>``: MoE at real size, expert offload, MLA, SWA, MTP.
+SYNTH: tuple[dict[str, Any], ...] = tuple(
+    cfg
+    for model, mtp, moe in (
+        ("synth:qwen35moe:q4_k_m_like", True, True),
+        ("synth:qwen3moe:ud_q3_k_xl_like", False, True),
+        ("synth:deepseek2:q4_k_m_like", False, True),
+        ("synth:gemma3:q4_k_m_like", False, False),
+        ("synth:glm4moe:ud_q3_k_xl_like", True, True),
+        ("synth:llama:q4_k_m_like", False, False),
+    )
+    for cfg in (
+        {"model": model, "ctx": 32768, "ctk": "f16", "ctv": "f16"},
+        {"model": model, "ctx": 131072, "ctk": "q8_0", "ctv": "q8_0"},
+        {"model": model, "ctx": 262144, "ctk": "q4_0", "ctv": "q4_0"},
+        *(
+            [
+                {"model": model, "ctx": 32768, "ctk": "f16", "ctv": "f16", "ncmoe": -1},
+                {"model": model, "ctx": 32768, "ctk": "f16", "ctv": "f16", "ncmoe": 8},
+            ]
+            if moe
+            else []
+        ),
+        *([{"model": model, "ctx": 131072, "ctk": "q4_0", "ctv": "q4_0", "mtp": 1}] if mtp else []),
+    )
+)
+
+
+def synth_model(name: str, path: Path) -> Path:
+    """Write ``synth:<arch>:<recipe>`` (real size) with tests/synth; returns the first file."""
+    from tests import synth
+
+    _, arch, recipe = name.split(":")
+    return Path(synth.write_gguf(path, synth.preset(arch, "real"), getattr(synth, recipe)())[0])
+
+
 def configs(only: str | None = None, grid: str = "main") -> Iterator[dict[str, Any]]:
-    """The measured grid, most important first (``grid="extra"``: the second pass)."""
+    """The measured grid, most important first (``grid="extra"``/``"synth"``: later passes)."""
+    if grid == "synth":
+        yield from (c for c in SYNTH if only is None or c["model"] == only)
+        return
     if grid == "extra":
         yield from (c for c in EXTRA if only is None or c["model"] == only)
         return
@@ -808,6 +848,8 @@ def run(
                 print("deadline reached", file=sys.stderr)
                 break
             name = cfg["model"]
+            if name not in made and name.startswith("synth:"):
+                made[name] = synth_model(name, models_dir / f"{name.replace(':', '_')}.gguf")
             if name not in made:
                 model = MODELS[name]()
                 made[name] = write_model(
@@ -856,7 +898,7 @@ def main() -> None:
     r.add_argument("--seconds", type=float, default=300.0)
     r.add_argument("--only")
     r.add_argument("--start", type=int, default=0, help="skip the first N configurations")
-    r.add_argument("--grid", choices=("main", "extra"), default="main")
+    r.add_argument("--grid", choices=("main", "extra", "synth"), default="main")
     a = p.parse_args()
     if a.cmd == "build":
         build(a.src, a.build_dir)
