@@ -10,6 +10,7 @@ from crawler.cli._app import JsonOpt, VramOpt, app
 
 if TYPE_CHECKING:
     from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig
+    from crawler.source import HeaderRead
 
 _CACHE_HELP = "KV cache type: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl."
 
@@ -83,7 +84,7 @@ def estimate_cmd(
         type_v_draft=cache_type_v_draft.lower(),
         cpu_moe=cpu_moe,
         n_cpu_moe=n_cpu_moe,
-        model_path=read.source if read.repo_id is None else read.file_name,
+        model_path=read.source,
     )
     est = estimate(coeffs, cfg)
     data: dict[str, Any] = {
@@ -97,7 +98,7 @@ def estimate_cmd(
         "mtp": cfg.mtp,
         "bytes": est.bytes_dict(),
         "host_bytes": est.host_bytes,
-        "command": est.command,
+        "command": _command(read, cfg),
     }
     advice: list[tuple[str, FitEstimate]] = []
     if vram is not None:
@@ -108,13 +109,36 @@ def estimate_cmd(
         if not data["fits"]:
             advice = _what_fits(coeffs, cfg, budget)
             data["alternatives"] = [
-                {"change": text, "bytes": alt.bytes_dict(), "command": alt.command}
+                {"change": text, "bytes": alt.bytes_dict(), "command": _command(read, alt.config)}
                 for text, alt in advice
             ]
     if as_json:
         print_json(data)
     else:
-        typer.echo(_render(read.source, coeffs, est, data, advice))
+        typer.echo(_render(read, coeffs, est, data, advice))
+
+
+def _command(read: HeaderRead, cfg: RunConfig) -> str:
+    """The llama-server command for ``cfg`` that loads this target: a local path as ``-m``, a URL
+    as ``-mu`` (common/arg.cpp ``--model-url``), a Hub file as ``-hf`` (crawler.launch)."""
+    import shlex
+
+    from crawler.fit import command
+    from crawler.labels import parse_quant_label
+    from crawler.launch import llama_server_command
+
+    if read.repo_id is not None:
+        path = read.shards[0] if read.shards else read.file_name
+        label = parse_quant_label(path)
+        return llama_server_command(
+            read.repo_id, path, label.text if label else None, cfg, read.repo_files
+        )
+    text = command(cfg)
+    if read.source.startswith(("http://", "https://")):
+        args = shlex.split(text)
+        args[args.index("-m")] = "-mu"
+        text = shlex.join(args)
+    return text
 
 
 def _what_fits(
@@ -148,7 +172,7 @@ def _what_fits(
 
 
 def _render(
-    source: str,
+    read: HeaderRead,
     coeffs: MemoryCoefficients,
     est: FitEstimate,
     data: dict[str, Any],
@@ -173,7 +197,7 @@ def _render(
     }
     rows = [(k, human_bytes(v), notes[k]) for k, v in est.bytes_dict().items()]
     head = (
-        f"{safe_text(source)}  [{safe_text(coeffs.architecture or '-')}]  ctx {est.n_ctx}"
+        f"{safe_text(read.source)}  [{safe_text(coeffs.architecture or '-')}]  ctx {est.n_ctx}"
         f"  FA {'on' if est.flash_attn else 'off'}  np {cfg.parallel or 'auto (4, unified)'}"
         f"  MTP {'on' if cfg.mtp else 'off'}"
     )
@@ -193,10 +217,10 @@ def _render(
                     f"  {text}: total {human_bytes(alt.total)}"
                     f" (kv {human_bytes(alt.kv + alt.mtp_kv)}, compute {human_bytes(alt.compute)})"
                 )
-                lines.append(f"    {alt.command}")
+                lines.append(f"    {safe_text(_command(read, alt.config))}")
         elif not data["fits"]:
             lines.append(f"no cache setting reaches ctx {cfg.ctx} within the budget")
-    lines += ["", est.command]
+    lines += ["", safe_text(data["command"])]
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from crawler.fit import (
 )
 from crawler.gguf import GGUFHeader, TensorInfo
 from tests.fixtures.llamacpp.models import config_of, load_rows, measured, model_header
+from tests.hub_emulator.fixtures import world_cache  # noqa: F401  (fixture)
 
 MiB = 1024 * 1024
 ROWS = [r for r in load_rows() if r["rc"] == 0]
@@ -303,3 +304,31 @@ def test_cli_estimate_rejects_invalid_config(qwen36_file):
                   "--flash-attn", "off")  # fmt: skip
     assert out.returncode == 1
     assert "flash attention" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_cli_estimate_from_the_hub(tmp_path, world_cache):  # noqa: F811
+    """A Hub quant reference (emulated Hub): the header is read over HTTP, the command is -hf."""
+    import json
+    import os
+
+    from tests.fixtures.world import REAL_WORLD, populate
+    from tests.hub_emulator.server import HubEmulator
+
+    emulator = HubEmulator()
+    populate(emulator.state, world_cache, REAL_WORLD[:1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUANTS_", "HF_"))}
+    env.update(HF_HOME=str(tmp_path), QUANTS_DATA_DIR=str(tmp_path / "data"))
+    with emulator:
+        env["QUANTS_HF_ENDPOINT"] = emulator.endpoint
+        out = subprocess.run(
+            [sys.executable, "-m", "crawler", "estimate", "unsloth/Qwen3.6-27B-MTP-GGUF:UD-Q4_K_XL",
+             "--ctx", "262144", "--cache-type-k", "q4_0", "--cache-type-v", "q4_0", "--mtp",
+             "--vram", "24", "--json"],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["architecture"] == "qwen35" and data["mtp"] is True
+    assert data["bytes"]["mtp_kv"] == 262144 * 4 * 256 * 2 * 2  # one nextn layer, f16 draft KV
+    assert data["command"].startswith("llama-server -hf unsloth/Qwen3.6-27B-MTP-GGUF")
+    assert "--spec-type draft-mtp" in data["command"] and "-m " not in data["command"]
