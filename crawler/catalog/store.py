@@ -233,8 +233,16 @@ def set_state(catalog: Catalog, key: str, value: str) -> None:
 def start_scan(
     catalog: Catalog, *, trigger: str, endpoint: str | None, params: Mapping[str, Any]
 ) -> int:
-    """Insert a ``running`` scan row; return its id."""
+    """Insert a ``running`` scan row; return its id.
+
+    Callers hold the crawl lock, so any other ``running`` row belongs to a process that died
+    (SIGKILL, power loss): it is closed as ``failed`` rather than left running forever.
+    """
     with catalog.session() as s:
+        for stale in s.scalars(select(Scan).where(Scan.status == "running")):
+            stale.status = "failed"
+            stale.finished_at = stale.finished_at or _now()
+            stale.message = "abandoned: the crawl process ended without finishing"
         scan = Scan(
             started_at=_now(),
             status="running",

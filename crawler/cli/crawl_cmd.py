@@ -104,6 +104,10 @@ def crawl(
                 limit=limit,
                 full=True if full else None,
             )
+            # Watches are evaluated after every scan, manual or scheduled (issue 7).
+            from crawler.watch import evaluate_after_scan
+
+            evaluate_after_scan(settings, summary)
     finally:
         signal.signal(signal.SIGTERM, previous)
     data = summary.to_json()

@@ -68,8 +68,7 @@ class Cli:
         finally:
             conn.close()
         assert errors == []
-        # A crawl may already have evaluated the watches; `watch run` then finds nothing new.
-        self.run("watch", "run")
+        # No `watch run` here: `quants crawl` itself evaluates the watches after its scan.
 
     def feed(self) -> tuple[list[dict[str, Any]], list[ET.Element]]:
         jsonl = self.data / "feeds" / "watches.jsonl"
