@@ -89,6 +89,8 @@ def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
     started = time.perf_counter()
     budget, match = resolve_budget(req)
     spec = req.spec.validated()
+    if req.sort == "speed" and budget.bandwidth_gb_s is None:
+        raise UsageError("--sort speed needs --gpu NAME (the speed estimate uses its bandwidth)")
     if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
         raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
     # Sorts known before the estimate rank best-first and stop early: parse coefficients only

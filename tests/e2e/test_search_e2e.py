@@ -342,3 +342,12 @@ def test_sql_quality_sums_give_the_same_score_as_the_python_model(catalog_db):
             )
         )  # fmt: skip
         assert q is not None and hints[c.quant_id] == pytest.approx(q.score, rel=1e-9)
+
+
+def test_sort_speed_needs_a_gpu_and_orders_by_tok_s(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "--vram", "24", "--sort", "speed", "--db", db, tmp=tmp)
+    assert out.returncode == 2 and "--gpu" in out.stderr
+    doc = _search(catalog_db, "--gpu", "rtx 4090", "--ctx", "8192", "--sort", "speed")
+    speeds = [r["tok_s"] for r in doc["results"]]
+    assert speeds == sorted(speeds, reverse=True) and len(speeds) > 3
