@@ -58,7 +58,7 @@ def compute_bytes(c: MemoryCoefficients, x: ComputeInputs) -> int:
       in every measured row; FA off, the f32 KQ of one layer plus its mask,
       ``kv_cells * ubatch * (4 n_head + 4)`` B.
     * base (activations, linear in ubatch): dense FFN ``4 ub (3 n_ff + 4 n_embd)``, MoE
-      ``4 ub (6 n_ff_exp + 4 n_embd)``, Gated-DeltaNet ``4 ub (3 conv_dim + 2 n_embd)``.
+      ``4 ub n_used (3 n_ff_exp + 2 n_embd)``, Gated-DeltaNet ``4 ub (3 conv_dim + 2 n_embd)``.
     * attention: ``8 ub (q_dim + n_embd)`` (+ ``4 ub (d_inner + d_state)`` for GDN hybrids,
       + ``6 ub n_head kv_lora`` for MLA).
     * copies: with a quantized K/V and FA, the CUDA FA op reserves f16 copies of one layer's whole
@@ -72,7 +72,8 @@ def compute_bytes(c: MemoryCoefficients, x: ComputeInputs) -> int:
     else:
         mask = x.kv_cells * ub * (4 * c.n_head + 4)
     ffn = 4 * ub * (3 * c.n_ff + 4 * c.n_embd) if c.n_ff else 0
-    moe = 4 * ub * (6 * c.n_ff_exp + 4 * c.n_embd) if c.n_expert else 0
+    # mul_mat_id: gate/up/act outputs and the gathered input/down rows of every used expert.
+    moe = 4 * ub * max(c.n_expert_used, 1) * (3 * c.n_ff_exp + 2 * c.n_embd) if c.n_expert else 0
     gdn = 4 * ub * (3 * c.conv_dim + 2 * c.n_embd) if c.conv_dim and not x.mtp else 0
     base = max(ffn, moe, gdn)
     attn = 8 * ub * (c.q_dim + c.n_embd)

@@ -247,8 +247,8 @@ def estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
         v_width_max=v_max,
         mtp=False,
         # ggml's scheduler offloads the expert matmuls of a large batch to the GPU and copies the
-        # host-resident weights into the compute buffer (measured: about one expert tensor).
-        host_expert_copy=c.expert_tensor_max if experts_on_host else 0,
+        # host-resident weights into the compute buffer (see MemoryCoefficients.expert_copy_bytes).
+        host_expert_copy=c.expert_copy_bytes if experts_on_host else 0,
     )
     compute = compute_bytes(c, main)
     overhead = overhead_bytes(c, main, first=True)
