@@ -302,8 +302,8 @@ def command(cfg: RunConfig) -> str:
     Flags and their arg.cpp definitions: ``-c``, ``-ngl`` (~2790, also "all"/"auto"), ``-fa
     on|off|auto`` (~1754), ``-ctk``/``-ctv`` (~2437), ``-np`` (~2544, server: -1 = auto),
     ``-ub``/``-b``, ``--swa-full`` (~1690), ``--spec-type draft-mtp`` (~4249),
-    ``--spec-draft-n-max``
-    (~4140), ``-ctkd``/``-ctvd`` (~4090), ``--cpu-moe`` (~2760), ``--n-cpu-moe`` (~2767).
+    ``--spec-draft-n-max`` (~4140), ``-ctkd``/``-ctvd`` (~4090), ``--cpu-moe`` (~2760),
+    ``--n-cpu-moe`` (~2767).
     ``-ngl 999`` keeps every layer on the GPU and, being set by the user, stops ``--fit`` (on by
     default) from moving layers (common/fit.cpp). ``-np`` is omitted only for ``parallel=None``.
     """
