@@ -62,6 +62,42 @@ def catalog_db(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path]:  #
     return db, tmp
 
 
+@pytest.fixture(scope="module")
+def pg_catalog_db(tmp_path_factory, world_cache: FileCache):  # noqa: F811
+    """The same crawl into a fresh PostgreSQL database (skipped without QUANTS_TEST_PG_URL)."""
+    admin_url = os.environ.get("QUANTS_TEST_PG_URL")
+    if not admin_url:
+        pytest.skip("no PostgreSQL server: set QUANTS_TEST_PG_URL (.ci/pg.sh starts one)")
+    import uuid
+
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"quants_search_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    db = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    tmp = tmp_path_factory.mktemp("search-e2e-pg")
+    emulator = HubEmulator()
+    populate(emulator.state, world_cache, (*WORLD, *REAL_WORLD))
+    with emulator:
+        out = quants(
+            "crawl", "--endpoint", emulator.endpoint, "--db", db, "--all", "--json", tmp=tmp
+        )
+    assert out.returncode == 0, out.stderr
+    yield db, tmp
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def any_catalog_db(request):
+    """The crawled catalog on SQLite, and on PostgreSQL when a server is configured."""
+    return request.getfixturevalue("catalog_db" if request.param == "sqlite" else "pg_catalog_db")
+
+
 def _stored(db: str) -> list[tuple[str, str, MemoryCoefficients]]:
     """(repo, path, coefficients) of every present quant whose memory rules are modelled."""
     with Catalog.open(db) as catalog, catalog.session() as s:
@@ -94,7 +130,8 @@ def _cfg(**kw: Any) -> RunConfig:
 
 
 @pytest.mark.parametrize("cache", [("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0")])
-def test_vram_24_ctx_262144_returns_exactly_the_quants_whose_estimate_fits(catalog_db, cache):
+def test_vram_24_ctx_262144_returns_exactly_the_quants_whose_estimate_fits(any_catalog_db, cache):
+    catalog_db = any_catalog_db
     k, v = cache
     doc = _search(catalog_db, "--vram", "24", "--ctx", str(CTX), "-ctk", k, "-ctv", v)
     budget = 24 * GIB - HEADROOM
@@ -294,7 +331,8 @@ def test_search_argv_matches_the_cli_json(catalog_db):
 # --- compare -------------------------------------------------------------------------------------
 
 
-def test_compare_lines_up_one_base_models_quants(catalog_db):
+def test_compare_lines_up_one_base_models_quants(any_catalog_db):
+    catalog_db = any_catalog_db
     db, tmp = catalog_db
     out = quants("compare", "qwen3.6 27b", "--db", db, "--json", tmp=tmp)
     assert out.returncode == 0, out.stderr
@@ -317,7 +355,8 @@ def test_compare_with_an_ambiguous_query_lists_the_base_models(catalog_db):
     assert out.returncode == 2 and "several base models" in out.stderr
 
 
-def test_sql_quality_sums_give_the_same_score_as_the_python_model(catalog_db):
+def test_sql_quality_sums_give_the_same_score_as_the_python_model(any_catalog_db):
+    catalog_db = any_catalog_db
     # The catalog orders large candidate sets by a quality score computed from SQL sums; it must
     # be the score crawler.quality computes from the loaded groups.
     from crawler.catalog.candidates import load_candidates
