@@ -25,6 +25,7 @@ from crawler.catalog import Catalog
 from tests.fixtures.world import FileCache, Quant, reupload
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
+from tests.reliability.conftest import count
 from tests.reliability.readers import SEARCH_ARGS, _call
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +82,7 @@ def test_reads_while_a_crawl_writes_are_never_locked_or_torn(
     hub: HubEmulator,  # noqa: F811
     world_cache: FileCache,  # noqa: F811
     tmp_path: Path,
+    figures: dict[str, Any],
 ) -> None:
     db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
     Catalog.open(db).close()  # the schema exists before the readers start
@@ -149,3 +151,6 @@ def test_reads_while_a_crawl_writes_are_never_locked_or_torn(
             assert paths in (first.get(repo), final.get(repo)), (repo, sorted(paths))
     assert seen_partial_catalog
     assert len(calls["search"]) >= 5 and len(calls["sql"]) >= 5
+    count(figures, "concurrency", "quants search calls", len(calls["search"]))
+    count(figures, "concurrency", "quants sql calls", len(calls["sql"]))
+    count(figures, "concurrency", "catalog sizes seen by sql", len(sizes))

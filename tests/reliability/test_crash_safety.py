@@ -35,13 +35,12 @@ import pytest
 from tests.hub.snapshot import _QUERIES, integrity_ok, snapshot
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
+from tests.reliability.conftest import count
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLHOOK = Path(__file__).resolve().parent / "killhook"
 FULL = os.environ.get("QUANTS_RELIABILITY_FULL", "") not in ("", "0")
 PG_ADMIN_URL = os.environ.get("QUANTS_TEST_PG_URL")
-# Killed and survived, per backend, summed over this session (RELIABILITY.md figures).
-SURVIVED: dict[str, int] = {}
 
 
 def _env(tmp: Path, kill_at: str | None) -> dict[str, str]:
@@ -176,6 +175,7 @@ def test_sigkill_at_random_points_then_a_crawl_equals_a_clean_one(
     hub: HubEmulator,  # noqa: F811
     new_db: Callable[[], str],
     tmp_path: Path,
+    figures: dict[str, Any],
 ) -> None:
     clean_db = new_db()
     backend = clean_db.split(":", 1)[0].split("+")[0]
@@ -229,7 +229,7 @@ def test_sigkill_at_random_points_then_a_crawl_equals_a_clean_one(
         assert again.returncode == 0, f"{where}: {again.stderr[-2000:]}"
         assert consistent(db), where
         assert dump(db) == clean, f"{where}: catalog differs from a clean crawl"
-        SURVIVED[backend] = SURVIVED.get(backend, 0) + 1
+        count(figures, f"kills survived ({backend})", kind)
 
 
 def _kill_child(box: list[int]) -> None:

@@ -32,6 +32,7 @@ from tests.fixtures.world import WORLD, FileCache, Quant, reupload
 from tests.hub.snapshot import integrity_ok, snapshot, sqlite_path
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import _shared_hub, hub, shared_hub, world_cache  # noqa: F401
+from tests.reliability.conftest import count
 
 FULL = os.environ.get("QUANTS_RELIABILITY_FULL", "") not in ("", "0")
 SEEDS = range(1, 6) if FULL else range(1, 2)
@@ -45,8 +46,6 @@ KINDS: dict[str, list[Fault]] = {
     "timeout": [Fault.delay(0.8)],
     "ignore_range": [Fault.ignore_range()],
 }
-#: Faults injected, per kind, summed over the tests of this session (RELIABILITY.md figures).
-INJECTED: dict[str, int] = {}
 
 
 class _Clock:
@@ -129,6 +128,7 @@ def test_one_fault_kind_at_a_high_rate_then_heal(
     tmp_path,
     kind: str,
     seed: int,
+    figures: dict[str, Any],
 ) -> None:
     clean_url, clean = clean_snapshot
     url = f"sqlite:///{tmp_path / 'faulty.sqlite'}"
@@ -139,7 +139,9 @@ def test_one_fault_kind_at_a_high_rate_then_heal(
     ]
     summary = _crawl(shared_hub, url, max_retries=2)
     fired = sum(r.fired for r in rules)
-    INJECTED[kind] = INJECTED.get(kind, 0) + fired
+    count(figures, "faults injected", kind, fired)
+    count(figures, "faulty crawls", "alone")
+    count(figures, "failures recorded in scan_errors", kind, summary.errors)
     # Few when the listing itself fails (nothing else is requested; recorded, healed below).
     assert fired >= 1, f"{kind}: no fault fired"
     assert summary.status == "ok"
@@ -164,6 +166,7 @@ def test_every_fault_kind_mixed_with_a_reupload_then_heal(
     world_cache: FileCache,  # noqa: F811
     tmp_path,
     seed: int,
+    figures: dict[str, Any],
 ) -> None:
     url = f"sqlite:///{tmp_path / 'faulty.sqlite'}"
     clean_url = f"sqlite:///{tmp_path / 'clean.sqlite'}"
@@ -181,7 +184,9 @@ def test_every_fault_kind_mixed_with_a_reupload_then_heal(
     )
     summary = _crawl(hub, url, max_retries=2)
     fired = sum(r.fired for r in rules)
-    INJECTED["mixed"] = INJECTED.get("mixed", 0) + fired
+    count(figures, "faults injected", "mixed", fired)
+    count(figures, "faulty crawls", "mixed")
+    count(figures, "failures recorded in scan_errors", "mixed", summary.errors)
     assert fired >= 10 and mutation.fired == 1
     assert integrity_ok(url)
     hub.faults.clear()

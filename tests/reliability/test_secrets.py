@@ -16,9 +16,11 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
+from tests.reliability.conftest import count
 
 ROOT = Path(__file__).resolve().parents[2]
 GATED = "google/gemma-3-12b-it-qat-q4_0-gguf"
@@ -48,6 +50,7 @@ def _run(args: list[str], tmp: Path, token: str, **extra: str) -> subprocess.Com
 def test_token_is_in_no_output_and_only_sent_to_the_hub(
     hub: HubEmulator,  # noqa: F811
     tmp_path: Path,
+    figures: dict[str, Any],
 ) -> None:
     token = f"hf_QuantsSecret{uuid.uuid4().hex}"
     hub.state.valid_tokens.add(token)
@@ -104,6 +107,8 @@ def test_token_is_in_no_output_and_only_sent_to_the_hub(
     )
     assert len(catalog_bytes) > 100_000
     assert token.encode() not in catalog_bytes
+    count(figures, "secrets", "outputs grepped", len(outputs) + 2)
+    count(figures, "secrets", "bytes grepped", sum(map(len, outputs.values())) + len(catalog_bytes))
     for path in (tmp_path / "data").rglob("*"):
         if path.is_file():
             assert token.encode() not in path.read_bytes(), path
@@ -112,6 +117,8 @@ def test_token_is_in_no_output_and_only_sent_to_the_hub(
     cdn_side = hub.requests(origin="cdn")
     assert cdn_side and hub_side
     assert not [r.path for r in cdn_side if r.authorization]
+    count(figures, "secrets", "hub requests with Authorization", len(hub_side))
+    count(figures, "secrets", "cdn requests without Authorization", len(cdn_side))
     # Every Hub request of the crawl carried it (listing, trees, resolve of gated/private files).
     assert all(r.authorization for r in hub_side)
     gated_reads = [r for r in hub_side if f"/{GATED}/resolve/" in r.path and r.status == 302]
