@@ -6,6 +6,8 @@ Three jobs, one file:
   loads: llama (GQA), qwen3, gemma3 (SWA), qwen35 (hybrid Gated-DeltaNet + MTP block), deepseek2
   (MLA + MoE), glm4moe (MoE + nextn), plus real-width variants. Tests import this to rebuild the
   same headers without llama.cpp.
+* ``python tools/measure_llamacpp.py prepare SDIST OUT.tar.xz``: trim llama.cpp's tree out of the
+  llama-cpp-python source distribution (it vendors llama.cpp) so it can travel to a GPU machine.
 * ``python tools/measure_llamacpp.py build SRC BUILD``: build llama.cpp's ``llama`` library with
   CUDA and the probe ``tools/measure_llamacpp.cpp`` against it.
 * ``python tools/measure_llamacpp.py run BUILD OUT [--deadline S] [--only NAME]``: write the
@@ -768,6 +770,47 @@ def _nvml_free() -> int:
         pynvml.nvmlShutdown()
 
 
+#: What the CUDA build and the model writer need from llama.cpp's tree (a < 4 MB .tar.xz, so it
+#: travels to a GPU machine): build files, headers, src/, ggml core + CPU + CUDA backends, the
+#: vendored libraries CMake adds, gguf-py (the device has no gguf package) and two vocabularies.
+_TRIM = (
+    "CMakeLists.txt", "LICENSE", "cmake", "include", "src", "vendor", "common", "gguf-py",
+    "ggml/CMakeLists.txt", "ggml/cmake", "ggml/include", "ggml/src/ggml-cpu", "ggml/src/ggml-cuda",
+    "ggml/src/ggml-blas", "models/ggml-vocab-llama-spm.gguf", "models/ggml-vocab-qwen35.gguf",
+)  # fmt: skip
+
+
+def prepare(sdist: Path, out: Path) -> None:
+    """llama-cpp-python sdist (``pip download --no-deps --no-binary :all: llama-cpp-python``)
+    -> ``out`` (.tar.xz) holding the trimmed ``llama.cpp/`` tree this script builds."""
+    import io
+    import tarfile
+
+    with tarfile.open(sdist) as src, tarfile.open(out, "w:xz") as dst:
+        for member in src.getmembers():
+            parts = member.name.split("/")
+            if len(parts) < 4 or parts[1:3] != ["vendor", "llama.cpp"]:
+                continue
+            rel = "/".join(parts[3:])
+            top_src = len(parts) == 5 and parts[3:4] == ["ggml"] and parts[4] == "src"
+            keep = any(rel == k or rel.startswith(k + "/") for k in _TRIM) or (
+                rel.startswith("ggml/src/") and rel.count("/") == 2 and not member.isdir()
+            )
+            if not keep or top_src:
+                continue
+            if member.isdir():
+                member.name = "llama.cpp/" + rel
+                dst.addfile(member)
+                continue
+            handle = src.extractfile(member)  # links are resolved to their target's bytes
+            if handle is None:
+                continue
+            data = handle.read()
+            info = tarfile.TarInfo("llama.cpp/" + rel)
+            info.size, info.mode, info.mtime = len(data), member.mode, member.mtime
+            dst.addfile(info, io.BytesIO(data))
+
+
 def build(src: Path, build_dir: Path) -> None:
     """Configure and build llama.cpp's library with CUDA, then the probe against it."""
     jobs = str(os.cpu_count() or 4)
@@ -887,6 +930,9 @@ def main() -> None:
     """CLI: ``build SRC BUILD`` or ``run BUILD OUT --models DIR --vocab DIR``."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("prepare")
+    v.add_argument("sdist", type=Path)
+    v.add_argument("out", type=Path)
     b = sub.add_parser("build")
     b.add_argument("src", type=Path)
     b.add_argument("build_dir", type=Path)
@@ -900,7 +946,9 @@ def main() -> None:
     r.add_argument("--start", type=int, default=0, help="skip the first N configurations")
     r.add_argument("--grid", choices=("main", "extra", "synth"), default="main")
     a = p.parse_args()
-    if a.cmd == "build":
+    if a.cmd == "prepare":
+        prepare(a.sdist, a.out)
+    elif a.cmd == "build":
         build(a.src, a.build_dir)
     else:
         a.models.mkdir(parents=True, exist_ok=True)
