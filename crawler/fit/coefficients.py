@@ -301,6 +301,10 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
 
     # --- weights ----------------------------------------------------------------------------
     names = {t.name for t in header.tensors}
+    if n_nextn and not any(n.startswith("blk.0.") for n in names):
+        # An MTP head on its own (convert_hf_to_gguf.py --mtp, "mtp-*.gguf"): llama.cpp loads it
+        # only beside its main model, whose memory it adds to.
+        raise Unknown(f"{arch}: MTP-only file (no trunk layers); estimate its main model")
     weights = mtp_weights = experts = host = 0
     expert_layers: dict[int, list[int]] = {}
     float_bytes = quant_bytes = 0

@@ -169,6 +169,11 @@ def test_unknown_architectures_are_explicit():
         _header("llama", {**base}, [TensorInfo("token_embd.weight", (64, 100), 250, 0)])
     )
     assert c.status == "unknown" and "250" in (c.reason or "")
+    head = TensorInfo("blk.2.nextn.eh_proj.weight", (128, 64), 1, 0)
+    c = coefficients(
+        _header("qwen35", {**base, "block_count": 3, "nextn_predict_layers": 1}, [embd, head])
+    )
+    assert c.status == "unknown" and "MTP-only" in (c.reason or "")
     c = coefficients(GGUFHeader(3, {}, (), 32, 0))
     assert c.status == "unknown"
     with pytest.raises(UnknownArchitecture):
