@@ -45,6 +45,7 @@ __all__ = [
     "calibration_report",
     "estimate_quality",
     "kld_from_bits",
+    "score_constants",
     "score_from_sums",
 ]
 
@@ -247,6 +248,21 @@ def _curves() -> _Curves:
     assert best is not None
     _, cap_max, cap_k, cap_p0 = best
     return _Curves(kld_a, kld_c, math.exp(ln_m), loss_p, cap_max, cap_k, cap_p0)
+
+
+def score_constants() -> dict[str, float]:
+    """The fitted constants of steps 2-4, for computing the score in SQL (crawler.catalog)."""
+    c = _curves()
+    return {
+        "kld_a": c.kld_a,
+        "kld_c": c.kld_c,
+        "loss_m": c.loss_m,
+        "loss_p": c.loss_p,
+        "cap_max": c.cap_max,
+        "cap_k": c.cap_k,
+        "cap_p0": c.cap_p0,
+        "mmlu_span": MMLU_BF16 - MMLU_CHANCE,
+    }
 
 
 def kld_from_bits(bits: float) -> float:

@@ -16,8 +16,9 @@ finally by ``repo_id`` then ``path`` (ascending), so the order is total and stab
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -64,7 +65,7 @@ DEFAULT_HEADROOM_GIB = 0.5
 MIN_CTX = 4096
 SORT_KEYS = ("quality", "speed", "size", "margin", "ctx", "downloads", "updated")
 #: After the primary key, ties are broken by these, in order (then repo_id, path ascending).
-TIE_BREAKS = ("quality", "speed", "size", "downloads")
+TIE_BREAKS = ("quality", "size", "downloads", "speed")
 #: Mask bytes per context token of the FA-on compute buffer at ubatch 512 (llamacpp-cuda-oracle.md
 #: section 3.1: ``n_ctx * ubatch * 2``): part of the SQL prefilter's lower bound.
 _MASK_BYTES_PER_TOKEN = 512 * 2
@@ -445,6 +446,7 @@ def rank_candidates(
     limit: int | None = 20,
     siblings: Callable[[Sequence[str]], Mapping[str, Sequence[str]]] | None = None,
     materialize: Materialize | None = None,
+    presorted: bool = False,
 ) -> SearchOutcome:
     """Filter, estimate, sort. A result's ``estimate.total`` never exceeds ``budget.device_bytes``.
 
@@ -453,30 +455,40 @@ def rank_candidates(
     to their files, for the ``-hf`` choice (default: each candidate's ``sibling_paths``).
     ``materialize(batch)`` completes candidates whose coefficients were loaded partially (only
     ``status``, ``n_expert``, ``n_expert_used``, ``n_embd``, ``n_vocab``, ``mtp_available``), so
-    the catalog parses coefficients only for the candidates actually estimated.
+    the catalog parses coefficients only for the candidates actually estimated. ``presorted``:
+    ``candidates`` already come in :func:`pre_key` order (the catalog's ORDER BY), so they are
+    consumed lazily and the rest of the stream is never read once ranking can stop.
     """
     if sort not in SORT_KEYS:
         raise UsageError(f"--sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
     spec = spec.validated()
     filters = filters or Filters()
-    accepted = [c for c in candidates if filters.accepts(c)]
     early = limit is not None and sort in EARLY_STOP_SORTS
+    stream = (c for c in candidates if filters.accepts(c))
     qualities: dict[int, QualityEstimate | None] = {}
-    if early or sort == "quality":
-        qualities = {c.quant_id: _quality(c) for c in accepted}
-    if early:
-        pre = {c.quant_id: _pre_key(sort, c, qualities) for c in accepted}
-        accepted.sort(key=lambda c: (pre[c.quant_id], c.repo_id, c.path))
+    pre: dict[int, tuple[Any, ...]] = {}
+    accepted: list[Candidate] = []
+    if early and presorted:
+        batches = _batches(stream, limit)
+    else:
+        accepted = list(stream)
+        if early or sort == "quality":
+            qualities = {c.quant_id: _quality(c) for c in accepted}
+        if early:
+            pre = {c.quant_id: pre_key(sort, c, qualities) for c in accepted}
+            accepted.sort(key=lambda c: (pre[c.quant_id], c.repo_id, c.path))
+        batches = _batches(iter(accepted), limit)
     fitting: list[Ranked] = []
-    unknown = invalid = too_big = evaluated = 0
+    unknown = invalid = too_big = evaluated = seen = 0
     smallest: int | None = None
-    start, step = 0, max(limit or 0, 1)
-    while start < len(accepted):
-        batch = accepted[start : start + step]
-        start, step = start + len(batch), min(step * 2, _MAX_BATCH)
+    for batch in batches:
+        seen += len(batch)
+        if early and presorted:
+            pre.update((c.quant_id, pre_key(sort, c, qualities)) for c in batch)
         if early and limit is not None and len(fitting) >= limit:
             worst = sorted(pre[r.candidate.quant_id] for r in fitting)[limit - 1]
             if pre[batch[0].quant_id] > worst:
+                seen -= len(batch)
                 break  # sorted: nothing left can rank above the current top `limit`
         for c in materialize(batch) if materialize is not None else batch:
             evaluated += 1
@@ -518,29 +530,58 @@ def rank_candidates(
             r = _with_max_ctx(r, budget, spec)
         paths = files.get(r.candidate.repo_id, r.candidate.sibling_paths)
         results.append(_finish(r, i, spec, budget, paths))
+    # A presorted stream is read only up to the stop: what was not read is not counted.
+    total = seen if presorted and early else len(accepted)
     return SearchOutcome(
         results=tuple(results),
-        considered=len(accepted),
+        considered=total,
         fitting=len(fitting),
         unknown_memory=unknown,
         invalid_config=invalid,
         too_big=too_big,
         smallest_total=smallest,
-        unevaluated=len(accepted) - evaluated,
+        unevaluated=total - evaluated,
     )
 
 
-def _pre_key(
-    sort: str, c: Candidate, qualities: Mapping[int, QualityEstimate | None]
+def _batches(items: Iterator[Candidate], limit: int | None) -> Iterator[list[Candidate]]:
+    """Lists of candidates: the first ``limit`` (likely the answer), then doubling steps."""
+    step = max(limit or 0, 1)
+    while True:
+        batch = list(itertools.islice(items, step))
+        if not batch:
+            return
+        yield batch
+        step = min(step * 2, _MAX_BATCH)
+
+
+#: The parts of the sort order that are known before estimating, after the primary key.
+_PRE_TIE_BREAKS = ("quality", "size", "downloads")
+
+
+def pre_key(
+    sort: str, c: Candidate, qualities: Mapping[int, QualityEstimate | None] | None = None
+) -> tuple[tuple[int, float], ...]:
+    """The sort order known before estimating: the primary key, then the tie-breaks up to the
+    first one that needs the estimate (speed). Same encoding as :func:`sort_key`: ascending is
+    best first, missing values last. The catalog's ORDER BY for streamed search follows it.
+    """
+    return tuple(
+        _pre_value(k, c, qualities or {})
+        for k in (sort, *(t for t in _PRE_TIE_BREAKS if t != sort))
+    )
+
+
+def _pre_value(
+    key: str, c: Candidate, qualities: Mapping[int, QualityEstimate | None]
 ) -> tuple[int, float]:
-    """The primary sort value known before estimating (same encoding as :func:`_sort_value`)."""
     value: float | None
-    if sort == "quality":
+    if key == "quality":
         q = qualities.get(c.quant_id)
         value = q.score if q else c.quality_hint
-    elif sort == "size":
+    elif key == "size":
         value = float(c.size_bytes)
-    elif sort == "downloads":
+    elif key == "downloads":
         value = float(c.downloads) if c.downloads is not None else None
     else:  # updated
         value = c.last_modified.timestamp() if c.last_modified else None

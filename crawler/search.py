@@ -83,7 +83,14 @@ def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
 
 def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
     """Run one search; NothingFits when no candidate fits (the message says why)."""
-    from crawler.catalog.candidates import load_candidates, materializer, sibling_lookup
+    from crawler.catalog.candidates import (
+        count_left_out,
+        has_math,
+        load_candidates,
+        materializer,
+        sibling_lookup,
+        stream_candidates,
+    )
     from crawler.rank import EARLY_STOP_SORTS
 
     started = time.perf_counter()
@@ -93,35 +100,46 @@ def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
         raise UsageError("--sort speed needs --gpu NAME (the speed estimate uses its bandwidth)")
     if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
         raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
-    # Sorts known before the estimate rank best-first and stop early: parse coefficients only
-    # for the candidates actually estimated (crawler.rank.EARLY_STOP_SORTS).
-    lazy = req.sort in EARLY_STOP_SORTS
-    found = load_candidates(
-        catalog,
-        spec,
-        budget,
-        req.filters,
-        partial=lazy,
-        groups=not lazy,
-        quality_sums=lazy and req.sort == "quality",
-    )
-    outcome = rank_candidates(
-        found.candidates,
-        budget,
-        spec,
-        req.filters,
-        sort=req.sort,
-        limit=req.limit,
-        siblings=sibling_lookup(catalog),
-        materialize=materializer(catalog) if lazy else None,
-    )
+    prefiltered_out = unknown = 0
+    if req.sort in EARLY_STOP_SORTS and has_math(catalog):
+        # Sorts known before the estimate: the catalog streams candidates in that order and
+        # ranking stops reading once nothing left can rank higher (crawler.rank).
+        stream = stream_candidates(catalog, spec, budget, req.filters, req.sort)
+        try:
+            outcome = rank_candidates(
+                stream,
+                budget,
+                spec,
+                req.filters,
+                sort=req.sort,
+                limit=req.limit,
+                siblings=sibling_lookup(catalog),
+                materialize=materializer(catalog),
+                presorted=True,
+            )
+        finally:
+            stream.close()
+        if not outcome.results:
+            prefiltered_out, unknown = count_left_out(catalog, spec, budget, req.filters)
+    else:
+        found = load_candidates(catalog, spec, budget, req.filters)
+        prefiltered_out, unknown = found.prefiltered_out, found.unknown_memory
+        outcome = rank_candidates(
+            found.candidates,
+            budget,
+            spec,
+            req.filters,
+            sort=req.sort,
+            limit=req.limit,
+            siblings=sibling_lookup(catalog),
+        )
     result = SearchResult(
         request=req,
         budget=budget,
         gpu=match,
         outcome=outcome,
-        prefiltered_out=found.prefiltered_out,
-        unknown_memory=found.unknown_memory + outcome.unknown_memory,
+        prefiltered_out=prefiltered_out,
+        unknown_memory=unknown + outcome.unknown_memory,
         seconds=time.perf_counter() - started,
     )
     if not outcome.results:

@@ -390,3 +390,14 @@ def test_sort_speed_needs_a_gpu_and_orders_by_tok_s(catalog_db):
     doc = _search(catalog_db, "--gpu", "rtx 4090", "--ctx", "8192", "--sort", "speed")
     speeds = [r["tok_s"] for r in doc["results"]]
     assert speeds == sorted(speeds, reverse=True) and len(speeds) > 3
+
+
+@pytest.mark.parametrize("sort", ["quality", "size", "downloads", "updated"])
+def test_a_short_limit_gives_the_head_of_the_full_ranking(any_catalog_db, sort):
+    args = ("--vram", "24", "--ctx", "65536", "--auto-cache", "--sort", sort)
+    db, tmp = any_catalog_db
+    out = quants("search", *args, "--limit", "3", "--db", db, "--json", tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    head = [(r["repo"], r["path"]) for r in json.loads(out.stdout)["results"]]
+    full = [(r["repo"], r["path"]) for r in _search(any_catalog_db, *args)["results"]]
+    assert head == full[:3]

@@ -381,3 +381,32 @@ def test_early_stop_returns_the_same_top_rows_as_a_full_ranking(cands, vram, sor
         r.candidate.quant_id for r in full.results[:limit]
     ]
     assert lazy.unevaluated == len(cands) - len(seen)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cands=_cands(), vram=st.floats(4.0, 80.0), limit=st.integers(1, 4))
+def test_a_presorted_stream_is_read_only_until_ranking_can_stop(cands, vram, limit):
+    from crawler.rank import EARLY_STOP_SORTS, pre_key
+
+    budget, spec = Budget.from_gib(vram), RunSpec(ctx=32768)
+    for sort in EARLY_STOP_SORTS:
+        # the catalog sends quality as a hint: computed here as ranking would
+        big = Budget.from_gib(1e4)
+        hinted = []
+        for c in cands:
+            score = rank_candidates([c], big, spec).results[0].quality.score
+            hinted.append(dataclasses.replace(c, quality_hint=score))
+        ordered = sorted(hinted, key=lambda c, s=sort: pre_key(s, c))
+        read: list[int] = []
+
+        def stream(items=ordered, read=read):
+            for c in items:
+                read.append(c.quant_id)
+                yield c
+
+        full = rank_candidates(hinted, budget, spec, sort=sort, limit=None)
+        lazy = rank_candidates(stream(), budget, spec, sort=sort, limit=limit, presorted=True)
+        assert [r.candidate.quant_id for r in lazy.results] == [
+            r.candidate.quant_id for r in full.results[:limit]
+        ]
+        assert lazy.considered <= len(read) <= len(cands)
