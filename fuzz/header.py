@@ -29,6 +29,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -161,9 +162,12 @@ class Stats:
             _print_table(report)
         sys.stdout.flush()
         sys.stderr.flush()
+        if self.work is not None and self.out.parent != self.work:
+            shutil.rmtree(self.work, ignore_errors=True)  # nothing of ours is left in it
         os._exit(1 if report["uncaught"] or report["over_1s_confirmed"] else 0)
 
     as_json: bool = False
+    work: Path | None = None
 
 
 def _print_table(report: dict[str, Any]) -> None:
@@ -240,7 +244,7 @@ def _run_atheris(
     stats.out.mkdir(parents=True, exist_ok=True)
     for s in seeds:
         (corpus / f"seed-{hashlib.sha1(s).hexdigest()[:16]}").write_bytes(s)
-    dict_path = Path(tempfile.mkdtemp(prefix="quants-fuzz-dict-")) / "gguf.dict"
+    dict_path = stats.work / "gguf.dict"
     dict_path.write_text("".join(f'"{_escape(t)}"\n' for t in tokens))
     argv = [
         sys.argv[0],
@@ -299,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     from fuzz.seeds import build_seeds, dictionary
 
     seeds = build_seeds()
-    work = Path(tempfile.mkdtemp(prefix="quants-fuzz-"))
+    work = Path(tempfile.mkdtemp(prefix="quants-fuzz-"))  # dictionary; default corpus and out
     stats = Stats(
         check=check,
         runs_wanted=args.runs,
@@ -309,6 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         engine=engine,
     )
     stats.as_json = args.json
+    stats.work = work
     if engine == "atheris":
         corpus = args.corpus or work / "corpus"
         _run_atheris(stats, seeds, dictionary(seeds), args.seed, args.max_len, corpus)
