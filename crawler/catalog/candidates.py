@@ -264,8 +264,21 @@ def _sums_select(ids: Any) -> Any:
     from crawler.quality import SENSITIVITY
 
     tg, c = TensorGroup, MemoryModel.coefficients
-    n_exp, used = c["n_expert"].as_float(), c["n_expert_used"].as_float()
-    embd, vocab = c["n_embd"].as_float(), c["n_vocab"].as_float()
+    # The four JSON fields once per quant (json_extract parses the whole document each call).
+    dims = (
+        select(
+            MemoryModel.quant_id.label("quant_id"),
+            c["n_expert"].as_float().label("n_exp"),
+            c["n_expert_used"].as_float().label("used"),
+            c["n_embd"].as_float().label("embd"),
+            c["n_vocab"].as_float().label("vocab"),
+        )
+        .where(MemoryModel.quant_id.in_(ids.scalar_subquery()))
+        # GROUP BY keeps SQLite from flattening this into the join (one parse per group row)
+        .group_by(MemoryModel.quant_id)
+        .subquery("dims")
+    )
+    n_exp, used, embd, vocab = dims.c.n_exp, dims.c.used, dims.c.embd, dims.c.vocab
     n_params = cast(tg.n_params, Float)
     active = case(
         (
@@ -295,9 +308,11 @@ def _sums_select(ids: Any) -> Any:
             func.sum(case((valid, n_params), else_=0.0)).label("params"),
             func.sum(case((valid, active), else_=0.0)).label("act"),
             func.max(n_exp).label("moe"),
+            func.max(used).label("used"),
+            func.max(embd).label("embd"),
+            func.max(vocab).label("vocab"),
         )
-        .join(MemoryModel, MemoryModel.quant_id == tg.quant_id)
-        .where(tg.quant_id.in_(ids.scalar_subquery()))
+        .join(dims, dims.c.quant_id == tg.quant_id)
         .group_by(tg.quant_id)
     )
 
@@ -604,7 +619,11 @@ def stream_candidates(
             r.downloads,
             r.likes,
             r.last_modified,
-            *_partial_columns(),
+            sums.c.moe,
+            sums.c.used,
+            sums.c.embd,
+            sums.c.vocab,
+            m.coefficients["mtp_available"].as_boolean(),
             score,
         )
         .join(r, r.id == q.repo_pk)
