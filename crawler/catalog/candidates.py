@@ -325,7 +325,7 @@ def _quality_hints(s: Any, ids: Any) -> dict[int, float | None]:
         qid: score_from_sums(
             float(num or 0), float(den or 0), float(p or 0), float(a or 0), (ne or 0) > 0
         )
-        for qid, num, den, p, a, ne in s.execute(_sums_select(ids)).all()
+        for qid, num, den, p, a, ne, *_dims in s.execute(_sums_select(ids)).all()
     }
 
 
