@@ -83,14 +83,8 @@ def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
 
 def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
     """Run one search; NothingFits when no candidate fits (the message says why)."""
-    from crawler.catalog.candidates import (
-        count_left_out,
-        has_math,
-        load_candidates,
-        materializer,
-        sibling_lookup,
-        stream_candidates,
-    )
+    from crawler.catalog.candidates import load_candidates, materializer, sibling_lookup
+    from crawler.catalog.ordered import count_left_out, has_math, stream_candidates
     from crawler.rank import EARLY_STOP_SORTS
 
     started = time.perf_counter()

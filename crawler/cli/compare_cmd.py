@@ -9,7 +9,7 @@ import typer
 from crawler.cli._app import DbOpt, JsonOpt, app
 
 if TYPE_CHECKING:
-    from crawler.catalog.candidates import ComparedQuant, Comparison
+    from crawler.catalog.comparison import ComparedQuant, Comparison
 
 #: Table columns: (group name in the catalog, header).
 _GROUPS = (
@@ -34,7 +34,7 @@ def compare(
 ) -> None:
     """One base model's quants side by side: uploader, size and the bits of each tensor group."""
     from crawler.catalog import Catalog
-    from crawler.catalog.candidates import load_comparison
+    from crawler.catalog.comparison import load_comparison
     from crawler.cli._output import print_json
     from crawler.config import Settings
 

@@ -356,19 +356,18 @@ def test_compare_with_an_ambiguous_query_lists_the_base_models(catalog_db):
 
 
 def test_sql_quality_sums_give_the_same_score_as_the_python_model(any_catalog_db):
-    catalog_db = any_catalog_db
-    # The catalog orders large candidate sets by a quality score computed from SQL sums; it must
-    # be the score crawler.quality computes from the loaded groups.
+    # The streamed search orders by a quality score computed in SQL from group sums; it must be
+    # the score crawler.quality computes from the loaded groups.
     from crawler.catalog.candidates import load_candidates
+    from crawler.catalog.ordered import stream_candidates
     from crawler.quality import GroupPrecision, QualityInputs, estimate_quality
     from crawler.rank import Budget, Filters, RunSpec
 
     spec, budget = RunSpec(ctx=4096), Budget.from_gib(1000)
-    with Catalog.open(catalog_db[0]) as catalog:
+    with Catalog.open(any_catalog_db[0]) as catalog:
         full = load_candidates(catalog, spec, budget, Filters())
-        light = load_candidates(catalog, spec, budget, Filters(), partial=True, groups=False,
-                                quality_sums=True)  # fmt: skip
-    hints = {c.quant_id: c.quality_hint for c in light.candidates}
+        stream = stream_candidates(catalog, spec, budget, Filters(), "quality")
+        hints = {c.quant_id: c.quality_hint for c in stream}
     assert len(hints) == len(full.candidates) > 10
     for c in full.candidates:
         co = c.coefficients
@@ -376,10 +375,12 @@ def test_sql_quality_sums_give_the_same_score_as_the_python_model(any_catalog_db
         q = estimate_quality(
             QualityInputs(
                 groups=groups,
-                n_expert=co.n_expert, n_expert_used=co.n_expert_used, n_embd=co.n_embd,
+                n_expert=co.n_expert,
+                n_expert_used=co.n_expert_used,
+                n_embd=co.n_embd,
                 n_vocab=co.n_vocab,
             )
-        )  # fmt: skip
+        )
         assert q is not None and hints[c.quant_id] == pytest.approx(q.score, rel=1e-9)
 
 

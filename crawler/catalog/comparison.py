@@ -1,0 +1,134 @@
+"""``quants compare``'s read path: every quant of one base model, with its tensor groups.
+
+Takes and returns frozen dataclasses; ORM rows never leave this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, literal, select
+
+from crawler.catalog import Catalog
+from crawler.catalog.candidates import _escape, _load_groups, _lower
+from crawler.catalog.tables import Quant, Repo
+from crawler.rank import GroupStats
+
+__all__ = ["ComparedQuant", "Comparison", "load_comparison"]
+
+
+@dataclass(frozen=True, slots=True)
+class ComparedQuant:
+    """One quant of a base model, for ``quants compare``."""
+
+    repo_id: str
+    author: str | None
+    path: str
+    quant_label: str | None
+    size_bytes: int
+    groups: tuple[GroupStats, ...]
+    mtp_present: bool | None
+    mtp_state: str | None
+    mtp_preserved: bool | None
+    mtp_min_bits: float | None
+    attn_min_bits: float | None
+    attn_preserved: bool | None
+    loadable_by_mainline: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Every quant of one base model in the catalog, smallest first."""
+
+    base_model: str
+    quants: tuple[ComparedQuant, ...]
+
+
+def load_comparison(catalog: Catalog, query: str) -> Comparison:
+    """The quants of the one base model ``query`` names (fuzzy, as ``search``).
+
+    Quants without a recorded base model are grouped by repo. UsageError when nothing matches,
+    or when several base models do and none is named exactly (the message lists them).
+    """
+    from crawler.errors import UsageError
+    from crawler.query import QueryMatcher
+
+    matcher = QueryMatcher(query)
+    q, r = Quant, Repo
+    base_model = func.coalesce(q.base_model, r.base_model)
+    stmt = (
+        select(
+            q.id,
+            r.repo_id,
+            r.author,
+            q.path,
+            q.quant_label,
+            q.architecture,
+            base_model,
+            q.size_bytes,
+            q.mtp_present,
+            q.mtp_state,
+            q.mtp_preserved,
+            q.mtp_min_bits,
+            q.attn_min_bits,
+            q.attn_preserved,
+            q.loadable_by_mainline,
+        )
+        .join(r, r.id == q.repo_pk)
+        .where(q.vanished_at.is_(None), r.vanished_at.is_(None), q.analysed_at.is_not(None))
+    )
+    like = [
+        (
+            _lower(r.repo_id) + literal(" ") + _lower(base_model) + literal(" ") + _lower(q.path)
+        ).like(f"%{_escape(tok)}%", "\\")
+        for tok in matcher.required_substrings
+    ]
+    with catalog.session() as s:
+        rows = [
+            row
+            for row in s.execute(stmt.where(*like)).all()
+            if matcher.matches_names(row[1], row[6], row[3], row[4], row[5])
+        ]
+        by_base: dict[str, list[Any]] = {}
+        for row in rows:
+            by_base.setdefault(row[6] or f"{row[1]} (no base model recorded)", []).append(row)
+        if not by_base:
+            raise UsageError(f"no quant in the catalog matches {query!r}")
+        key = _pick_base(query, sorted(by_base))
+        chosen = by_base[key]
+        groups = _load_groups(s, [row[0] for row in chosen])
+    quants = [
+        ComparedQuant(
+            repo_id=row[1],
+            author=row[2],
+            path=row[3],
+            quant_label=row[4],
+            size_bytes=row[7],
+            groups=groups.get(row[0], ()),
+            mtp_present=row[8],
+            mtp_state=row[9],
+            mtp_preserved=row[10],
+            mtp_min_bits=row[11],
+            attn_min_bits=row[12],
+            attn_preserved=row[13],
+            loadable_by_mainline=row[14],
+        )
+        for row in chosen
+    ]
+    quants.sort(key=lambda c: (c.size_bytes, c.repo_id, c.path))
+    return Comparison(base_model=key, quants=tuple(quants))
+
+
+def _pick_base(query: str, bases: Sequence[str]) -> str:
+    from crawler.errors import UsageError
+
+    if len(bases) == 1:
+        return bases[0]
+    wanted = query.strip().lower()
+    exact = [b for b in bases if b.lower() == wanted or b.lower().endswith("/" + wanted)]
+    if len(exact) == 1:
+        return exact[0]
+    listed = "; ".join(bases[:10]) + (f" (+{len(bases) - 10} more)" if len(bases) > 10 else "")
+    raise UsageError(f"{query!r} matches several base models: {listed}; name one of them")
