@@ -34,7 +34,7 @@ def has_math(catalog: Catalog) -> bool:
         return False
 
 
-def _sums_select(ids: Any) -> Any:
+def _sums_select(in_ids: Any) -> Any:
     """Per quant, the four sums :func:`crawler.quality.score_from_sums` takes, over its groups.
 
     Mirrors ``quality.estimate_quality``: sensitivity x active parameters as weights (routed
@@ -53,7 +53,7 @@ def _sums_select(ids: Any) -> Any:
             c["n_embd"].as_float().label("embd"),
             c["n_vocab"].as_float().label("vocab"),
         )
-        .where(MemoryModel.quant_id.in_(ids.scalar_subquery()))
+        .where(in_ids(MemoryModel.quant_id))
         # GROUP BY keeps SQLite from flattening this into the join (one parse per group row)
         .group_by(MemoryModel.quant_id)
         .subquery("dims")
@@ -156,7 +156,20 @@ def stream_candidates(
     base_model = func.coalesce(q.base_model, r.base_model)
     where = and_(*_filter_clauses(filters), m.status == "ok", _bound_clause(spec, budget))
     ids = select(q.id).join(r, r.id == q.repo_pk).join(m, m.quant_id == q.id).where(where)
-    sums = _sums_select(ids).subquery("sums")
+    with catalog.session() as s:
+        id_list = list(s.scalars(ids.limit(_ID_LIST_MAX + 1)).all())
+    if len(id_list) <= _ID_LIST_MAX:
+        # A selective search: the filters ran once; the sums and the ordered query use the ids.
+        def in_ids(col: Any) -> Any:
+            return col.in_(id_list)
+
+        where = q.id.in_(id_list)
+    else:
+
+        def in_ids(col: Any) -> Any:
+            return col.in_(ids.scalar_subquery())
+
+    sums = _sums_select(in_ids).subquery("sums")
     score = _score_sql(sums).label("score")
     keys = {
         "quality": score.desc().nulls_last(),
@@ -245,3 +258,6 @@ def stream_candidates(
 
 #: Rows read from the database at a time when streaming.
 _STREAM_CHUNK = 256
+#: Up to this many candidates, their ids are fetched first and passed as a list (one scan of
+#: the filters instead of three); beyond it the filters stay a subquery.
+_ID_LIST_MAX = 5000
