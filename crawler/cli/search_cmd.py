@@ -241,7 +241,10 @@ def _render(res: SearchResult) -> str:
                 f"{r.config.type_k}/{r.config.type_v}",
                 _mtp_cell(r),
                 attn,
-                f"{r.quality.score:.1f}" if r.quality else "-",
+                # the size prior is part of the score: show the parameters it used
+                f"{r.quality.score:.1f} @{r.quality.effective_params / 1e9:.3g}B"
+                if r.quality
+                else "-",
                 speed,
             ]
         )
