@@ -402,3 +402,25 @@ def test_a_short_limit_gives_the_head_of_the_full_ranking(any_catalog_db, sort):
     head = [(r["repo"], r["path"]) for r in json.loads(out.stdout)["results"]]
     full = [(r["repo"], r["path"]) for r in _search(any_catalog_db, *args)["results"]]
     assert head == full[:3]
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--ctx", "8192"], "--vram"),  # no budget
+        (["--vram", "8", "--sort", "best"], "--sort"),
+        (["--vram", "8", "--auto-cache", "-ctk", "q8_0"], "--auto-cache"),
+        (["--vram", "8", "-ctk", "q3_k"], "cache type"),
+        (["--vram", "8", "--ram", "64"], "--cpu-moe"),
+        (["--vram"], "search options"),  # the parser's own error
+    ],
+)
+def test_bad_search_options_are_one_line_usage_errors(catalog_db, argv, message):
+    from crawler.cli.search_cmd import search_argv
+    from crawler.errors import UsageError
+
+    with Catalog.open(catalog_db[0]) as catalog, pytest.raises(UsageError, match=message):
+        search_argv(catalog, argv)
+    db, tmp = catalog_db
+    out = quants("search", *argv, "--db", db, tmp=tmp)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
