@@ -1,10 +1,37 @@
 """quants: find, verify and rank GGUF quantizations on the Hugging Face Hub.
 
-The package is named ``crawler``; the distribution and the command are ``quants``.
+The package is named ``crawler``; the distribution and the command are ``quants``. The public API
+below is imported lazily, so ``import crawler`` (and ``quants --help``) stays fast.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+# name -> module that defines it
+_EXPORTS = {
+    "Catalog": "crawler.catalog",
+    "GGUFHeader": "crawler.gguf",
+    "RunConfig": "crawler.fit",
+    "Settings": "crawler.config",
+    "build_profile": "crawler.profile",
+    "coefficients": "crawler.fit",
+    "estimate": "crawler.fit",
+    "max_ctx": "crawler.fit",
+    "read_header": "crawler.gguf",
+    "run_once": "crawler.scan",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'crawler' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

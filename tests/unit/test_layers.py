@@ -23,6 +23,8 @@ PURE = [
     "analysis",
     "diff",
     "cron",
+    "launch",
+    "query",
 ]
 FORBIDDEN = {
     "httpx",
