@@ -4,49 +4,14 @@ reports exactly the mutations, and ``quants scans`` the two passes. The real CLI
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.cli import Cli
 from tests.fixtures.world import FileCache, Quant, reupload
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class Cli:
-    """Runs ``python -m crawler`` against one emulator and one catalog."""
-
-    def __init__(self, emulator: HubEmulator, tmp_path: Path) -> None:
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("QUANTS_")}
-        self.env.update(
-            QUANTS_HF_ENDPOINT=emulator.endpoint,
-            QUANTS_DB=f"sqlite:///{tmp_path / 'catalog.sqlite'}",
-            QUANTS_DATA_DIR=str(tmp_path / "data"),
-            QUANTS_TIMEOUT="10",
-        )
-
-    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run(
-            [sys.executable, "-m", "crawler", *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=180,
-            cwd=ROOT,
-        )
-        if ok:
-            assert out.returncode == 0, out.stderr
-        return out
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.run(*args, "--json").stdout)
 
 
 def _mutate(emulator: HubEmulator, cache: FileCache) -> None:
@@ -84,7 +49,7 @@ def test_changes_report_exactly_the_mutations(
     world_cache: FileCache,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    cli = Cli(hub, tmp_path)
+    cli = Cli(tmp_path, endpoint=hub.endpoint)
     first = cli.json("crawl")
     assert first["quants_analysed"] > 10
     # Nothing changed yet: the latest scan's changes are every quant, all new.
@@ -159,7 +124,7 @@ def test_changes_bad_since_is_a_usage_error(
     hub: HubEmulator,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    cli = Cli(hub, tmp_path)
+    cli = Cli(tmp_path, endpoint=hub.endpoint)
     out = cli.run("changes", "--since", since, ok=False)
     assert out.returncode == 2
     assert out.stderr.startswith("error: --since")

@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import clean_env, run_quants
+
 ROOT = Path(__file__).resolve().parents[2]
+# Data directory that does not exist: these commands must not need one.
+NOWHERE = Path("/nonexistent-quants")
 
 
 def quants(*args: str, db: str | None = None, env: dict[str, str] | None = None):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("QUANTS_")}
-    full_env["QUANTS_DATA_DIR"] = full_env.get("QUANTS_TEST_DATA_DIR", "/nonexistent-quants")
-    if db:
-        full_env["QUANTS_DB"] = db
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "crawler", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=120,
-        cwd=ROOT,
-    )
+    extra = {"QUANTS_DB": db} if db else {}
+    return run_quants(*args, env=clean_env(NOWHERE, **extra, **(env or {})), timeout=120)
 
 
 def test_help_lists_the_commands():

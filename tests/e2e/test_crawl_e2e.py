@@ -11,18 +11,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli import clean_env, start_quants
 from tests.fixtures.world import WORLD, Quant
 from tests.hub.snapshot import integrity_ok, snapshot, sqlite_path
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 
-ROOT = Path(__file__).resolve().parents[2]
 # The anonymous crawl cannot finish these: a gated repo and files that are not GGUF.
 FAILING = {"google/gemma-3-12b-it-qat-q4_0-gguf", "broken/Malformed-GGUF"}
 SUMMARY_KEYS = {
@@ -37,35 +36,14 @@ SUMMARY_KEYS = {
 }
 
 
-def _env(tmp: Path) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("QUANTS_", "HF_")) and k != "HUGGING_FACE_HUB_TOKEN"
-    }
-    env.update(
-        QUANTS_DATA_DIR=str(tmp / "data"),
-        HF_HOME=str(tmp / "hf-home"),
-        HF_HUB_DISABLE_TELEMETRY="1",
-    )
-    return env
-
-
-def _start(args: list[str], tmp: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "crawler", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(tmp),
-        cwd=ROOT,
-    )
-
-
 def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     proc = _start(list(args), tmp)
     out, err = proc.communicate(timeout=120)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _start(args: list[str], tmp: Path) -> subprocess.Popen[str]:
+    return start_quants(*args, env=clean_env(tmp))
 
 
 def crawl(emu: HubEmulator, db: str, tmp: Path) -> dict[str, Any]:

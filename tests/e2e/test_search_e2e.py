@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,31 +20,18 @@ from sqlalchemy import select
 from crawler.catalog import Catalog
 from crawler.catalog.tables import MemoryModel, Quant, Repo
 from crawler.fit import MemoryCoefficients, RunConfig, cheapest_cache_for, estimate
+from tests.cli import clean_env, run_quants
 from tests.fixtures.world import REAL_WORLD, WORLD, FileCache, populate
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
 
-ROOT = Path(__file__).resolve().parents[2]
 GIB = 1024**3
 CTX = 262144
 HEADROOM = int(0.5 * GIB)
 
 
-def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUANTS_", "HF_"))}
-    env.update(QUANTS_DATA_DIR=str(tmp / "data"), HF_HOME=str(tmp / "hf"))
-    return env
-
-
 def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "crawler", *args],
-        capture_output=True,
-        text=True,
-        env=_env(tmp),
-        cwd=ROOT,
-        timeout=120,
-    )
+    return run_quants(*args, env=clean_env(tmp), timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -7,53 +7,23 @@ is re-uploaded with other content, and never for a new quant outside its search.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from tests.cli import Cli
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate, reupload
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 
-ROOT = Path(__file__).resolve().parents[2]
 ATOM = "{http://www.w3.org/2005/Atom}"
 SEARCH = ["qwen3 8b", "--vram", "24", "--ctx", "4096"]
 
 
-class Cli:
-    """Runs ``python -m crawler`` against one emulator, one catalog, one data directory."""
-
-    def __init__(self, emulator: HubEmulator, tmp_path: Path) -> None:
-        self.data = tmp_path / "data"
-        self.db = tmp_path / "catalog.sqlite"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("QUANTS_")}
-        self.env.update(
-            QUANTS_HF_ENDPOINT=emulator.endpoint,
-            QUANTS_DB=f"sqlite:///{tmp_path / 'catalog.sqlite'}",
-            QUANTS_DATA_DIR=str(self.data),
-            QUANTS_TIMEOUT="10",
-        )
-
-    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run(
-            [sys.executable, "-m", "crawler", *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=180,
-            cwd=ROOT,
-        )
-        if ok:
-            assert out.returncode == 0, out.stderr
-        return out
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.run(*args, "--json").stdout)
+class WatchCli(Cli):
+    """The CLI against one emulator and catalog, plus the watch feed files."""
 
     def crawl_and_evaluate(self) -> None:
         # --full: every repo is listed, whatever the emulator's commit dates.
@@ -92,7 +62,7 @@ def test_watch_fires_once_per_new_fitting_quant(
     world_cache: FileCache,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    cli = Cli(hub, tmp_path)
+    cli = WatchCli(tmp_path, endpoint=hub.endpoint)
     cli.run("crawl")
     current = cli.json("search", *SEARCH)["results"]
     assert current, "the fixture world has Qwen3-8B quants that fit"
@@ -174,7 +144,7 @@ def test_watch_add_refuses_bad_search_options(
     hub: HubEmulator,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    cli = Cli(hub, tmp_path)
+    cli = WatchCli(tmp_path, endpoint=hub.endpoint)
     out = cli.run("watch", "add", "w", "--", "--no-such-option", ok=False)
     assert out.returncode == 2
     assert out.stderr.startswith("error: ")

@@ -1,0 +1,78 @@
+"""Run the real ``quants`` CLI (``python -m crawler``) in a subprocess with a clean environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """The environment minus QUANTS_*/HF_* settings, with a private data dir and HF home.
+
+    Telemetry stays off: huggingface_hub would otherwise reach out to huggingface.co.
+    """
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("QUANTS_", "HF_")) and k != "HUGGING_FACE_HUB_TOKEN"
+    }
+    env.update(
+        QUANTS_DATA_DIR=str(tmp / "data"),
+        HF_HOME=str(tmp / "hf-home"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+    )
+    env.update(extra)
+    return env
+
+
+def start_quants(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start ``quants ARGS`` without waiting (for signal and kill tests)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "crawler", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def run_quants(
+    *args: str, env: dict[str, str], timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """Run ``quants ARGS`` to completion and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "crawler", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+class Cli:
+    """``quants`` against one catalog (SQLite in ``tmp``) and, optionally, one Hub endpoint."""
+
+    def __init__(self, tmp: Path, *, endpoint: str | None = None, **extra: str) -> None:
+        self.db = tmp / "catalog.sqlite"
+        self.data = tmp / "data"
+        settings = {"QUANTS_DB": f"sqlite:///{self.db}", "QUANTS_TIMEOUT": "10", **extra}
+        if endpoint:
+            settings["QUANTS_HF_ENDPOINT"] = endpoint
+        self.env = clean_env(tmp, **settings)
+
+    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        out = run_quants(*args, env=self.env)
+        if ok:
+            assert out.returncode == 0, out.stderr
+        return out
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "--json").stdout)
