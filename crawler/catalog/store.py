@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import and_, case, delete, func, select, update
 
 from crawler.analysis import AnalysedShard, MemoryRecord, QuantAnalysis
 from crawler.catalog import Catalog
@@ -51,7 +51,9 @@ __all__ = [
     "load_repo",
     "mark_repos_vanished",
     "pending_repo_ids",
+    "quality_score_of",
     "record_errors",
+    "refresh_live",
     "set_state",
     "start_scan",
     "touch_repos",
@@ -334,6 +336,7 @@ def write_repo(catalog: Catalog, scan_id: int, w: RepoWrite) -> None:
                     .where(model.repo_pk == repo.id, model.vanished_at.is_(None))
                     .values(vanished_at=now)
                 )
+        _refresh_live(s, [repo.id])
         _add_errors(s, scan_id, w.errors)
         # Last, in the same transaction: the marker that this sha needs no more work.
         if w.complete and not w.vanished:
@@ -452,8 +455,59 @@ def _group_rows(quant_id: int, profile: Mapping[str, Any]) -> list[TensorGroup]:
     ]
 
 
+#: The coefficients the search reads before the exact estimate, copied into scalar columns.
+SEARCH_SCALARS = ("n_expert", "n_expert_used", "n_embd", "n_vocab")
+
+
+def search_scalars(coefficients: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``memory_models``' copies of the coefficients the search needs before estimating.
+
+    Missing keys are 0 / False, as :meth:`crawler.fit.MemoryCoefficients.from_json` defaults.
+    """
+    co = coefficients or {}
+    out: dict[str, Any] = {k: _opt_int(co.get(k)) or 0 for k in SEARCH_SCALARS}
+    out["mtp_available"] = bool(co.get("mtp_available", False))
+    return out
+
+
+def quality_score_of(
+    groups: Iterable[tuple[str, int, int, float | None]], coefficients: Mapping[str, Any] | None
+) -> float | None:
+    """The stored ``quants.quality_score``: :func:`crawler.quality.estimate_quality`'s score.
+
+    ``groups`` are (name, n_params, n_bytes, bpw) as ``tensor_groups`` stores them, in
+    ``group_name`` order (the order ranking loads them in, so the float sums are identical);
+    ``coefficients`` the memory model's JSON. Ranking recomputes the same function for the
+    quants it returns (:func:`crawler.rank.rank_candidates`); a test checks they agree.
+    """
+    from crawler.quality import GroupPrecision, QualityInputs, estimate_quality
+
+    precisions = tuple(GroupPrecision(n, p, b, bpw) for n, p, b, bpw in groups)
+    if not precisions:
+        return None
+    co = search_scalars(coefficients)
+    est = estimate_quality(
+        QualityInputs(
+            groups=precisions,
+            n_expert=co["n_expert"],
+            n_expert_used=co["n_expert_used"],
+            n_embd=co["n_embd"],
+            n_vocab=co["n_vocab"],
+        )
+    )
+    return est.score if est is not None else None
+
+
+def _quality_of_rows(rows: Sequence[TensorGroup], m: MemoryRecord) -> float | None:
+    ordered = sorted(rows, key=lambda g: g.group_name)
+    return quality_score_of(
+        ((g.group_name, g.n_params, g.n_bytes, g.bpw) for g in ordered), m.coefficients
+    )
+
+
 def _memory_row(quant_id: int, m: MemoryRecord) -> MemoryModel:
     return MemoryModel(
+        **search_scalars(m.coefficients),
         quant_id=quant_id,
         status=m.status,
         reason=m.reason,
@@ -503,7 +557,9 @@ def _write_analyses(
             q.header_bytes = sum(sh.header_bytes for sh in a.shards)
             q.analysed_at = now
             q.content_key = content_key
-            rows += _group_rows(q.id, a.profile)
+            group_rows = _group_rows(q.id, a.profile)
+            q.quality_score = _quality_of_rows(group_rows, a.memory)
+            rows += group_rows
             rows.append(_memory_row(q.id, a.memory))
             rows.append(
                 TensorTable(
@@ -581,7 +637,35 @@ def mark_repos_vanished(
                     .where(model.repo_pk == repo.id, model.vanished_at.is_(None))
                     .values(vanished_at=now)
                 )
+        _refresh_live(s, [r.id for r in gone])
         return [r.repo_id for r in gone]
+
+
+def _refresh_live(s: Any, repo_pks: Sequence[int]) -> None:
+    """Recompute ``quants.live`` (quant and repo not vanished) for the quants of these repos.
+
+    Called in the transaction that changes any ``vanished_at`` of those repos or their quants,
+    so the search's ``live`` index never disagrees with the ``vanished_at`` columns.
+    """
+    if not repo_pks:
+        return
+    s.flush()
+    repo_live = select(Repo.id).where(Repo.id == Quant.repo_pk, Repo.vanished_at.is_(None)).exists()
+    value = case((and_(Quant.vanished_at.is_(None), repo_live), True), else_=False)
+    for chunk in range(0, len(repo_pks), 5000):
+        s.execute(
+            update(Quant)
+            .where(Quant.repo_pk.in_(list(repo_pks[chunk : chunk + 5000])))
+            .values(live=value)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def refresh_live(catalog: Catalog) -> None:
+    """Recompute ``quants.live`` for every quant (after rows were written outside this module)."""
+    with catalog.session() as s:
+        pks = list(s.scalars(select(Repo.id)))
+        _refresh_live(s, pks)
 
 
 # -- reprofile -------------------------------------------------------------------------------
@@ -632,7 +716,9 @@ def update_analysis(
         changed = (q.profile or {}) != dict(profile)
         _apply_profile(q, profile)
         _replace_children(s, [q.id], (TensorGroup, MemoryModel))
-        s.add_all([*_group_rows(q.id, profile), _memory_row(q.id, memory)])
+        group_rows = _group_rows(q.id, profile)
+        q.quality_score = _quality_of_rows(group_rows, memory)
+        s.add_all([*group_rows, _memory_row(q.id, memory)])
         return changed
 
 

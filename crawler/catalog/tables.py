@@ -105,6 +105,11 @@ class Quant(Base):
     analysed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     vanished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Search columns (migration 0003), kept by crawler.catalog.store: ``live`` = neither this
+    # quant nor its repo vanished; ``quality_score`` = crawler.quality.estimate_quality's score
+    # over the stored tensor groups (NULL when no group has known bits).
+    live: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    quality_score: Mapped[float | None] = mapped_column(Float)
 
 
 class File(Base):
@@ -186,6 +191,13 @@ class MemoryModel(Base):
     fixed_bytes_f16: Mapped[int | None] = mapped_column(BigInteger)
     # The complete coefficient set, as serialised by crawler.fit.
     coefficients: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Copies of the coefficients the search reads before the exact estimate (migration 0003),
+    # so the candidate query never parses the JSON above.
+    n_expert: Mapped[int | None] = mapped_column(Integer)
+    n_expert_used: Mapped[int | None] = mapped_column(Integer)
+    n_embd: Mapped[int | None] = mapped_column(Integer)
+    n_vocab: Mapped[int | None] = mapped_column(Integer)
+    mtp_available: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class Scan(Base):
@@ -279,3 +291,22 @@ class WatchHit(Base):
 
 
 Index("ix_quants_live", Quant.vanished_at, Quant.size_bytes)
+# Search (migration 0003): `--sort quality` reads live quants in score order from this index
+# and stops after a page; the covering index answers the memory prefilter and the scalar
+# coefficients without reading the rows' coefficient JSON.
+Index("ix_quants_search_quality", Quant.live, Quant.quality_score)
+Index(
+    "ix_memory_models_prefilter",
+    MemoryModel.quant_id,
+    MemoryModel.status,
+    MemoryModel.weights_bytes,
+    MemoryModel.expert_bytes,
+    MemoryModel.mtp_weights_bytes,
+    MemoryModel.kv_bytes_per_token_f16,
+    MemoryModel.fixed_bytes_f16,
+    MemoryModel.n_expert,
+    MemoryModel.n_expert_used,
+    MemoryModel.n_embd,
+    MemoryModel.n_vocab,
+    MemoryModel.mtp_available,
+)

@@ -1,0 +1,148 @@
+"""search columns: quants.live, quants.quality_score, memory_models scalar coefficients; indexes
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-12-02
+
+``quants search`` orders by quality and filters by memory without reading the coefficient JSON:
+``quants.quality_score`` (crawler.quality's score, stored at crawl time), ``quants.live`` (neither
+the quant nor its repo vanished), copies of the scalar coefficients the search needs before the
+exact estimate, an index for the quality order and a covering index for the memory prefilter.
+Existing rows are filled here; the quality score goes through the same function the crawl uses
+(``crawler.catalog.store.quality_score_of``), so a catalog migrated here matches a new crawl.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+_BATCH = 5000
+
+_PREFILTER_COLUMNS = [
+    "quant_id",
+    "status",
+    "weights_bytes",
+    "expert_bytes",
+    "mtp_weights_bytes",
+    "kv_bytes_per_token_f16",
+    "fixed_bytes_f16",
+    "n_expert",
+    "n_expert_used",
+    "n_embd",
+    "n_vocab",
+    "mtp_available",
+]
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("quants", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("live", sa.Boolean(), nullable=False, server_default="0"))
+        batch_op.add_column(sa.Column("quality_score", sa.Float(), nullable=True))
+        batch_op.create_index("ix_quants_search_quality", ["live", "quality_score"], unique=False)
+    with op.batch_alter_table("memory_models", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("n_expert", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("n_expert_used", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("n_embd", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("n_vocab", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("mtp_available", sa.Boolean(), nullable=True))
+        batch_op.create_index("ix_memory_models_prefilter", _PREFILTER_COLUMNS, unique=False)
+    _backfill()
+
+
+def _backfill() -> None:
+    from crawler.catalog.store import quality_score_of, search_scalars
+
+    bind = op.get_bind()
+    repos = sa.table("repos", sa.column("id"), sa.column("vanished_at"))
+    quants = sa.table(
+        "quants",
+        sa.column("id"),
+        sa.column("repo_pk"),
+        sa.column("vanished_at"),
+        sa.column("live", sa.Boolean()),
+        sa.column("quality_score", sa.Float()),
+    )
+    memory = sa.table(
+        "memory_models",
+        sa.column("quant_id"),
+        sa.column("coefficients", sa.JSON()),
+        *(sa.column(c) for c in ("n_expert", "n_expert_used", "n_embd", "n_vocab")),
+        sa.column("mtp_available", sa.Boolean()),
+    )
+    groups = sa.table(
+        "tensor_groups",
+        sa.column("quant_id"),
+        sa.column("group_name"),
+        sa.column("n_params"),
+        sa.column("n_bytes"),
+        sa.column("bpw"),
+    )
+    repo_live = (
+        sa.select(repos.c.id)
+        .where(repos.c.id == quants.c.repo_pk, repos.c.vanished_at.is_(None))
+        .exists()
+    )
+    bind.execute(
+        sa.update(quants).values(
+            live=sa.case((sa.and_(quants.c.vanished_at.is_(None), repo_live), True), else_=False)
+        )
+    )
+    ids = [row[0] for row in bind.execute(sa.select(memory.c.quant_id).order_by("quant_id"))]
+    for i in range(0, len(ids), _BATCH):
+        chunk = ids[i : i + _BATCH]
+        coefficients: dict[int, Any] = dict(
+            bind.execute(
+                sa.select(memory.c.quant_id, memory.c.coefficients).where(
+                    memory.c.quant_id.in_(chunk)
+                )
+            ).all()
+        )
+        by_quant: dict[int, list[tuple[str, int, int, float | None]]] = {}
+        for qid, name, n_params, n_bytes, bpw in bind.execute(
+            sa.select(
+                groups.c.quant_id,
+                groups.c.group_name,
+                groups.c.n_params,
+                groups.c.n_bytes,
+                groups.c.bpw,
+            )
+            .where(groups.c.quant_id.in_(chunk))
+            .order_by(groups.c.quant_id, groups.c.group_name)
+        ):
+            by_quant.setdefault(qid, []).append((name, n_params, n_bytes, bpw))
+        scalars = [{"b_id": qid, **search_scalars(coefficients.get(qid))} for qid in chunk]
+        bind.execute(
+            sa.update(memory)
+            .where(memory.c.quant_id == sa.bindparam("b_id"))
+            .values({k: sa.bindparam(k) for k in scalars[0] if k != "b_id"}),
+            scalars,
+        )
+        scores = [
+            {"b_id": qid, "score": quality_score_of(by_quant.get(qid, []), coefficients.get(qid))}
+            for qid in chunk
+        ]
+        bind.execute(
+            sa.update(quants)
+            .where(quants.c.id == sa.bindparam("b_id"))
+            .values(quality_score=sa.bindparam("score")),
+            scores,
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("memory_models", schema=None) as batch_op:
+        batch_op.drop_index("ix_memory_models_prefilter")
+        for name in ("mtp_available", "n_vocab", "n_embd", "n_expert_used", "n_expert"):
+            batch_op.drop_column(name)
+    with op.batch_alter_table("quants", schema=None) as batch_op:
+        batch_op.drop_index("ix_quants_search_quality")
+        batch_op.drop_column("quality_score")
+        batch_op.drop_column("live")
