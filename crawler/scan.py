@@ -14,14 +14,14 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from crawler.catalog import store
 from crawler.catalog.store import ScanTotals
-from crawler.errors import CatalogError, ConfigError, HubError
+from crawler.errors import CatalogError, ConfigError, HubError, HubUnavailable
 from crawler.progress import NullProgress, Progress
 from crawler.repo_scan import RepoScanner, ScanHub, as_utc, error_kind, error_record
 
@@ -125,7 +125,7 @@ def run_once(
     if hub is None:
         from crawler.hub import HubClient
 
-        client: ScanHub = HubClient(settings)
+        client: ScanHub = HubClient(settings, sleep=_interruptible_sleep(stop))
         hub = client
     try:
         scan_id = store.start_scan(
@@ -302,3 +302,16 @@ def _parse_dt(value: str | None) -> datetime | None:
         return as_utc(datetime.fromisoformat(value))
     except ValueError:
         return None
+
+
+def _interruptible_sleep(stop: threading.Event) -> Callable[[float], None]:
+    """A retry/rate-limit wait that ends at once when the pass is stopped (SIGTERM in an outage).
+
+    The request being retried then fails like any other; its repo is retried by the next pass.
+    """
+
+    def sleep(seconds: float) -> None:
+        if stop.wait(seconds):
+            raise HubUnavailable("crawl stopped while waiting to retry")
+
+    return sleep

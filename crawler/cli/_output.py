@@ -35,13 +35,19 @@ def print_json(data: Any, out: TextIO | None = None) -> None:
 def print_csv(
     columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None
 ) -> None:
-    """RFC 4180 CSV with a header row."""
+    """RFC 4180 CSV with a header row.
+
+    Cells are written as they are (CSV is data for another program), except on a terminal, where
+    control characters are escaped like every other text quants prints.
+    """
     out = out or sys.stdout
+    on_terminal = out.isatty()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if v is None else v for v in row])
+        cells = ["" if v is None else v for v in row]
+        writer.writerow([safe_text(v) for v in cells] if on_terminal else cells)
     out.write(buf.getvalue())
 
 

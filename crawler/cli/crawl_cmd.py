@@ -85,11 +85,9 @@ def crawl(
         import logging
 
         logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
-        if settings.hf_token:
-            # httpcore's DEBUG lines print raw response headers: a server that echoes the token
-            # (X-Error-Message) would put it in the log. Redact it in every line (test_secrets).
-            for handler in logging.getLogger().handlers:
-                handler.addFilter(_Redact(settings.hf_token))
+        from crawler.redact import redact_logs
+
+        redact_logs(settings.hf_token)
     stop = threading.Event()
     # SIGTERM (service managers, `kill`): finish the repos in flight, record "interrupted".
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -122,19 +120,3 @@ def crawl(
         typer.echo("see `quants scans` for the errors; the next crawl retries them", err=True)
     if summary.status != "ok":
         typer.echo(f"crawl {summary.status}: {summary.message or ''}".rstrip(), err=True)
-
-
-class _Redact:
-    """A logging filter that replaces the token in a record's message."""
-
-    def __init__(self, secret: str) -> None:
-        self.secret = secret
-
-    def filter(self, record: object) -> bool:
-        import logging
-
-        assert isinstance(record, logging.LogRecord)
-        message = record.getMessage()
-        if self.secret in message:
-            record.msg, record.args = message.replace(self.secret, "hf_***"), None
-        return True

@@ -115,6 +115,7 @@ def schedule(
     from crawler.config import Settings
     from crawler.cron import crontab_text, parse_cron, systemd_units
     from crawler.errors import UsageError
+    from crawler.redact import redact_logs
     from crawler.scheduler import (
         CrawlScope,
         ScheduleOptions,
@@ -166,4 +167,5 @@ def schedule(
         )
         return
     configure_logging(settings.log_level, log_file)
+    redact_logs(settings.hf_token)
     run_scheduler(settings, options, scope=scope)

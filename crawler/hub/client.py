@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from urllib.parse import quote
 from huggingface_hub import hf_hub_url
 
 from crawler.config import Settings
-from crawler.errors import HubUnavailable
+from crawler.errors import HubNotFound, HubUnavailable
 from crawler.hub.limiter import RateLimiter
 from crawler.hub.reader import RangeReader
 from crawler.hub.records import (
@@ -24,6 +25,8 @@ from crawler.hub.records import (
 )
 from crawler.hub.status import origin
 from crawler.hub.transport import Params, Reply, Transport
+
+logger = logging.getLogger(__name__)
 
 #: Properties requested with ``expand`` when listing: enough to decide "unchanged" (``sha``,
 #: ``lastModified``) and to record lineage (``cardData.base_model``, ``base_model:quantized:``
@@ -209,6 +212,11 @@ class HubClient:
                 raise HubUnavailable(
                     "the Hub sent a malformed tree entry", repo_id=repo_id, url=url
                 )
+            if not is_safe_repo_path(hub_file.path):
+                # The Hub's git never lists such paths; an HTTP client would normalise "a/../b"
+                # into another URL on the same host, token attached. Skip them.
+                logger.warning("skipping unsafe path %r in %s", hub_file.path, repo_id)
+                continue
             files.append(hub_file)
         return tuple(files)
 
@@ -220,6 +228,8 @@ class HubClient:
         Hub's origin, ``_client.py`` ``_redirect_headers``), asks for exactly the bytes wanted and,
         if the server ignores ``Range``, streams and stops after them.
         """
+        if not is_safe_repo_path(path):
+            raise HubNotFound(f"refusing the unsafe path {path!r}", repo_id=repo_id)
         url = hf_hub_url(repo_id, path, revision=revision, endpoint=self.endpoint)
         return RangeReader(self._transport, url, repo_id=repo_id)
 
@@ -258,3 +268,12 @@ def _json(reply: Reply, repo_id: str | None) -> Any:
         raise HubUnavailable(
             "the Hub sent invalid JSON", repo_id=repo_id, url=reply.final_url
         ) from None
+
+
+def is_safe_repo_path(path: str) -> bool:
+    """A relative path without empty, ``.`` or ``..`` segments, backslashes or control chars."""
+    if not path or path.startswith("/") or "\\" in path:
+        return False
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
