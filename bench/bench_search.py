@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import insert
 
 from crawler.catalog import Catalog
+from crawler.catalog.store import quality_score_of, search_scalars
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.errors import NothingFits
 from crawler.fit import KVGroup, MemoryCoefficients
@@ -141,13 +142,29 @@ def build(path: Path, n_quants: int, seed: int = 6) -> float:
                  "shard_count": 1}
             )  # fmt: skip
             total = fam[2] * 1e9
+            mine = []
             for g, share, b in (("attn", 0.12, attn), ("ffn_exps" if fam[9] else "ffn", 0.78, bits),
                                 ("output", 0.05, 6.56), ("token_embd", 0.05, bits)):  # fmt: skip
                 n = int(total * share)
-                groups.append(
+                mine.append(
                     {"quant_id": qid, "group_name": g, "n_tensors": 64, "n_params": n,
                      "n_bytes": int(n * b / 8), "bpw": b, "min_bits": b, "max_bits": b}
                 )  # fmt: skip
+            groups += mine
+            # What the crawl stores (crawler.catalog.store): live flag and quality score.
+            quants[-1]["live"] = True
+            quants[-1].update(
+                fit_weights_bytes=co["weights_bytes"], fit_expert_bytes=co["expert_bytes"],
+                fit_mtp_bytes=co["mtp_weights_bytes"],
+                fit_kv_per_token=sum(2 * g["count"] * (g["k_width"] + g["v_width"])
+                                     for g in co["kv_groups"]),
+                fit_fixed_bytes=co["recurrent_layers"]
+                * (co["recurrent_r"] + co["recurrent_s"]) * 4,
+            )  # fmt: skip
+            quants[-1]["quality_score"] = quality_score_of(
+                sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in mine),
+                co,
+            )
             memory.append(
                 {"quant_id": qid, "status": "ok", "weights_bytes": co["weights_bytes"],
                  "mtp_weights_bytes": co["mtp_weights_bytes"], "expert_bytes": co["expert_bytes"],
@@ -156,7 +173,7 @@ def build(path: Path, n_quants: int, seed: int = 6) -> float:
                                                for g in co["kv_groups"]),
                  "fixed_bytes_f16": co["recurrent_layers"]
                  * (co["recurrent_r"] + co["recurrent_s"]) * 4,
-                 "coefficients": co}
+                 "coefficients": co, **search_scalars(co)}
             )  # fmt: skip
     with Catalog.open(url) as catalog, catalog.engine.begin() as conn:
         conn.exec_driver_sql("PRAGMA synchronous=OFF")

@@ -84,7 +84,7 @@ def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
 def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
     """Run one search; NothingFits when no candidate fits (the message says why)."""
     from crawler.catalog.candidates import load_candidates, materializer, sibling_lookup
-    from crawler.catalog.ordered import count_left_out, has_math, stream_candidates
+    from crawler.catalog.ordered import count_left_out, stream_candidates
     from crawler.rank import EARLY_STOP_SORTS
 
     started = time.perf_counter()
@@ -95,7 +95,7 @@ def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
     if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
         raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
     prefiltered_out = unknown = 0
-    if req.sort in EARLY_STOP_SORTS and has_math(catalog):
+    if req.sort in EARLY_STOP_SORTS:
         # Sorts known before the estimate: the catalog streams candidates in that order and
         # ranking stops reading once nothing left can rank higher (crawler.rank).
         stream = stream_candidates(catalog, spec, budget, req.filters, req.sort)

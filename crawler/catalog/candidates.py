@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Text, and_, case, cast, func, literal, or_, select
+from sqlalchemy import Text, and_, case, cast, func, literal, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from crawler.catalog import Catalog
@@ -58,7 +58,9 @@ def _lower(col: Any) -> ColumnElement[Any]:
 def _filter_clauses(filters: Filters) -> list[ColumnElement[bool]]:
     """SQL for :meth:`Filters.accepts` minus the fuzzy part (same semantics, case-insensitive)."""
     base_model = func.coalesce(Quant.base_model, Repo.base_model)
-    out: list[ColumnElement[bool]] = [Quant.vanished_at.is_(None), Repo.vanished_at.is_(None)]
+    # ``live`` (kept by crawler.catalog.store) = neither the quant nor its repo vanished; an
+    # equality, so ``ix_quants_search_quality`` can serve it (``IS true`` is not indexable).
+    out: list[ColumnElement[bool]] = [Quant.live == true()]
     if filters.mtp:
         out += [Quant.mtp_present.is_(True), Quant.mtp_preserved.is_(True)]
     if filters.min_attn_bits is not None:
@@ -96,18 +98,22 @@ def _escape(text: str) -> str:
 
 
 def _bound_clause(spec: RunSpec, budget: Budget) -> ColumnElement[bool]:
-    """:func:`crawler.rank.lower_bound_bytes` <= budget, over the scalar columns."""
+    """:func:`crawler.rank.lower_bound_bytes` <= budget, over the quants' ``fit_*`` columns.
+
+    Those are copies of ``memory_models``' scalar columns, NULL unless its status is "ok", so the
+    clause is false for unmodelled quants and ``ix_quants_search_quality`` covers it.
+    """
     ctx, ratio, fixed_ratio, constant = prefilter_terms(spec)
-    m = MemoryModel
-    total: ColumnElement[Any] = func.coalesce(m.weights_bytes, 0)
+    q = Quant
+    total: ColumnElement[Any] = q.fit_weights_bytes.expression
     if not spec.cpu_moe:
-        total = total + func.coalesce(m.expert_bytes, 0)
+        total = total + func.coalesce(q.fit_expert_bytes, 0)
     if spec.mtp:
-        total = total + func.coalesce(m.mtp_weights_bytes, 0)
+        total = total + func.coalesce(q.fit_mtp_bytes, 0)
     # Floats on purpose: 262144 x 16 KiB/token overflows nothing, but keeps SQLite and
     # PostgreSQL integer rules out of the comparison. Rounded down: still a lower bound.
-    total = total + func.coalesce(m.kv_bytes_per_token_f16, 0) * (ctx * ratio)
-    total = total + func.coalesce(m.fixed_bytes_f16, 0) * fixed_ratio
+    total = total + func.coalesce(q.fit_kv_per_token, 0) * (ctx * ratio)
+    total = total + func.coalesce(q.fit_fixed_bytes, 0) * fixed_ratio
     return total <= float(budget.device_bytes - constant)
 
 
@@ -267,14 +273,21 @@ def sibling_lookup(catalog: Catalog) -> Callable[[Sequence[str]], dict[str, tupl
     def lookup(repo_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         found: dict[str, set[str]] = {r: set() for r in repo_ids}
         with catalog.session() as s:
+            # Repo keys first: a join lets the planner scan the quants' vanished_at index.
+            pks = dict(
+                s.execute(select(Repo.id, Repo.repo_id).where(Repo.repo_id.in_(list(found)))).all()
+            )
             for model in (File, Quant):
+                # vanished_at tested here, not in SQL: with it in the WHERE clause SQLite walks
+                # ix_quants_live (every live quant) instead of the few rows of these repos.
                 rows = s.execute(
-                    select(Repo.repo_id, model.path)
-                    .join(Repo, Repo.id == model.repo_pk)
-                    .where(Repo.repo_id.in_(list(found)), model.vanished_at.is_(None))
+                    select(model.repo_pk, model.path, model.vanished_at).where(
+                        model.repo_pk.in_(list(pks))
+                    )
                 ).all()
-                for repo_id, path in rows:
-                    found[repo_id].add(path)
+                for repo_pk, path, vanished_at in rows:
+                    if vanished_at is None:
+                        found[pks[repo_pk]].add(path)
         return {r: tuple(sorted(paths)) for r, paths in found.items()}
 
     return lookup

@@ -54,6 +54,7 @@ __all__ = [
     "quality_score_of",
     "record_errors",
     "refresh_live",
+    "search_scalars",
     "set_state",
     "start_scan",
     "touch_repos",
@@ -505,6 +506,16 @@ def _quality_of_rows(rows: Sequence[TensorGroup], m: MemoryRecord) -> float | No
     )
 
 
+def _apply_fit(q: Quant, m: MemoryRecord) -> None:
+    # The search's copies of the prefilter columns: NULL unless the memory rules are modelled.
+    ok = m.status == "ok"
+    q.fit_weights_bytes = m.weights_bytes if ok else None
+    q.fit_expert_bytes = m.expert_bytes if ok else None
+    q.fit_mtp_bytes = m.mtp_weights_bytes if ok else None
+    q.fit_kv_per_token = m.kv_bytes_per_token_f16 if ok else None
+    q.fit_fixed_bytes = m.fixed_bytes_f16 if ok else None
+
+
 def _memory_row(quant_id: int, m: MemoryRecord) -> MemoryModel:
     return MemoryModel(
         **search_scalars(m.coefficients),
@@ -559,6 +570,7 @@ def _write_analyses(
             q.content_key = content_key
             group_rows = _group_rows(q.id, a.profile)
             q.quality_score = _quality_of_rows(group_rows, a.memory)
+            _apply_fit(q, a.memory)
             rows += group_rows
             rows.append(_memory_row(q.id, a.memory))
             rows.append(
@@ -718,6 +730,7 @@ def update_analysis(
         _replace_children(s, [q.id], (TensorGroup, MemoryModel))
         group_rows = _group_rows(q.id, profile)
         q.quality_score = _quality_of_rows(group_rows, memory)
+        _apply_fit(q, memory)
         s.add_all([*group_rows, _memory_row(q.id, memory)])
         return changed
 

@@ -110,6 +110,13 @@ class Quant(Base):
     # over the stored tensor groups (NULL when no group has known bits).
     live: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     quality_score: Mapped[float | None] = mapped_column(Float)
+    # Copies of memory_models' prefilter columns, NULL unless its status is "ok", so the quality
+    # index below answers the memory bound without reading another table.
+    fit_weights_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    fit_expert_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    fit_mtp_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    fit_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
+    fit_fixed_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class File(Base):
@@ -291,22 +298,16 @@ class WatchHit(Base):
 
 
 Index("ix_quants_live", Quant.vanished_at, Quant.size_bytes)
-# Search (migration 0003): `--sort quality` reads live quants in score order from this index
-# and stops after a page; the covering index answers the memory prefilter and the scalar
-# coefficients without reading the rows' coefficient JSON.
-Index("ix_quants_search_quality", Quant.live, Quant.quality_score)
+# Search (migration 0003): `--sort quality` walks live quants in score order through this index
+# and stops after a page; the memory bound is tested on the index entries (covering), so
+# quants that cannot fit are skipped without reading any table row.
 Index(
-    "ix_memory_models_prefilter",
-    MemoryModel.quant_id,
-    MemoryModel.status,
-    MemoryModel.weights_bytes,
-    MemoryModel.expert_bytes,
-    MemoryModel.mtp_weights_bytes,
-    MemoryModel.kv_bytes_per_token_f16,
-    MemoryModel.fixed_bytes_f16,
-    MemoryModel.n_expert,
-    MemoryModel.n_expert_used,
-    MemoryModel.n_embd,
-    MemoryModel.n_vocab,
-    MemoryModel.mtp_available,
+    "ix_quants_search_quality",
+    Quant.live,
+    Quant.quality_score,
+    Quant.fit_weights_bytes,
+    Quant.fit_expert_bytes,
+    Quant.fit_mtp_bytes,
+    Quant.fit_kv_per_token,
+    Quant.fit_fixed_bytes,
 )

@@ -6,8 +6,9 @@ Create Date: 2026-12-02
 
 ``quants search`` orders by quality and filters by memory without reading the coefficient JSON:
 ``quants.quality_score`` (crawler.quality's score, stored at crawl time), ``quants.live`` (neither
-the quant nor its repo vanished), copies of the scalar coefficients the search needs before the
-exact estimate, an index for the quality order and a covering index for the memory prefilter.
+the quant nor its repo vanished), ``quants.fit_*`` (copies of memory_models' prefilter columns),
+one index over them all (the quality order, covering the memory bound), and in memory_models
+copies of the scalar coefficients the search reads before the exact estimate.
 Existing rows are filled here; the quality score goes through the same function the crawl uses
 (``crawler.catalog.store.quality_score_of``), so a catalog migrated here matches a new crawl.
 """
@@ -26,34 +27,31 @@ depends_on = None
 
 _BATCH = 5000
 
-_PREFILTER_COLUMNS = [
-    "quant_id",
-    "status",
-    "weights_bytes",
-    "expert_bytes",
-    "mtp_weights_bytes",
-    "kv_bytes_per_token_f16",
-    "fixed_bytes_f16",
-    "n_expert",
-    "n_expert_used",
-    "n_embd",
-    "n_vocab",
-    "mtp_available",
-]
+_FIT_COLUMNS = {
+    # quants column: memory_models column it copies (NULL unless the status is "ok")
+    "fit_weights_bytes": "weights_bytes",
+    "fit_expert_bytes": "expert_bytes",
+    "fit_mtp_bytes": "mtp_weights_bytes",
+    "fit_kv_per_token": "kv_bytes_per_token_f16",
+    "fit_fixed_bytes": "fixed_bytes_f16",
+}
 
 
 def upgrade() -> None:
     with op.batch_alter_table("quants", schema=None) as batch_op:
         batch_op.add_column(sa.Column("live", sa.Boolean(), nullable=False, server_default="0"))
         batch_op.add_column(sa.Column("quality_score", sa.Float(), nullable=True))
-        batch_op.create_index("ix_quants_search_quality", ["live", "quality_score"], unique=False)
+        for name in _FIT_COLUMNS:
+            batch_op.add_column(sa.Column(name, sa.BigInteger(), nullable=True))
+        batch_op.create_index(
+            "ix_quants_search_quality", ["live", "quality_score", *_FIT_COLUMNS], unique=False
+        )
     with op.batch_alter_table("memory_models", schema=None) as batch_op:
         batch_op.add_column(sa.Column("n_expert", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("n_expert_used", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("n_embd", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("n_vocab", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("mtp_available", sa.Boolean(), nullable=True))
-        batch_op.create_index("ix_memory_models_prefilter", _PREFILTER_COLUMNS, unique=False)
     _backfill()
 
 
@@ -69,6 +67,7 @@ def _backfill() -> None:
         sa.column("vanished_at"),
         sa.column("live", sa.Boolean()),
         sa.column("quality_score", sa.Float()),
+        *(sa.column(c) for c in _FIT_COLUMNS),
     )
     memory = sa.table(
         "memory_models",
@@ -93,6 +92,22 @@ def _backfill() -> None:
     bind.execute(
         sa.update(quants).values(
             live=sa.case((sa.and_(quants.c.vanished_at.is_(None), repo_live), True), else_=False)
+        )
+    )
+    mem = sa.table(
+        "memory_models",
+        sa.column("quant_id"),
+        sa.column("status"),
+        *(sa.column(c) for c in _FIT_COLUMNS.values()),
+    )
+    bind.execute(
+        sa.update(quants).values(
+            {
+                name: sa.select(mem.c[source])
+                .where(mem.c.quant_id == quants.c.id, mem.c.status == "ok")
+                .scalar_subquery()
+                for name, source in _FIT_COLUMNS.items()
+            }
         )
     )
     ids = [row[0] for row in bind.execute(sa.select(memory.c.quant_id).order_by("quant_id"))]
@@ -139,10 +154,11 @@ def _backfill() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("memory_models", schema=None) as batch_op:
-        batch_op.drop_index("ix_memory_models_prefilter")
         for name in ("mtp_available", "n_vocab", "n_embd", "n_expert_used", "n_expert"):
             batch_op.drop_column(name)
     with op.batch_alter_table("quants", schema=None) as batch_op:
         batch_op.drop_index("ix_quants_search_quality")
+        for name in _FIT_COLUMNS:
+            batch_op.drop_column(name)
         batch_op.drop_column("quality_score")
         batch_op.drop_column("live")
