@@ -101,11 +101,11 @@ def _coefficients(f: tuple[Any, ...], bits: float) -> MemoryCoefficients:
     )
 
 
-def build(path: Path, n_quants: int, seed: int = 6) -> float:
-    """Write a catalog of ``n_quants`` quants into ``path``; return seconds taken."""
+def build(path: Path | str, n_quants: int, seed: int = 6) -> float:
+    """Write a catalog of ``n_quants`` quants into ``path`` (or a database URL); return seconds."""
     started = time.perf_counter()
     rng = random.Random(seed)
-    url = f"sqlite:///{path}"
+    url = path if isinstance(path, str) else f"sqlite:///{path}"
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     repos, quants, groups, memory = [], [], [], []
     coeff_cache: dict[tuple[str, str], dict[str, Any]] = {}
@@ -176,7 +176,8 @@ def build(path: Path, n_quants: int, seed: int = 6) -> float:
                  "coefficients": co, **search_scalars(co)}
             )  # fmt: skip
     with Catalog.open(url) as catalog, catalog.engine.begin() as conn:
-        conn.exec_driver_sql("PRAGMA synchronous=OFF")
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA synchronous=OFF")
         tables = ((Repo, repos), (Quant, quants), (TensorGroup, groups), (MemoryModel, memory))
         for table, rows in tables:
             for i in range(0, len(rows), 20_000):

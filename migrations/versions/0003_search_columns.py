@@ -153,12 +153,10 @@ def _backfill() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("memory_models", schema=None) as batch_op:
-        for name in ("mtp_available", "n_vocab", "n_embd", "n_expert_used", "n_expert"):
-            batch_op.drop_column(name)
-    with op.batch_alter_table("quants", schema=None) as batch_op:
-        batch_op.drop_index("ix_quants_search_quality")
-        for name in _FIT_COLUMNS:
-            batch_op.drop_column(name)
-        batch_op.drop_column("quality_score")
-        batch_op.drop_column("live")
+    # Plain ALTER TABLE ... DROP COLUMN (SQLite >= 3.35, PostgreSQL): batch mode would recreate
+    # the tables, which SQLite refuses while the 0002 views refer to them.
+    op.drop_index("ix_quants_search_quality", table_name="quants")
+    for name in ("live", "quality_score", *_FIT_COLUMNS):
+        op.execute(f"ALTER TABLE quants DROP COLUMN {name}")
+    for name in ("n_expert", "n_expert_used", "n_embd", "n_vocab", "mtp_available"):
+        op.execute(f"ALTER TABLE memory_models DROP COLUMN {name}")

@@ -341,9 +341,9 @@ def test_compare_with_an_ambiguous_query_lists_the_base_models(catalog_db):
     assert out.returncode == 2 and "several base models" in out.stderr
 
 
-def test_sql_quality_sums_give_the_same_score_as_the_python_model(any_catalog_db):
-    # The streamed search orders by a quality score computed in SQL from group sums; it must be
-    # the score crawler.quality computes from the loaded groups.
+def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
+    # The streamed search orders by quants.quality_score, stored at crawl time; it must be the
+    # score crawler.quality computes from the loaded groups (what ranking shows), exactly.
     from crawler.catalog.candidates import load_candidates
     from crawler.catalog.ordered import stream_candidates
     from crawler.quality import GroupPrecision, QualityInputs, estimate_quality
@@ -353,8 +353,12 @@ def test_sql_quality_sums_give_the_same_score_as_the_python_model(any_catalog_db
     with Catalog.open(any_catalog_db[0]) as catalog:
         full = load_candidates(catalog, spec, budget, Filters())
         stream = stream_candidates(catalog, spec, budget, Filters(), "quality")
-        hints = {c.quant_id: c.quality_hint for c in stream}
+        streamed = list(stream)
+    hints = {c.quant_id: c.quality_hint for c in streamed}
     assert len(hints) == len(full.candidates) > 10
+    scores = [c.quality_hint for c in streamed]
+    known = [x for x in scores if x is not None]
+    assert known == sorted(known, reverse=True) and scores[: len(known)] == known
     for c in full.candidates:
         co = c.coefficients
         groups = tuple(GroupPrecision(g.name, g.n_params, g.n_bytes, g.bpw) for g in c.groups)
@@ -367,7 +371,80 @@ def test_sql_quality_sums_give_the_same_score_as_the_python_model(any_catalog_db
                 n_vocab=co.n_vocab,
             )
         )
-        assert q is not None and hints[c.quant_id] == pytest.approx(q.score, rel=1e-9)
+        assert q is not None and hints[c.quant_id] == q.score
+
+
+_SEARCH_COLUMNS = (
+    "SELECT q.id, q.live, q.quality_score, q.fit_weights_bytes, q.fit_expert_bytes,"
+    " q.fit_mtp_bytes, q.fit_kv_per_token, q.fit_fixed_bytes, m.n_expert, m.n_expert_used,"
+    " m.n_embd, m.n_vocab, m.mtp_available"
+    " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id ORDER BY q.id"
+)
+
+
+def _search_columns(db: str) -> list[tuple[Any, ...]]:
+    with Catalog.open(db) as catalog:
+        return catalog.query_readonly(_SEARCH_COLUMNS)[1]
+
+
+def _copy(catalog_db, tmp_path: Path) -> str:
+    import shutil
+
+    src = Path(catalog_db[0].removeprefix("sqlite:///"))
+    shutil.copy(src, tmp_path / "copy.sqlite")
+    return f"sqlite:///{tmp_path / 'copy.sqlite'}"
+
+
+def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
+    rows = _search_columns(catalog_db[0])
+    with Catalog.open(catalog_db[0]) as catalog:
+        _, truth = catalog.query_readonly(
+            "SELECT q.id, q.vanished_at IS NULL AND r.vanished_at IS NULL, m.status,"
+            " m.weights_bytes, m.kv_bytes_per_token_f16 FROM quants q"
+            " JOIN repos r ON r.id = q.repo_pk LEFT JOIN memory_models m ON m.quant_id = q.id"
+            " ORDER BY q.id"
+        )
+    assert len(rows) == len(truth) > 10
+    assert any(t[2] == "ok" for t in truth)
+    for row, (qid, live, status, weights, kv) in zip(rows, truth, strict=True):
+        assert row[0] == qid and bool(row[1]) == bool(live)
+        if status == "ok":
+            assert (row[3], row[6]) == (weights, kv) and row[3] is not None
+        else:
+            assert row[3:8] == (None,) * 5
+
+
+def test_migration_0003_fills_what_the_crawl_stores(catalog_db, tmp_path):
+    # Down to 0002 (the columns dropped), up again: the backfill must equal the crawl's values.
+    from alembic import command
+
+    db = _copy(catalog_db, tmp_path)
+    expected = _search_columns(db)
+    with Catalog.open(db) as catalog:
+        command.downgrade(catalog._alembic_config(), "0002")
+        assert catalog.current_revision() == "0002"
+    assert _search_columns(db) == expected  # Catalog.open migrated it back to head
+
+
+def test_reprofile_recomputes_the_search_columns(catalog_db, tmp_path):
+    from crawler.reprofile import reprofile
+
+    db = _copy(catalog_db, tmp_path)
+    expected = _search_columns(db)
+    with Catalog.open(db) as catalog, catalog.engine.begin() as conn:
+        # reprofile reads the stored headers of live quants: corrupt exactly those.
+        kept = "SELECT quant_id FROM tensor_tables JOIN quants ON id = quant_id WHERE live"
+        n = conn.exec_driver_sql(
+            f"UPDATE quants SET quality_score = 1.0, fit_weights_bytes = 1 WHERE id IN ({kept})"
+        ).rowcount
+        conn.exec_driver_sql(
+            f"UPDATE memory_models SET n_expert = 99, mtp_available = NULL"
+            f" WHERE quant_id IN ({kept})"
+        )
+    assert n > 10
+    with Catalog.open(db) as catalog:
+        reprofile(catalog)
+    assert _search_columns(db) == expected
 
 
 def test_sort_speed_needs_a_gpu_and_orders_by_tok_s(catalog_db):
