@@ -47,6 +47,12 @@ def _rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+_LIVE_MISMATCHES = (
+    "SELECT count(*) FROM quants q JOIN repos r ON r.id = q.repo_pk"
+    " WHERE q.live != (q.vanished_at IS NULL AND r.vanished_at IS NULL)"
+)
+
+
 def _expected_quants() -> set[tuple[str, str]]:
     """(repo, quant path) of every quant an anonymous crawl can analyse."""
     out = set()
@@ -286,6 +292,9 @@ def test_repo_vanishing_mid_crawl_is_marked_and_the_pass_goes_on(
         " WHERE r.repo_id = ? AND q.vanished_at IS NULL",
         UNSLOTH,
     ) == [(0,)]
+    # The search's live flag follows the vanished columns (crawler.catalog.store).
+    assert _rows(url, _LIVE_MISMATCHES) == [(0,)]
+    assert _rows(url, "SELECT count(*) FROM quants WHERE live") != [(0,)]
 
 
 def test_repo_changing_mid_crawl_is_read_at_the_listed_revision_then_updated(
@@ -318,6 +327,13 @@ def test_full_listing_marks_deleted_repos_vanished(
     _crawl(hub, url, make_client(hub), full=True)
     assert _rows(url, "SELECT vanished_at IS NULL FROM repos WHERE repo_id = ?", QWEN8) == [(0,)]
     assert _rows(url, "SELECT count(*) FROM v_quants WHERE repo_id = ?", QWEN8) == [(0,)]
+    assert _rows(url, _LIVE_MISMATCHES) == [(0,)]
+    assert _rows(
+        url,
+        "SELECT count(*) FROM quants q JOIN repos r ON r.id = q.repo_pk"
+        " WHERE r.repo_id = ? AND q.live",
+        QWEN8,
+    ) == [(0,)]
 
 
 class _StopAfter:
