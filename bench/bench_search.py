@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import insert
 
 from crawler.catalog import Catalog
-from crawler.catalog.store import quality_score_of, search_scalars
+from crawler.catalog.store import quality_score_of, refresh_live, search_scalars
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.errors import NothingFits
 from crawler.fit import KVGroup, MemoryCoefficients
@@ -151,8 +151,7 @@ def build(path: Path | str, n_quants: int, seed: int = 6) -> float:
                      "n_bytes": int(n * b / 8), "bpw": b, "min_bits": b, "max_bits": b}
                 )  # fmt: skip
             groups += mine
-            # What the crawl stores (crawler.catalog.store): live flag and quality score.
-            quants[-1]["live"] = True
+            # What the crawl stores (crawler.catalog.store): quality score, memory bound copies.
             quants[-1].update(
                 fit_weights_bytes=co["weights_bytes"], fit_expert_bytes=co["expert_bytes"],
                 fit_mtp_bytes=co["mtp_weights_bytes"],
@@ -182,6 +181,8 @@ def build(path: Path | str, n_quants: int, seed: int = 6) -> float:
         for table, rows in tables:
             for i in range(0, len(rows), 20_000):
                 conn.execute(insert(table.__table__), rows[i : i + 20_000])  # type: ignore[attr-defined]
+    with Catalog.open(url, upgrade=False, check=False) as catalog:
+        refresh_live(catalog)  # live flag and search text, as the crawl's write path sets them
     return time.perf_counter() - started
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Text, and_, case, cast, func, literal, or_, select, true
+from sqlalchemy import Text, and_, case, cast, func, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from crawler.catalog import Catalog
@@ -78,18 +78,13 @@ def _filter_clauses(filters: Filters) -> list[ColumnElement[bool]]:
         out.append(Quant.loadable_by_mainline.is_(True))
     matcher = filters.matcher()
     if matcher is not None:
-        names = (
-            _lower(Repo.repo_id)
-            + literal(" ")
-            + _lower(base_model)
-            + literal(" ")
-            + _lower(Quant.path)
-            + literal(" ")
-            + _lower(Quant.quant_label)
-            + literal(" ")
-            + _lower(Quant.architecture)
-        )
-        out += [names.like(f"%{_escape(tok)}%", "\\") for tok in matcher.required_substrings]
+        # quants.search_text (crawler.catalog.store.search_text_sql) is NULL only when too long
+        # to index: those rows pass here and the Python matcher decides, as it does for all.
+        text = Quant.search_text
+        out += [
+            or_(text.like(f"%{_escape(tok)}%", "\\"), text.is_(None))
+            for tok in matcher.required_substrings
+        ]
     return out
 
 

@@ -36,6 +36,11 @@ NAMING_CONVENTION = {
 }
 
 
+#: Longest ``quants.search_text`` kept: 4 bytes a character stays under PostgreSQL's 2704-byte
+#: B-tree entry limit with the other columns of ``ix_quants_search_quality``.
+SEARCH_TEXT_MAX = 512
+
+
 class Base(DeclarativeBase):
     """Declarative base with the naming convention."""
 
@@ -117,6 +122,9 @@ class Quant(Base):
     fit_mtp_bytes: Mapped[int | None] = mapped_column(BigInteger)
     fit_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
     fit_fixed_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
+    # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
+    search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
 
 
 class File(Base):
@@ -299,8 +307,8 @@ class WatchHit(Base):
 
 Index("ix_quants_live", Quant.vanished_at, Quant.size_bytes)
 # Search (migration 0003): `--sort quality` walks live quants in score order through this index
-# and stops after a page; the memory bound is tested on the index entries (covering), so
-# quants that cannot fit are skipped without reading any table row.
+# and stops after a page; the memory bound and the name test are run on the index entries
+# (covering), so quants that cannot fit or do not match are skipped without reading a table row.
 Index(
     "ix_quants_search_quality",
     Quant.live,
@@ -310,4 +318,5 @@ Index(
     Quant.fit_mtp_bytes,
     Quant.fit_kv_per_token,
     Quant.fit_fixed_bytes,
+    Quant.search_text,
 )

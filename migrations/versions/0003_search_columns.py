@@ -7,7 +7,8 @@ Create Date: 2026-12-02
 ``quants search`` orders by quality and filters by memory without reading the coefficient JSON:
 ``quants.quality_score`` (crawler.quality's score, stored at crawl time), ``quants.live`` (neither
 the quant nor its repo vanished), ``quants.fit_*`` (copies of memory_models' prefilter columns),
-one index over them all (the quality order, covering the memory bound), and in memory_models
+``quants.search_text`` (the lowercased names the query words are matched in), one index over
+them all (the quality order, covering the memory bound and name test), and in memory_models
 copies of the scalar coefficients the search reads before the exact estimate.
 Existing rows are filled here; the quality score goes through the same function the crawl uses
 (``crawler.catalog.store.quality_score_of``), so a catalog migrated here matches a new crawl.
@@ -43,8 +44,11 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("quality_score", sa.Float(), nullable=True))
         for name in _FIT_COLUMNS:
             batch_op.add_column(sa.Column(name, sa.BigInteger(), nullable=True))
+        batch_op.add_column(sa.Column("search_text", sa.String(length=512), nullable=True))
         batch_op.create_index(
-            "ix_quants_search_quality", ["live", "quality_score", *_FIT_COLUMNS], unique=False
+            "ix_quants_search_quality",
+            ["live", "quality_score", *_FIT_COLUMNS, "search_text"],
+            unique=False,
         )
     with op.batch_alter_table("memory_models", schema=None) as batch_op:
         batch_op.add_column(sa.Column("n_expert", sa.Integer(), nullable=True))
@@ -56,16 +60,27 @@ def upgrade() -> None:
 
 
 def _backfill() -> None:
-    from crawler.catalog.store import quality_score_of, search_scalars
+    from crawler.catalog.store import live_sql, quality_score_of, search_scalars, search_text_sql
 
     bind = op.get_bind()
-    repos = sa.table("repos", sa.column("id"), sa.column("vanished_at"))
+    repos = sa.table(
+        "repos",
+        sa.column("id"),
+        sa.column("vanished_at"),
+        sa.column("repo_id"),
+        sa.column("base_model"),
+    )
     quants = sa.table(
         "quants",
         sa.column("id"),
         sa.column("repo_pk"),
         sa.column("vanished_at"),
         sa.column("live", sa.Boolean()),
+        sa.column("base_model"),
+        sa.column("path"),
+        sa.column("quant_label"),
+        sa.column("architecture"),
+        sa.column("search_text"),
         sa.column("quality_score", sa.Float()),
         *(sa.column(c) for c in _FIT_COLUMNS),
     )
@@ -84,14 +99,9 @@ def _backfill() -> None:
         sa.column("n_bytes"),
         sa.column("bpw"),
     )
-    repo_live = (
-        sa.select(repos.c.id)
-        .where(repos.c.id == quants.c.repo_pk, repos.c.vanished_at.is_(None))
-        .exists()
-    )
     bind.execute(
         sa.update(quants).values(
-            live=sa.case((sa.and_(quants.c.vanished_at.is_(None), repo_live), True), else_=False)
+            live=live_sql(quants.c, repos.c), search_text=search_text_sql(quants.c, repos.c)
         )
     )
     mem = sa.table(
@@ -156,7 +166,7 @@ def downgrade() -> None:
     # Plain ALTER TABLE ... DROP COLUMN (SQLite >= 3.35, PostgreSQL): batch mode would recreate
     # the tables, which SQLite refuses while the 0002 views refer to them.
     op.drop_index("ix_quants_search_quality", table_name="quants")
-    for name in ("live", "quality_score", *_FIT_COLUMNS):
+    for name in ("live", "quality_score", *_FIT_COLUMNS, "search_text"):
         op.execute(f"ALTER TABLE quants DROP COLUMN {name}")
     for name in ("n_expert", "n_expert_used", "n_embd", "n_vocab", "mtp_available"):
         op.execute(f"ALTER TABLE memory_models DROP COLUMN {name}")

@@ -377,7 +377,7 @@ def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
 _SEARCH_COLUMNS = (
     "SELECT q.id, q.live, q.quality_score, q.fit_weights_bytes, q.fit_expert_bytes,"
     " q.fit_mtp_bytes, q.fit_kv_per_token, q.fit_fixed_bytes, m.n_expert, m.n_expert_used,"
-    " m.n_embd, m.n_vocab, m.mtp_available"
+    " m.n_embd, m.n_vocab, m.mtp_available, q.search_text"
     " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id ORDER BY q.id"
 )
 
@@ -400,14 +400,17 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
     with Catalog.open(catalog_db[0]) as catalog:
         _, truth = catalog.query_readonly(
             "SELECT q.id, q.vanished_at IS NULL AND r.vanished_at IS NULL, m.status,"
-            " m.weights_bytes, m.kv_bytes_per_token_f16 FROM quants q"
+            " m.weights_bytes, m.kv_bytes_per_token_f16, r.repo_id,"
+            " coalesce(q.base_model, r.base_model), q.path, q.quant_label, q.architecture"
+            " FROM quants q"
             " JOIN repos r ON r.id = q.repo_pk LEFT JOIN memory_models m ON m.quant_id = q.id"
             " ORDER BY q.id"
         )
     assert len(rows) == len(truth) > 10
     assert any(t[2] == "ok" for t in truth)
-    for row, (qid, live, status, weights, kv) in zip(rows, truth, strict=True):
+    for row, (qid, live, status, weights, kv, *names) in zip(rows, truth, strict=True):
         assert row[0] == qid and bool(row[1]) == bool(live)
+        assert row[13] == " ".join((n or "").lower() for n in names)
         if status == "ok":
             assert (row[3], row[6]) == (weights, kv) and row[3] is not None
         else:
@@ -435,7 +438,8 @@ def test_reprofile_recomputes_the_search_columns(catalog_db, tmp_path):
         # reprofile reads the stored headers of live quants: corrupt exactly those.
         kept = "SELECT quant_id FROM tensor_tables JOIN quants ON id = quant_id WHERE live"
         n = conn.exec_driver_sql(
-            f"UPDATE quants SET quality_score = 1.0, fit_weights_bytes = 1 WHERE id IN ({kept})"
+            "UPDATE quants SET quality_score = 1.0, fit_weights_bytes = 1, search_text = 'x'"
+            f" WHERE id IN ({kept})"
         ).rowcount
         conn.exec_driver_sql(
             f"UPDATE memory_models SET n_expert = 99, mtp_available = NULL"
