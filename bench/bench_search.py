@@ -195,6 +195,9 @@ QUERIES: list[tuple[str, list[str]]] = [
      ["--gpu", "rtx 4090", "--ctx", "32768", "-ctk", "q8_0", "-ctv", "q8_0"]),
     ("--vram 24 (max ctx per quant)", ["--vram", "24"]),
     ("--vram 24 --ctx 131072 --mtp", ["--vram", "24", "--ctx", "131072", "--mtp"]),
+    ("--vram 24 --ctx 32768 --sort size", ["--vram", "24", "--ctx", "32768", "--sort", "size"]),
+    ("'qwen3.6 27b' --gpu 'rtx 4090' --ctx 32768 --sort speed",
+     ["qwen3.6 27b", "--gpu", "rtx 4090", "--ctx", "32768", "--sort", "speed"]),
     # selective: one repo of the 200k-quant catalog (repo 1007 exists for the default seed)
     ("'Qwen3.6-27B-MTP-1007' --vram 24 --ctx 262144 --auto-cache",
      ["Qwen3.6-27B-MTP-1007", "--vram", "24", "--ctx", "262144", "--auto-cache"]),
