@@ -271,9 +271,11 @@ def _json(reply: Reply, repo_id: str | None) -> Any:
 
 
 def is_safe_repo_path(path: str) -> bool:
-    """A relative path without empty, ``.`` or ``..`` segments, backslashes or control chars."""
+    """A relative path without empty, ``.`` or ``..`` segments or backslashes.
+
+    Other odd characters (terminal escapes included) are legal in Hub file names: they are
+    percent-quoted in the URL, stored intact and printed escaped.
+    """
     if not path or path.startswith("/") or "\\" in path:
-        return False
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
         return False
     return all(part not in ("", ".", "..") for part in path.split("/"))

@@ -61,7 +61,7 @@ def test_secret_filter_redacts_messages_and_args():
         ("/etc/passwd", False),
         ("a//b.gguf", False),
         ("a\\..\\b.gguf", False),
-        ("a\x1b.gguf", False),
+        ("a\x1b[31m.gguf", True),
         ("", False),
     ],
 )
