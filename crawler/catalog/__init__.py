@@ -65,6 +65,33 @@ def _sqlite_path(url: str) -> Path | None:
     return Path(db)
 
 
+# PostgreSQL text cannot hold NUL ("invalid byte sequence for encoding UTF8: 0x00"); GGUF metadata
+# written by anyone can. The byte becomes U+FFFD in text columns (the compressed tensor table keeps
+# the exact bytes) rather than failing the repo's transaction on every crawl.
+_NUL_REPLACEMENT = "\ufffd"
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", _NUL_REPLACEMENT)
+    return value
+
+
+def _pg_replace_nul(
+    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, executemany: bool
+) -> tuple[str, Any]:
+    def clean(params: Any) -> Any:
+        if isinstance(params, Mapping):
+            return {k: _without_nul(v) for k, v in params.items()}
+        if isinstance(params, (list, tuple)):
+            return type(params)(_without_nul(v) for v in params)
+        return params
+
+    if executemany and isinstance(parameters, (list, tuple)):
+        return statement, [clean(p) for p in parameters]
+    return statement, clean(parameters)
+
+
 def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     # WAL: readers (search, sql) never block on the crawler's writes; foreign keys enforced.
@@ -106,6 +133,7 @@ class Catalog:
                 event.listen(engine, "connect", _on_sqlite_connect)
             else:
                 engine = create_engine(url, pool_pre_ping=True)
+                event.listen(engine, "before_cursor_execute", _pg_replace_nul, retval=True)
         except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
             raise CatalogError(f"cannot open catalog {redact_url(url)}: {exc}") from exc
         if tracer is not None:

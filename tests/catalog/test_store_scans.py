@@ -16,3 +16,27 @@ def test_start_scan_closes_abandoned_running_scans(catalog_url):
             assert (old.status, new.status) == ("failed", "running")
             assert old.finished_at is not None
             assert "abandoned" in (old.message or "")
+
+
+def test_nul_in_text_is_stored_on_every_backend(catalog_url):
+    """PostgreSQL text cannot hold NUL: it becomes U+FFFD there; SQLite keeps it."""
+    from datetime import UTC, datetime
+
+    from crawler.catalog.tables import Repo
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    with Catalog.open(catalog_url) as catalog:
+        with catalog.session() as s:
+            s.add(
+                Repo(
+                    repo_id="evil/\x00name",
+                    author="a\x00b",
+                    private=False,
+                    first_seen_at=now,
+                    last_seen_at=now,
+                    tags=["x\x00y"],
+                )
+            )
+        _, rows = catalog.query_readonly("select repo_id, author from repos")
+        nul = "\ufffd" if catalog.dialect == "postgresql" else "\x00"
+        assert rows == [(f"evil/{nul}name", f"a{nul}b")]
