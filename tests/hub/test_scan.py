@@ -405,3 +405,21 @@ def test_crawl_and_recrawl_on_each_database(
     assert again.files_analysed == 0
     touched = {p.split("/resolve/")[0].strip("/") for p in _resolve_paths(hub)}
     assert touched == FAILING
+
+
+def test_retry_waits_end_when_the_pass_is_stopped():
+    """SIGTERM during a Hub outage: the retry wait returns at once instead of sleeping it out."""
+    import threading
+    import time
+
+    from crawler.errors import HubUnavailable
+    from crawler.scan import _interruptible_sleep
+
+    stop = threading.Event()
+    sleep = _interruptible_sleep(stop)
+    started = time.monotonic()
+    sleep(0.01)  # not stopped: an ordinary wait
+    threading.Timer(0.05, stop.set).start()
+    with pytest.raises(HubUnavailable, match="stopped"):
+        sleep(30)
+    assert time.monotonic() - started < 5
