@@ -98,3 +98,16 @@ def test_debug_shows_traceback(sqlite_url):
     out = quants("sql", "select * from missing_table", db=sqlite_url, env={"QUANTS_DEBUG": "1"})
     assert out.returncode == 1
     assert "Traceback" in out.stderr
+
+
+def test_every_command_has_help_and_is_in_the_readme():
+    readme = (ROOT / "README.md").read_text("utf-8")
+    out = quants("--help").stdout
+    listed = out.split("Commands:", 1)[1].splitlines()
+    commands = [line.split()[0] for line in listed if line.startswith("  ") and line.split()]
+    assert len(commands) >= 12
+    for command in commands:
+        assert f"`quants {command}" in readme, f"README does not document `quants {command}`"
+        help_out = quants(command, "--help")
+        assert help_out.returncode == 0
+        assert len(help_out.stdout.splitlines()) > 3
