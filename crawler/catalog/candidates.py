@@ -119,28 +119,17 @@ def _aware(value: datetime | None) -> datetime | None:
     return value
 
 
-def load_candidates(
-    catalog: Catalog,
-    spec: RunSpec,
-    budget: Budget,
-    filters: Filters,
-) -> CandidateSet:
-    """Candidates that pass the filters and may fit (exact fit is decided by ranking).
-
-    Everything loaded: coefficients and tensor groups. For sorts known before the estimate,
-    :func:`crawler.catalog.ordered.stream_candidates` reads far less.
-    """
-    q, r, m = Quant, Repo, MemoryModel
-    base_model = func.coalesce(q.base_model, r.base_model)
-    where = _filter_clauses(filters)
-    columns = (
+def candidate_columns() -> tuple[Any, ...]:
+    """The 20 leading columns every candidate query selects (see :func:`candidate_from_row`)."""
+    q, r = Quant, Repo
+    return (
         q.id,
         r.repo_id,
         q.path,
         q.size_bytes,
         q.quant_label,
         q.architecture,
-        base_model,
+        func.coalesce(q.base_model, r.base_model),
         r.author,
         q.n_params,
         q.mtp_present,
@@ -154,8 +143,58 @@ def load_candidates(
         r.downloads,
         r.likes,
         r.last_modified,
-        cast(m.coefficients, Text),
     )
+
+
+def candidate_from_row(
+    row: Any,
+    *,
+    coefficients: MemoryCoefficients,
+    groups: tuple[Any, ...] = (),
+    quality_hint: float | None = None,
+) -> Candidate:
+    """A Candidate from a row that starts with :func:`candidate_columns`."""
+    return Candidate(
+        quant_id=row[0],
+        repo_id=row[1],
+        path=row[2],
+        size_bytes=row[3],
+        quant_label=row[4],
+        architecture=row[5],
+        base_model=row[6],
+        author=row[7],
+        n_params=row[8],
+        mtp_present=row[9],
+        mtp_state=row[10],
+        mtp_preserved=row[11],
+        mtp_min_bits=row[12],
+        attn_min_bits=row[13],
+        attn_preserved=row[14],
+        loadable_by_mainline=row[15],
+        dynamic=row[16],
+        downloads=row[17],
+        likes=row[18],
+        last_modified=_aware(row[19]),
+        coefficients=coefficients,
+        groups=groups,
+        quality_hint=quality_hint,
+    )
+
+
+def load_candidates(
+    catalog: Catalog,
+    spec: RunSpec,
+    budget: Budget,
+    filters: Filters,
+) -> CandidateSet:
+    """Candidates that pass the filters and may fit (exact fit is decided by ranking).
+
+    Everything loaded: coefficients and tensor groups. For sorts known before the estimate,
+    :func:`crawler.catalog.ordered.stream_candidates` reads far less.
+    """
+    q, r, m = Quant, Repo, MemoryModel
+    where = _filter_clauses(filters)
+    columns = (*candidate_columns(), cast(m.coefficients, Text))
     bound = _bound_clause(spec, budget)
     joined = select(*columns).join(r, r.id == q.repo_pk).join(m, m.quant_id == q.id)
     # One scan counts what the database leaves out: unknown memory rules, and above the bound.
@@ -177,35 +216,14 @@ def load_candidates(
                 row for row in rows if matcher.matches_names(row[1], row[6], row[2], row[4], row[5])
             ]
         found_groups = _load_groups(s, [row[0] for row in rows])
-    out = []
-    for row in rows:
-        coefficients = MemoryCoefficients.from_json(json.loads(row[20] or "{}"))
-        out.append(
-            Candidate(
-                quant_id=row[0],
-                repo_id=row[1],
-                path=row[2],
-                size_bytes=row[3],
-                quant_label=row[4],
-                architecture=row[5],
-                base_model=row[6],
-                author=row[7],
-                n_params=row[8],
-                mtp_present=row[9],
-                mtp_state=row[10],
-                mtp_preserved=row[11],
-                mtp_min_bits=row[12],
-                attn_min_bits=row[13],
-                attn_preserved=row[14],
-                loadable_by_mainline=row[15],
-                dynamic=row[16],
-                downloads=row[17],
-                likes=row[18],
-                last_modified=_aware(row[19]),
-                coefficients=coefficients,
-                groups=found_groups.get(row[0], ()),
-            )
+    out = [
+        candidate_from_row(
+            row,
+            coefficients=MemoryCoefficients.from_json(json.loads(row[20] or "{}")),
+            groups=found_groups.get(row[0], ()),
         )
+        for row in rows
+    ]
     return CandidateSet(
         candidates=tuple(out),
         prefiltered_out=counts.get("too_big", 0),

@@ -18,7 +18,12 @@ from typing import Any
 from sqlalchemy import and_, case, func, select, text
 
 from crawler.catalog import Catalog
-from crawler.catalog.candidates import _aware, _bound_clause, _filter_clauses
+from crawler.catalog.candidates import (
+    _bound_clause,
+    _filter_clauses,
+    candidate_columns,
+    candidate_from_row,
+)
 from crawler.catalog.tables import MemoryModel, Quant, Repo
 from crawler.fit import MemoryCoefficients
 from crawler.rank import Budget, Candidate, Filters, RunSpec
@@ -105,26 +110,7 @@ def _select_partial() -> Any:
     q, r, m = Quant, Repo, MemoryModel
     return (
         select(
-            q.id,
-            r.repo_id,
-            q.path,
-            q.size_bytes,
-            q.quant_label,
-            q.architecture,
-            func.coalesce(q.base_model, r.base_model),
-            r.author,
-            q.n_params,
-            q.mtp_present,
-            q.mtp_state,
-            q.mtp_preserved,
-            q.mtp_min_bits,
-            q.attn_min_bits,
-            q.attn_preserved,
-            q.loadable_by_mainline,
-            q.dynamic,
-            r.downloads,
-            r.likes,
-            r.last_modified,
+            *candidate_columns(),
             m.n_expert,
             m.n_expert_used,
             m.n_embd,
@@ -140,37 +126,16 @@ def _select_partial() -> Any:
 
 def _partial(row: Any) -> Candidate:
     n_expert, n_used, n_embd, n_vocab, mtp = row[20:25]
-    return Candidate(
-        quant_id=row[0],
-        repo_id=row[1],
-        path=row[2],
-        size_bytes=row[3],
-        quant_label=row[4],
-        architecture=row[5],
-        base_model=row[6],
-        author=row[7],
-        n_params=row[8],
-        mtp_present=row[9],
-        mtp_state=row[10],
-        mtp_preserved=row[11],
-        mtp_min_bits=row[12],
-        attn_min_bits=row[13],
-        attn_preserved=row[14],
-        loadable_by_mainline=row[15],
-        dynamic=row[16],
-        downloads=row[17],
-        likes=row[18],
-        last_modified=_aware(row[19]),
-        coefficients=MemoryCoefficients(
-            status="ok",
-            n_expert=int(n_expert or 0),
-            n_expert_used=int(n_used or 0),
-            n_embd=int(n_embd or 0),
-            n_vocab=int(n_vocab or 0),
-            mtp_available=bool(mtp),
-        ),
-        quality_hint=None if row[25] is None else float(row[25]),
+    coefficients = MemoryCoefficients(
+        status="ok",
+        n_expert=int(n_expert or 0),
+        n_expert_used=int(n_used or 0),
+        n_embd=int(n_embd or 0),
+        n_vocab=int(n_vocab or 0),
+        mtp_available=bool(mtp),
     )
+    hint = None if row[25] is None else float(row[25])
+    return candidate_from_row(row, coefficients=coefficients, quality_hint=hint)
 
 
 #: Rows read from the database at a time when streaming.
