@@ -14,7 +14,6 @@ is locked", no internal error) and none may be torn:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.catalog import Catalog
+from tests.cli import clean_env, run_quants
 from tests.fixtures.world import FileCache, Quant, reupload
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
@@ -35,32 +35,9 @@ REUPLOADS = [
 ]
 
 
-def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUANTS_", "HF_"))}
-    env.update(QUANTS_DATA_DIR=str(tmp / "data"), HF_HOME=str(tmp / "hf"))
-    return env
-
-
 def _crawl(emu: HubEmulator, db: str, tmp: Path) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "crawler",
-            "crawl",
-            "--endpoint",
-            emu.endpoint,
-            "--db",
-            db,
-            "--all",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env=_env(tmp),
-        cwd=ROOT,
-        timeout=180,
-        check=False,
+    out = run_quants(
+        "crawl", "--endpoint", emu.endpoint, "--db", db, "--all", "--json", env=clean_env(tmp)
     )
     assert out.returncode == 0, out.stderr[-3000:]
 
@@ -100,7 +77,7 @@ def test_reads_while_a_crawl_writes_are_never_locked_or_torn(
                     str(tmp_path / f"{kind}.jsonl"),
                     str(stop),
                 ],
-                env=_env(tmp_path),
+                env=clean_env(tmp_path),
                 cwd=ROOT,
             ),
             tmp_path / f"{kind}.jsonl",

@@ -23,7 +23,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli import clean_env, run_quants, start_quants
 from tests.hub.snapshot import _QUERIES, integrity_ok, snapshot
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
@@ -44,36 +44,18 @@ PG_ADMIN_URL = os.environ.get("QUANTS_TEST_PG_URL")
 
 
 def _env(tmp: Path, kill_at: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUANTS_", "HF_"))}
-    env.update(QUANTS_DATA_DIR=str(tmp / "data"), HF_HOME=str(tmp / "hf"))
-    if kill_at:
-        env.update(PYTHONPATH=str(KILLHOOK), QUANTS_TEST_KILL_AT=kill_at)
-    return env
+    hook = {"PYTHONPATH": str(KILLHOOK), "QUANTS_TEST_KILL_AT": kill_at} if kill_at else {}
+    return clean_env(tmp, **hook)
+
+
+def _crawl_args(endpoint: str, db: str) -> tuple[str, ...]:
+    return ("crawl", "--endpoint", endpoint, "--db", db, "--all", "--json")
 
 
 def crawl(
     emu: HubEmulator, db: str, tmp: Path, kill_at: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "crawler",
-            "crawl",
-            "--endpoint",
-            emu.endpoint,
-            "--db",
-            db,
-            "--all",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env=_env(tmp, kill_at),
-        cwd=ROOT,
-        timeout=180,
-        check=False,
-    )
+    return run_quants(*_crawl_args(emu.endpoint, db), env=_env(tmp, kill_at))
 
 
 def dump(url: str) -> dict[str, Any]:
@@ -196,25 +178,7 @@ def test_sigkill_at_random_points_then_a_crawl_equals_a_clean_one(
         if kind == "request":
             box: list[int] = []
             rule = hub.faults.add(Fault.run(lambda b=box: _kill_child(b)), nth=at)
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "crawler",
-                    "crawl",
-                    "--endpoint",
-                    hub.endpoint,
-                    "--db",
-                    db,
-                    "--all",
-                    "--json",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=_env(tmp_path, None),
-                cwd=ROOT,
-            )
+            proc = start_quants(*_crawl_args(hub.endpoint, db), env=_env(tmp_path, None))
             box.append(proc.pid)
             proc.communicate(timeout=180)
             assert rule.fired == 1, f"{where}: never reached"

@@ -14,7 +14,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 import tests.synth as synth
+from tests.cli import clean_env, run_quants
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.state import Blob
 
@@ -75,22 +75,8 @@ def write_hostile_gguf(path: Path, *, arch: bytes | None, tensor: bool, huge: bo
         fh.truncate(lay.size)
 
 
-def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUANTS_", "HF_"))}
-    env.update(QUANTS_DATA_DIR=str(tmp / "data"), HF_HOME=str(tmp / "hf"))
-    return env
-
-
 def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "crawler", *args],
-        capture_output=True,
-        text=True,
-        env=_env(tmp),
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    return run_quants(*args, env=clean_env(tmp), timeout=120)
 
 
 def assert_inert(*texts: str) -> None:

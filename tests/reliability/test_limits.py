@@ -10,14 +10,13 @@ the CLI its retries would sleep for real.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import clean_env, run_quants
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import _shared_hub, shared_hub, world_cache  # noqa: F401
 
@@ -27,29 +26,8 @@ AUTHOR = "lmstudio-community"  # two plain quants: Qwen3-8B Q4_K_M and Q8_0 (~14
 
 def crawl(emu: HubEmulator, tmp: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], str]:
     db = tmp / "catalog.sqlite"
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("QUANTS_", "HF_"))}
-    full_env.update(QUANTS_DATA_DIR=str(tmp / "data"), HF_HOME=str(tmp / "hf"), **env)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "crawler",
-            "crawl",
-            "--endpoint",
-            emu.endpoint,
-            "--db",
-            f"sqlite:///{db}",
-            "--author",
-            AUTHOR,
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    args = ("crawl", "--endpoint", emu.endpoint, "--db", f"sqlite:///{db}", "--author", AUTHOR)
+    out = run_quants(*args, "--json", env=clean_env(tmp, **env), timeout=120)
     return out, str(db)
 
 

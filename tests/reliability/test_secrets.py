@@ -11,13 +11,12 @@ its WAL, ``quants sql`` over scan_errors, ``quants scans``, and a failing ``quan
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
+from tests.cli import clean_env, run_quants
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.reliability.conftest import count
@@ -28,23 +27,8 @@ PRIVATE = "quants-test/Private-Qwen3-8B-GGUF"
 
 
 def _run(args: list[str], tmp: Path, token: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUANTS_", "HF_"))}
-    env.update(
-        QUANTS_DATA_DIR=str(tmp / "data"),
-        HF_HOME=str(tmp / "hf"),
-        HF_TOKEN=token,
-        QUANTS_LOG_LEVEL="DEBUG",
-        **extra,
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "crawler", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=180,
-        check=False,
-    )
+    env = clean_env(tmp, HF_TOKEN=token, QUANTS_LOG_LEVEL="DEBUG", **extra)
+    return run_quants(*args, env=env)
 
 
 def test_token_is_in_no_output_and_only_sent_to_the_hub(
