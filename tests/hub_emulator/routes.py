@@ -119,6 +119,19 @@ def _commit(repo: Repo, revision: str) -> Commit | Reply:
     return commit
 
 
+def _repo_commit(
+    emu: HubEmulator, req: Request, repo_id: str, revision: str, *, content: bool
+) -> tuple[Repo, Commit] | Reply:
+    """The repo (access checked as :func:`_access`) and its commit at ``revision``, or the error."""
+    repo = _access(emu, req, repo_id, content=content)
+    if not isinstance(repo, Repo):
+        return repo
+    commit = _commit(repo, revision)
+    if not isinstance(commit, Commit):
+        return commit
+    return repo, commit
+
+
 def _visible(repo: Repo, token: str | None) -> bool:
     return not repo.private or token in repo.granted
 
@@ -186,24 +199,20 @@ def _model_info(emu: HubEmulator, req: Request, repo_id: str, revision: str) -> 
     if any(e not in render.EXPAND_PROPERTIES for e in expand):
         return error_reply(400, '"expand" must be one of the allowed values')
     with emu.state.lock:
-        repo = _access(emu, req, repo_id, content=False)
-        if not isinstance(repo, Repo):
-            return repo
-        commit = _commit(repo, revision)
-        if not isinstance(commit, Commit):
-            return commit
+        found = _repo_commit(emu, req, repo_id, revision, content=False)
+        if not isinstance(found, tuple):
+            return found
+        repo, commit = found
         return json_reply(render.info_item(repo, commit, expand=expand, blobs=req.flag("blobs")))
 
 
 def _tree(emu: HubEmulator, req: Request, repo_id: str, revision: str, folder: str) -> Reply:
 
     with emu.state.lock:
-        repo = _access(emu, req, repo_id, content=False)
-        if not isinstance(repo, Repo):
-            return repo
-        commit = _commit(repo, revision)
-        if not isinstance(commit, Commit):
-            return commit
+        found = _repo_commit(emu, req, repo_id, revision, content=False)
+        if not isinstance(found, tuple):
+            return found
+        _repo, commit = found
         expand = req.flag("expand")
         entries = render.tree_entries(
             commit, folder, recursive=req.flag("recursive"), expand=expand
@@ -237,12 +246,10 @@ def _paths_info(emu: HubEmulator, req: Request, repo_id: str, revision: str) -> 
         wanted = [v for k, v in form if k == "paths"]
         expand = any(k == "expand" and v.lower() == "true" for k, v in form)
     with emu.state.lock:
-        repo = _access(emu, req, repo_id, content=False)
-        if not isinstance(repo, Repo):
-            return repo
-        commit = _commit(repo, revision)
-        if not isinstance(commit, Commit):
-            return commit
+        found = _repo_commit(emu, req, repo_id, revision, content=False)
+        if not isinstance(found, tuple):
+            return found
+        _repo, commit = found
         everything = render.tree_entries(commit, "", recursive=True, expand=expand) or []
     by_path = {e["path"]: e for e in everything}
     return json_reply([by_path[p] for p in wanted if p in by_path])
@@ -269,12 +276,10 @@ def _resolve(
     same-host ``/api/resolve-cache/...`` URL, which serves them (reference 3.1)."""
 
     with emu.state.lock:
-        repo = _access(emu, req, repo_id, content=True)
-        if not isinstance(repo, Repo):
-            return repo
-        commit = _commit(repo, revision)
-        if not isinstance(commit, Commit):
-            return commit
+        found = _repo_commit(emu, req, repo_id, revision, content=True)
+        if not isinstance(found, tuple):
+            return found
+        _repo, commit = found
         blob = commit.files.get(path)
     if blob is None:
         return error_reply(
