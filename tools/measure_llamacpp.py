@@ -54,6 +54,19 @@ class Model:
         # 1-D tensors (norms, biases) are always F32, as llama.cpp's quantizer leaves them.
         self.tensors.append((name, shape, F32 if len(shape) == 1 else type_id))
 
+    def gqa(self, b: str, n_embd: int, q_width: int, kv_width: int, t: int = F16) -> None:
+        """Q/K/V/output projections of one softmax-attention layer (llama-arch.cpp names)."""
+        self.t(b + "attn_q.weight", (n_embd, q_width), t)
+        self.t(b + "attn_k.weight", (n_embd, kv_width), t)
+        self.t(b + "attn_v.weight", (n_embd, kv_width), t)
+        self.t(b + "attn_output.weight", (q_width, n_embd), t)
+
+    def dense_ffn(self, b: str, n_embd: int, n_ff: int, up: int = F16, down: int = F16) -> None:
+        """Gated dense FFN of one layer."""
+        self.t(b + "ffn_gate.weight", (n_embd, n_ff), up)
+        self.t(b + "ffn_up.weight", (n_embd, n_ff), up)
+        self.t(b + "ffn_down.weight", (n_ff, n_embd), down)
+
 
 def _common(m: Model, *, n_embd: int, tied: bool, wt: int = F16, embd_t: int = F16) -> None:
     m.t("token_embd.weight", (n_embd, m.n_vocab), embd_t)
@@ -103,14 +116,9 @@ def llama(
     for i in range(n_layer):
         b = f"blk.{i}."
         m.t(b + "attn_norm.weight", (n_embd,))
-        m.t(b + "attn_q.weight", (n_embd, n_embd), wt)
-        m.t(b + "attn_k.weight", (n_embd, hd * n_kv), wt)
-        m.t(b + "attn_v.weight", (n_embd, hd * n_kv), wt)
-        m.t(b + "attn_output.weight", (n_embd, n_embd), wt)
+        m.gqa(b, n_embd, n_embd, hd * n_kv, wt)
         m.t(b + "ffn_norm.weight", (n_embd,))
-        m.t(b + "ffn_gate.weight", (n_embd, n_ff), wt)
-        m.t(b + "ffn_up.weight", (n_embd, n_ff), wt)
-        m.t(b + "ffn_down.weight", (n_ff, n_embd), wt)
+        m.dense_ffn(b, n_embd, n_ff, wt, wt)
     return m
 
 
@@ -145,16 +153,11 @@ def qwen3(
     for i in range(n_layer):
         b = f"blk.{i}."
         m.t(b + "attn_norm.weight", (n_embd,))
-        m.t(b + "attn_q.weight", (n_embd, hd * n_head))
-        m.t(b + "attn_k.weight", (n_embd, hd * n_kv))
-        m.t(b + "attn_v.weight", (n_embd, hd * n_kv))
-        m.t(b + "attn_output.weight", (hd * n_head, n_embd))
+        m.gqa(b, n_embd, hd * n_head, hd * n_kv)
         m.t(b + "attn_q_norm.weight", (hd,))
         m.t(b + "attn_k_norm.weight", (hd,))
         m.t(b + "ffn_norm.weight", (n_embd,))
-        m.t(b + "ffn_gate.weight", (n_embd, n_ff))
-        m.t(b + "ffn_up.weight", (n_embd, n_ff))
-        m.t(b + "ffn_down.weight", (n_ff, n_embd))
+        m.dense_ffn(b, n_embd, n_ff)
     return m
 
 
@@ -191,17 +194,12 @@ def gemma3(
     for i in range(n_layer):
         b = f"blk.{i}."
         m.t(b + "attn_norm.weight", (n_embd,))
-        m.t(b + "attn_q.weight", (n_embd, hd * n_head))
-        m.t(b + "attn_k.weight", (n_embd, hd * n_kv))
-        m.t(b + "attn_v.weight", (n_embd, hd * n_kv))
-        m.t(b + "attn_output.weight", (hd * n_head, n_embd))
+        m.gqa(b, n_embd, hd * n_head, hd * n_kv)
         m.t(b + "post_attention_norm.weight", (n_embd,))
         m.t(b + "attn_q_norm.weight", (hd,))
         m.t(b + "attn_k_norm.weight", (hd,))
         m.t(b + "ffn_norm.weight", (n_embd,))
-        m.t(b + "ffn_gate.weight", (n_embd, n_ff))
-        m.t(b + "ffn_up.weight", (n_embd, n_ff))
-        m.t(b + "ffn_down.weight", (n_ff, n_embd))
+        m.dense_ffn(b, n_embd, n_ff)
         m.t(b + "post_ffw_norm.weight", (n_embd,))
     return m
 
@@ -275,11 +273,6 @@ def qwen35(
         m.t(b + "attn_q_norm.weight", (hd,))
         m.t(b + "attn_k_norm.weight", (hd,))
 
-    def ffn(b: str, up: int, down: int) -> None:
-        m.t(b + "ffn_gate.weight", (n_embd, n_ff), up)
-        m.t(b + "ffn_up.weight", (n_embd, n_ff), up)
-        m.t(b + "ffn_down.weight", (n_ff, n_embd), down)
-
     for i in range(n_layer):
         b = f"blk.{i}."
         m.t(b + "attn_norm.weight", (n_embd,))
@@ -296,12 +289,12 @@ def qwen35(
             m.t(b + "ssm_alpha.weight", (n_embd, dt_rank), ty["ssm"])
             m.t(b + "ssm_norm.weight", (d_state,))
             m.t(b + "ssm_out.weight", (d_inner, n_embd), ty["ssm"])
-        ffn(b, ty["ffn_up"], ty["ffn_down"])
+        m.dense_ffn(b, n_embd, n_ff, ty["ffn_up"], ty["ffn_down"])
     b = f"blk.{n_layer}."
     m.t(b + "attn_norm.weight", (n_embd,))
     m.t(b + "post_attention_norm.weight", (n_embd,))
     attn(b, ty["mtp"])
-    ffn(b, ty["mtp"], ty["mtp"])
+    m.dense_ffn(b, n_embd, n_ff, ty["mtp"], ty["mtp"])
     m.t(b + "nextn.eh_proj.weight", (2 * n_embd, n_embd), ty["mtp"])
     m.t(b + "nextn.enorm.weight", (n_embd,))
     m.t(b + "nextn.hnorm.weight", (n_embd,))
@@ -377,9 +370,7 @@ def deepseek2(
         m.t(b + "attn_output.weight", (n_head * v_mla, n_embd))
         m.t(b + "ffn_norm.weight", (n_embd,))
         if i < 1:
-            m.t(b + "ffn_gate.weight", (n_embd, n_ff))
-            m.t(b + "ffn_up.weight", (n_embd, n_ff))
-            m.t(b + "ffn_down.weight", (n_ff, n_embd))
+            m.dense_ffn(b, n_embd, n_ff)
         else:
             _moe_ffn(m, b, n_embd, n_ff_exp, n_expert, 1, F16, probs_b=False)
     return m
@@ -427,15 +418,10 @@ def glm4moe(
     for i in range(n_layer + 1):
         b = f"blk.{i}."
         m.t(b + "attn_norm.weight", (n_embd,))
-        m.t(b + "attn_q.weight", (n_embd, hd * n_head), wt)
-        m.t(b + "attn_k.weight", (n_embd, hd * n_kv), wt)
-        m.t(b + "attn_v.weight", (n_embd, hd * n_kv), wt)
-        m.t(b + "attn_output.weight", (hd * n_head, n_embd), wt)
+        m.gqa(b, n_embd, hd * n_head, hd * n_kv, wt)
         m.t(b + "post_attention_norm.weight", (n_embd,))
         if i < 1:
-            m.t(b + "ffn_gate.weight", (n_embd, n_ff), wt)
-            m.t(b + "ffn_up.weight", (n_embd, n_ff), wt)
-            m.t(b + "ffn_down.weight", (n_ff, n_embd), wt)
+            m.dense_ffn(b, n_embd, n_ff, wt, wt)
         else:
             _moe_ffn(m, b, n_embd, n_ff_exp, n_expert, 1, wt, probs_b=True)
         if i == n_layer:
