@@ -10,6 +10,7 @@ cursor advances only at the end of a complete listing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -279,15 +280,7 @@ def _run(
     return ScanSummary(
         scan_id=p.scan_id,
         status="interrupted" if stopped else "ok",
-        repos_seen=c.repos_seen,
-        repos_new=c.repos_new,
-        repos_changed=c.repos_changed,
-        repos_unchanged=c.repos_unchanged,
-        quants_analysed=c.quants_analysed,
-        files_analysed=c.files_analysed,
-        requests=stats.requests - p.start_stats[0],
-        bytes_fetched=stats.bytes_fetched - p.start_stats[1],
-        errors=c.errors,
+        **dataclasses.asdict(_totals(p)),
         header_reads=c.header_reads,
         header_bytes_fetched=c.header_bytes_fetched,
         header_bytes=c.header_bytes,
