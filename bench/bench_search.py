@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import insert
 
 from crawler.catalog import Catalog
-from crawler.catalog.store import quality_score_of, refresh_live, search_scalars
+from crawler.catalog.store import fit_extras, quality_score_of, refresh_live, search_scalars
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.errors import NothingFits
 from crawler.fit import KVGroup, MemoryCoefficients
@@ -159,6 +159,7 @@ def build(path: Path | str, n_quants: int, seed: int = 6) -> float:
                                      for g in co["kv_groups"]),
                 fit_fixed_bytes=co["recurrent_layers"]
                 * (co["recurrent_r"] + co["recurrent_s"]) * 4,
+                **fit_extras(co),
             )  # fmt: skip
             quants[-1]["quality_score"] = quality_score_of(
                 sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in mine),
@@ -269,7 +270,7 @@ def main(argv: list[str]) -> None:
         print(f"catalog: {args.quants} quants, built in {seconds:.1f} s, "
               f"{path.stat().st_size / 1e6:.0f} MB")  # fmt: skip
         rows = []
-        with Catalog.open(db, upgrade=False, check=False) as catalog:
+        with Catalog.open(db, upgrade=False, check=False) as cat, cat.reader() as catalog:
             for name, qargs in QUERIES:
                 req = _request([*qargs, "--limit", "20"])
                 try:

@@ -295,28 +295,57 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
 
     Built only from the catalog's scalar columns, so SQL can apply the same bound; a quant above it
     cannot fit, one below it gets the exact estimate. Terms: weights (experts unless --cpu-moe,
-    MTP block with --mtp), KV per token at the cheapest cache type allowed, the FA mask of the
-    compute buffer, the fixed cache bytes, and the CUDA context + lazily loaded kernels.
+    the MTP block and its draft KV cache with --mtp), KV per token at the cheapest cache type
+    allowed, the FA mask of the compute buffer, the fixed cache bytes, and the CUDA context +
+    lazily loaded kernels.
     """
-    ctx, ratio, fixed_ratio, constant = prefilter_terms(spec)
+    t = prefilter_terms(spec)
     total = c.weights_bytes + (0 if spec.cpu_moe else c.expert_bytes)
-    total += c.mtp_weights_bytes if spec.mtp else 0
-    total += int(c.kv_bytes_per_token_f16 * ctx * ratio)
-    total += int(c.fixed_bytes_f16 * fixed_ratio)
-    return total + constant
+    if spec.mtp:
+        total += c.mtp_weights_bytes + int(c.mtp_kv_bytes_per_token_f16 * t.ctx * t.mtp_kv_ratio)
+    total += int(c.kv_bytes_per_token_f16 * t.ctx * t.kv_ratio)
+    total += int(c.fixed_bytes_f16 * t.fixed_ratio)
+    return total + t.constant
 
 
-def prefilter_terms(spec: RunSpec) -> tuple[int, float, float, int]:
-    """(ctx, kv ratio to f16, fixed-bytes ratio, constant bytes) of :func:`lower_bound_bytes`."""
+@dataclass(frozen=True, slots=True)
+class BoundTerms:
+    """The per-search factors of :func:`lower_bound_bytes` (the catalog's SQL applies them)."""
+
+    ctx: int
+    kv_ratio: float  # bytes per element of the cheapest allowed cache type / f16's 2
+    fixed_ratio: float  # the same for the context-independent cache bytes, at most 1
+    mtp_kv_ratio: float  # the cheapest allowed MTP draft cache type / f16 (0 without --mtp)
+    constant: int  # CUDA context, lazily loaded kernels, FA mask
+
+
+def prefilter_terms(spec: RunSpec) -> BoundTerms:
+    """The factors of :func:`lower_bound_bytes` for ``spec``."""
     ctx = spec.ctx or MIN_CTX
     if spec.auto_cache:
         names = [n for pair in _auto_ladder() for n in pair]
     else:
         names = [spec.type_k, spec.type_v]
-    per_elem = min(cache_type(n).type_size / cache_type(n).blck for n in names)
-    ratio = per_elem / 2.0  # kv_bytes_per_token_f16 counts 2 bytes per element
+    ratio = _cheapest_ratio(names)
+    # Draft cache: llama-server's default f16 (-ctkd/-ctvd), or what --auto-cache may pick
+    # (crawler.fit.cheapest_cache_for tries q8_0 and q4_0 drafts).
+    draft = RunConfig(ctx=ctx)
+    drafts = [draft.type_k_draft, draft.type_v_draft] + (
+        ["q8_0", "q4_0"] if spec.auto_cache else []
+    )
     mask = ctx * _MASK_BYTES_PER_TOKEN if ctx >= 512 else 0
-    return ctx, ratio, min(1.0, ratio), CUDA_CONTEXT_BYTES + LAZY_KERNELS_BYTES + mask
+    return BoundTerms(
+        ctx=ctx,
+        kv_ratio=ratio,
+        fixed_ratio=min(1.0, ratio),
+        mtp_kv_ratio=_cheapest_ratio(drafts) if spec.mtp else 0.0,
+        constant=CUDA_CONTEXT_BYTES + LAZY_KERNELS_BYTES + mask,
+    )
+
+
+def _cheapest_ratio(names: Sequence[str]) -> float:
+    # kv_bytes_per_token_f16 counts 2 bytes per element
+    return min(cache_type(n).type_size / cache_type(n).blck for n in names) / 2.0
 
 
 def _auto_ladder() -> tuple[tuple[str, str], ...]:

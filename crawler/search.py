@@ -23,7 +23,7 @@ from crawler.rank import (
 )
 
 if TYPE_CHECKING:
-    from crawler.catalog import Catalog
+    from crawler.catalog.reader import Reader
 
 __all__ = ["SearchRequest", "SearchResult", "result_json", "search", "search_json"]
 
@@ -81,10 +81,17 @@ def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
     )
 
 
-def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
-    """Run one search; NothingFits when no candidate fits (the message says why)."""
-    from crawler.catalog.candidates import load_candidates, materializer, sibling_lookup
-    from crawler.catalog.ordered import count_left_out, stream_candidates
+def search(reader: Reader, req: SearchRequest) -> SearchResult:
+    """Run one search on the catalog ``reader`` reads (:meth:`crawler.catalog.reader.Reader.open`
+    or :meth:`Catalog.reader() <crawler.catalog.database.Catalog.reader>`); NothingFits when no
+    candidate fits (the message says why)."""
+    from crawler.catalog.candidates import (
+        count_left_out,
+        load_candidates,
+        materializer,
+        sibling_lookup,
+    )
+    from crawler.catalog.ordered import stream_candidates
     from crawler.rank import EARLY_STOP_SORTS
 
     started = time.perf_counter()
@@ -98,7 +105,7 @@ def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
     if req.sort in EARLY_STOP_SORTS:
         # Sorts known before the estimate: the catalog streams candidates in that order and
         # ranking stops reading once nothing left can rank higher (crawler.rank).
-        stream = stream_candidates(catalog, spec, budget, req.filters, req.sort)
+        stream = stream_candidates(reader, spec, budget, req.filters, req.sort)
         try:
             outcome = rank_candidates(
                 stream,
@@ -107,16 +114,16 @@ def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
                 req.filters,
                 sort=req.sort,
                 limit=req.limit,
-                siblings=sibling_lookup(catalog),
-                materialize=materializer(catalog),
+                siblings=sibling_lookup(reader),
+                materialize=materializer(reader),
                 presorted=True,
             )
         finally:
             stream.close()
         if not outcome.results:
-            prefiltered_out, unknown = count_left_out(catalog, spec, budget, req.filters)
+            prefiltered_out, unknown = count_left_out(reader, spec, budget, req.filters)
     else:
-        found = load_candidates(catalog, spec, budget, req.filters)
+        found = load_candidates(reader, spec, budget, req.filters)
         prefiltered_out, unknown = found.prefiltered_out, found.unknown_memory
         outcome = rank_candidates(
             found.candidates,
@@ -125,7 +132,7 @@ def search(catalog: Catalog, req: SearchRequest) -> SearchResult:
             req.filters,
             sort=req.sort,
             limit=req.limit,
-            siblings=sibling_lookup(catalog),
+            siblings=sibling_lookup(reader),
         )
     result = SearchResult(
         request=req,

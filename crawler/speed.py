@@ -282,9 +282,7 @@ def estimate_speed(
     cal = calibration_report()
     bw = cal.efficiency * bandwidth_gb_s * GB
     host_bw = cal.efficiency * host_bandwidth_gb_s * GB
-    active_experts = (
-        x.expert_bytes * max(x.n_expert_used, 1) / x.n_expert if x.n_expert > 0 else x.expert_bytes
-    )
+    active_experts = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     dense = x.dense_bytes + 2 * x.recurrent_bytes  # the recurrent state is read and written
     seconds = dense / bw + x.n_moe_layers * cal.moe_layer_seconds
     seconds += active_experts / (host_bw if x.experts_on_host else bw)
@@ -309,3 +307,43 @@ def estimate_speed(
         bytes_per_token=int(dense + active_experts),
         bandwidth_gb_s=bandwidth_gb_s,
     )
+
+
+def _active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) -> float:
+    return expert_bytes * max(n_expert_used, 1) / n_expert if n_expert > 0 else float(expert_bytes)
+
+
+def read_bytes_floor(
+    dense_bytes: int, expert_bytes: int, n_expert: int, n_expert_used: int, recurrent_bytes: int
+) -> int:
+    """The bytes :func:`estimate_speed` reads per token at an empty context (dense weights, the
+    recurrent state twice, the active share of the routed experts), rounded down. The catalog
+    stores it (``quants.fit_read_bytes``) so ``--sort speed`` can walk quants fastest first."""
+    active = _active_expert_bytes(expert_bytes, n_expert, n_expert_used)
+    return int(dense_bytes + 2 * recurrent_bytes + math.floor(active))
+
+
+def tok_s_bound(
+    read_bytes: int,
+    bandwidth_gb_s: float,
+    *,
+    mtp: bool,
+    draft_n_max: int,
+    host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
+    acceptance: float = DEFAULT_ACCEPTANCE,
+) -> float:
+    """An upper bound of :func:`estimate_speed`'s ``tok_s`` for a quant that reads at least
+    ``read_bytes`` per token (:func:`read_bytes_floor`), for any expert placement.
+
+    The time per token is at least ``read_bytes`` at the faster of the two bandwidths (the MoE
+    layer cost is >= 0), and the MTP speed-up is at most its value with a free draft pass
+    (``draft_ratio`` 0, no extra experts). Decreasing in ``read_bytes``.
+    """
+    cal = calibration_report()
+    bw = cal.efficiency * max(bandwidth_gb_s, host_bandwidth_gb_s) * GB
+    speedup = 1.0
+    if mtp and draft_n_max > 0:
+        speedup = mtp_speedup(
+            alpha=acceptance, k=draft_n_max, draft_ratio=0.0, verify_overhead=cal.verify_overhead
+        )
+    return math.inf if read_bytes <= 0 else speedup * bw / read_bytes

@@ -1,17 +1,17 @@
 """The search read path: catalog rows -> :class:`crawler.rank.Candidate` (frozen dataclasses).
 
-One SQL query applies the cheap, exact-safe part of the search in the database:
+Plain SQL through a :class:`~crawler.catalog.reader.Reader` (no SQLAlchemy: see its docstring).
+One query applies the cheap, exact-safe part of the search in the database:
 
-* the memory prefilter: :func:`crawler.rank.lower_bound_bytes` written in SQL over the
-  ``memory_models`` scalar columns (weights + experts + KV per token x ctx + fixed + CUDA
-  constants <= budget). It is a lower bound of the exact estimate, so it never drops a quant that
-  fits; the exact estimate in :func:`crawler.rank.rank_candidates` decides the rest;
+* the memory prefilter: :func:`crawler.rank.lower_bound_bytes` written in SQL over the quants'
+  ``fit_*`` columns (weights + experts + MTP block and draft KV + KV per token x ctx + fixed +
+  CUDA constants <= budget). It is a lower bound of the exact estimate, so it never drops a quant
+  that fits; the exact estimate in :func:`crawler.rank.rank_candidates` decides the rest;
 * the column filters (architecture, author, base model, label, loadable, MTP, attention bits);
 * for query tokens that contain a digit (which :class:`~crawler.rank.QueryMatcher` matches only
   exactly), a substring test, so "qwen3.6 27b" narrows the scan in SQL.
 
 Coefficient JSON is read as text and parsed only for rows that survive the fuzzy query match.
-ORM rows never leave this module.
 """
 
 from __future__ import annotations
@@ -19,27 +19,38 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Text, and_, case, cast, func, or_, select, true
-from sqlalchemy.sql.elements import ColumnElement
-
-from crawler.catalog import Catalog
-from crawler.catalog.tables import File, MemoryModel, Quant, Repo, TensorGroup
+from crawler.catalog.reader import Reader, as_bool, as_datetime, placeholders
 from crawler.fit import MemoryCoefficients
 from crawler.rank import Budget, Candidate, Filters, GroupStats, RunSpec, prefilter_terms
 
 __all__ = [
+    "CANDIDATE_COLUMNS",
     "CandidateSet",
+    "Where",
+    "bound_sql",
+    "candidate_from_row",
+    "filter_sql",
     "load_candidates",
+    "load_groups",
     "materializer",
     "sibling_lookup",
 ]
 
 # Bind-parameter budget per IN (...) list; SQLite allows 32766 variables, PostgreSQL 65535.
 _IN_CHUNK = 5000
+
+#: The 20 leading columns every candidate query selects (see :func:`candidate_from_row`).
+CANDIDATE_COLUMNS = (
+    "q.id, r.repo_id, q.path, q.size_bytes, q.quant_label, q.architecture,"
+    " COALESCE(q.base_model, r.base_model), r.author, q.n_params, q.mtp_present, q.mtp_state,"
+    " q.mtp_preserved, q.mtp_min_bits, q.attn_min_bits, q.attn_preserved,"
+    " q.loadable_by_mainline, q.dynamic, r.downloads, r.likes, r.last_modified"
+)
+#: quants q, their repo r and memory model m.
+JOINED = "quants q JOIN repos r ON r.id = q.repo_pk JOIN memory_models m ON m.quant_id = q.id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,109 +62,134 @@ class CandidateSet:
     unknown_memory: int  # rows whose memory rules are not modelled (status "unknown")
 
 
-def _lower(col: Any) -> ColumnElement[Any]:
-    return func.lower(func.coalesce(col, ""))
+@dataclass(slots=True)
+class Where:
+    """SQL conditions joined by AND, with their ``:name`` parameters."""
+
+    parts: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, sql: str, **params: Any) -> None:
+        """One condition (its parameter names must be unique in this clause)."""
+        self.parts.append(sql)
+        self.params.update(params)
+
+    @property
+    def sql(self) -> str:
+        """The conditions, parenthesised and joined by AND (TRUE when there are none)."""
+        return " AND ".join(f"({p})" for p in self.parts) or "TRUE"
 
 
-def _filter_clauses(filters: Filters) -> list[ColumnElement[bool]]:
+def _lower(col: str) -> str:
+    return f"lower(COALESCE({col}, ''))"
+
+
+def filter_sql(filters: Filters) -> Where:
     """SQL for :meth:`Filters.accepts` minus the fuzzy part (same semantics, case-insensitive)."""
-    base_model = func.coalesce(Quant.base_model, Repo.base_model)
+    w = Where()
     # ``live`` (kept by crawler.catalog.store) = neither the quant nor its repo vanished; an
-    # equality, so ``ix_quants_search_quality`` can serve it (``IS true`` is not indexable).
-    out: list[ColumnElement[bool]] = [Quant.live == true()]
+    # equality, so the search indexes can serve it (``IS TRUE`` is not indexable).
+    w.add("q.live = TRUE")
     if filters.mtp:
-        out += [Quant.mtp_present.is_(True), Quant.mtp_preserved.is_(True)]
+        w.add("q.mtp_present = TRUE AND q.mtp_preserved = TRUE")
     if filters.min_attn_bits is not None:
-        out.append(Quant.attn_min_bits >= filters.min_attn_bits)
+        w.add("q.attn_min_bits >= :min_attn_bits", min_attn_bits=filters.min_attn_bits)
     if filters.arch:
-        out.append(_lower(Quant.architecture) == filters.arch.lower())
+        w.add(f"{_lower('q.architecture')} = :arch", arch=filters.arch.lower())
     if filters.author:
-        out.append(_lower(Repo.author) == filters.author.lower())
+        w.add(f"{_lower('r.author')} = :author", author=filters.author.lower())
     if filters.base:
         b = filters.base.lower()
-        out.append(or_(_lower(base_model) == b, _lower(base_model).like(f"%/{_escape(b)}", "\\")))
+        base = _lower("COALESCE(q.base_model, r.base_model)")
+        w.add(
+            f"{base} = :base OR {base} LIKE :base_suffix ESCAPE '\\'",
+            base=b,
+            base_suffix=f"%/{escape_like(b)}",
+        )
     if filters.label:
-        out.append(_lower(Quant.quant_label) == filters.label.lower())
+        w.add(f"{_lower('q.quant_label')} = :label", label=filters.label.lower())
     if filters.loadable:
-        out.append(Quant.loadable_by_mainline.is_(True))
+        w.add("q.loadable_by_mainline = TRUE")
     matcher = filters.matcher()
     if matcher is not None:
         # quants.search_text (crawler.catalog.store.search_text_sql) is NULL only when too long
         # to index: those rows pass here and the Python matcher decides, as it does for all.
-        text = Quant.search_text
-        out += [
-            or_(text.like(f"%{_escape(tok)}%", "\\"), text.is_(None))
-            for tok in matcher.required_substrings
-        ]
-    return out
+        for i, tok in enumerate(matcher.required_substrings):
+            w.add(
+                f"q.search_text LIKE :tok{i} ESCAPE '\\' OR q.search_text IS NULL",
+                **{f"tok{i}": f"%{escape_like(tok)}%"},
+            )
+    return w
 
 
-def _escape(text: str) -> str:
+def escape_like(text: str) -> str:
+    """``text`` as a literal inside a LIKE pattern with ``ESCAPE '\\'``."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _bound_clause(spec: RunSpec, budget: Budget) -> ColumnElement[bool]:
-    """:func:`crawler.rank.lower_bound_bytes` <= budget, over the quants' ``fit_*`` columns.
+def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
+    """(expression, params): :func:`crawler.rank.lower_bound_bytes` over the quants' ``fit_*``
+    columns, the bytes the condition ``expression <= :bound_limit`` compares with the budget.
 
     Those are copies of ``memory_models``' scalar columns, NULL unless its status is "ok", so the
-    clause is false for unmodelled quants and ``ix_quants_search_quality`` covers it.
+    comparison is not true for unmodelled quants and the search indexes cover it. Floats on
+    purpose: they keep SQLite and PostgreSQL integer rules out of the comparison.
     """
-    ctx, ratio, fixed_ratio, constant = prefilter_terms(spec)
-    q = Quant
-    total: ColumnElement[Any] = q.fit_weights_bytes.expression
+    t = prefilter_terms(spec)
+    terms = ["q.fit_weights_bytes"]
     if not spec.cpu_moe:
-        total = total + func.coalesce(q.fit_expert_bytes, 0)
+        terms.append("COALESCE(q.fit_expert_bytes, 0)")
+    params: dict[str, Any] = {
+        "bound_kv": float(t.ctx * t.kv_ratio),
+        "bound_fixed": float(t.fixed_ratio),
+        "bound_limit": float(budget.device_bytes - t.constant),
+    }
     if spec.mtp:
-        total = total + func.coalesce(q.fit_mtp_bytes, 0)
-    # Floats on purpose: 262144 x 16 KiB/token overflows nothing, but keeps SQLite and
-    # PostgreSQL integer rules out of the comparison. Rounded down: still a lower bound.
-    total = total + func.coalesce(q.fit_kv_per_token, 0) * (ctx * ratio)
-    total = total + func.coalesce(q.fit_fixed_bytes, 0) * fixed_ratio
-    return total <= float(budget.device_bytes - constant)
+        terms += [
+            "COALESCE(q.fit_mtp_bytes, 0)",
+            "COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp",
+        ]
+        params["bound_mtp"] = float(t.ctx * t.mtp_kv_ratio)
+    terms += [
+        "COALESCE(q.fit_kv_per_token, 0) * :bound_kv",
+        "COALESCE(q.fit_fixed_bytes, 0) * :bound_fixed",
+    ]
+    return " + ".join(terms), params
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    # SQLite returns naive datetimes for timezone-aware columns; they were written in UTC.
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
+def bounded(filters: Filters, spec: RunSpec, budget: Budget) -> Where:
+    """The filters and the memory bound."""
+    w = filter_sql(filters)
+    expr, params = bound_sql(spec, budget)
+    w.add(f"{expr} <= :bound_limit", **params)
+    return w
 
 
-def candidate_columns() -> tuple[Any, ...]:
-    """The 20 leading columns every candidate query selects (see :func:`candidate_from_row`)."""
-    q, r = Quant, Repo
-    return (
-        q.id,
-        r.repo_id,
-        q.path,
-        q.size_bytes,
-        q.quant_label,
-        q.architecture,
-        func.coalesce(q.base_model, r.base_model),
-        r.author,
-        q.n_params,
-        q.mtp_present,
-        q.mtp_state,
-        q.mtp_preserved,
-        q.mtp_min_bits,
-        q.attn_min_bits,
-        q.attn_preserved,
-        q.loadable_by_mainline,
-        q.dynamic,
-        r.downloads,
-        r.likes,
-        r.last_modified,
+def count_left_out(
+    reader: Reader, spec: RunSpec, budget: Budget, filters: Filters
+) -> tuple[int, int]:
+    """(too big by the SQL bound, memory rules not modelled) among the filtered quants."""
+    w = filter_sql(filters)
+    expr, params = bound_sql(spec, budget)
+    kind = (
+        "CASE WHEN m.status <> 'ok' THEN 'unknown'"
+        f" WHEN {expr} <= :bound_limit THEN 'candidate' ELSE 'too_big' END"
     )
+    rows = reader.rows(
+        f"SELECT {kind}, COUNT(*) FROM {JOINED} WHERE {w.sql} GROUP BY 1", {**w.params, **params}
+    )
+    counts = {str(k): int(n) for k, n in rows}
+    return counts.get("too_big", 0), counts.get("unknown", 0)
 
 
 def candidate_from_row(
-    row: Any,
+    row: Sequence[Any],
     *,
     coefficients: MemoryCoefficients,
-    groups: tuple[Any, ...] = (),
+    groups: tuple[GroupStats, ...] = (),
     quality_hint: float | None = None,
 ) -> Candidate:
-    """A Candidate from a row that starts with :func:`candidate_columns`."""
+    """A Candidate from a row that starts with :data:`CANDIDATE_COLUMNS`."""
     return Candidate(
         quant_id=row[0],
         repo_id=row[1],
@@ -164,17 +200,17 @@ def candidate_from_row(
         base_model=row[6],
         author=row[7],
         n_params=row[8],
-        mtp_present=row[9],
+        mtp_present=as_bool(row[9]),
         mtp_state=row[10],
-        mtp_preserved=row[11],
+        mtp_preserved=as_bool(row[11]),
         mtp_min_bits=row[12],
         attn_min_bits=row[13],
-        attn_preserved=row[14],
-        loadable_by_mainline=row[15],
-        dynamic=row[16],
+        attn_preserved=as_bool(row[14]),
+        loadable_by_mainline=as_bool(row[15]),
+        dynamic=as_bool(row[16]),
         downloads=row[17],
         likes=row[18],
-        last_modified=_aware(row[19]),
+        last_modified=as_datetime(row[19]),
         coefficients=coefficients,
         groups=groups,
         quality_hint=quality_hint,
@@ -182,7 +218,7 @@ def candidate_from_row(
 
 
 def load_candidates(
-    catalog: Catalog,
+    reader: Reader,
     spec: RunSpec,
     budget: Budget,
     filters: Filters,
@@ -192,64 +228,54 @@ def load_candidates(
     Everything loaded: coefficients and tensor groups. For sorts known before the estimate,
     :func:`crawler.catalog.ordered.stream_candidates` reads far less.
     """
-    q, r, m = Quant, Repo, MemoryModel
-    where = _filter_clauses(filters)
-    columns = (*candidate_columns(), cast(m.coefficients, Text))
-    bound = _bound_clause(spec, budget)
-    joined = select(*columns).join(r, r.id == q.repo_pk).join(m, m.quant_id == q.id)
-    # One scan counts what the database leaves out: unknown memory rules, and above the bound.
-    kind = case((m.status != "ok", "unknown"), (bound, "candidate"), else_="too_big")
-    counted = (
-        select(kind, func.count())
-        .select_from(q)
-        .join(r, r.id == q.repo_pk)
-        .join(m, m.quant_id == q.id)
-        .where(and_(*where))
-        .group_by(kind)
+    w = bounded(filters, spec, budget)
+    rows = reader.rows(
+        f"SELECT {CANDIDATE_COLUMNS}, CAST(m.coefficients AS TEXT) FROM {JOINED}"
+        f" WHERE {w.sql} AND m.status = 'ok'",
+        w.params,
     )
-    with catalog.session() as s:
-        rows = s.execute(joined.where(and_(*where, m.status == "ok", bound))).all()
-        counts: dict[str, int] = {str(k): int(n) for k, n in s.execute(counted).all()}
-        matcher = filters.matcher()
-        if matcher is not None:
-            rows = [
-                row for row in rows if matcher.matches_names(row[1], row[6], row[2], row[4], row[5])
-            ]
-        found_groups = _load_groups(s, [row[0] for row in rows])
+    too_big, unknown = count_left_out(reader, spec, budget, filters)
+    matcher = filters.matcher()
+    if matcher is not None:
+        rows = [
+            row for row in rows if matcher.matches_names(row[1], row[6], row[2], row[4], row[5])
+        ]
+    found_groups = load_groups(reader, [row[0] for row in rows])
     out = [
         candidate_from_row(
             row,
-            coefficients=MemoryCoefficients.from_json(json.loads(row[20] or "{}")),
+            coefficients=_coefficients(row[20]),
             groups=found_groups.get(row[0], ()),
         )
         for row in rows
     ]
-    return CandidateSet(
-        candidates=tuple(out),
-        prefiltered_out=counts.get("too_big", 0),
-        unknown_memory=counts.get("unknown", 0),
-    )
+    return CandidateSet(candidates=tuple(out), prefiltered_out=too_big, unknown_memory=unknown)
 
 
-def materializer(catalog: Catalog) -> Callable[[Sequence[Candidate]], list[Candidate]]:
+def _coefficients(value: Any) -> MemoryCoefficients:
+    return MemoryCoefficients.from_json(json.loads(value or "{}"))
+
+
+def materializer(reader: Reader) -> Callable[[Sequence[Candidate]], list[Candidate]]:
     """Complete partial candidates (full coefficients, tensor groups) with two queries a batch."""
 
     def complete(batch: Sequence[Candidate]) -> list[Candidate]:
-        ids = [c.quant_id for c in batch]
-        with catalog.session() as s:
-            text = dict(
-                s.execute(
-                    select(MemoryModel.quant_id, cast(MemoryModel.coefficients, Text)).where(
-                        MemoryModel.quant_id.in_(ids)
-                    )
-                ).all()
+        text: dict[int, Any] = {}
+        for chunk in _chunks([c.quant_id for c in batch]):
+            marks, params = placeholders("id", chunk)
+            text.update(
+                reader.rows(
+                    "SELECT quant_id, CAST(coefficients AS TEXT) FROM memory_models"
+                    f" WHERE quant_id IN ({marks})",
+                    params,
+                )
             )
-            missing = [c.quant_id for c in batch if not c.groups]
-            found = _load_groups(s, missing) if missing else {}
+        missing = [c.quant_id for c in batch if not c.groups]
+        found = load_groups(reader, missing) if missing else {}
         return [
             dataclasses.replace(
                 c,
-                coefficients=MemoryCoefficients.from_json(json.loads(text.get(c.quant_id) or "{}")),
+                coefficients=_coefficients(text.get(c.quant_id)),
                 groups=c.groups or found.get(c.quant_id, ()),
             )
             for c in batch
@@ -258,26 +284,27 @@ def materializer(catalog: Catalog) -> Callable[[Sequence[Candidate]], list[Candi
     return complete
 
 
-def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
+def _chunks(ids: Sequence[Any]) -> Iterator[Sequence[Any]]:
     for i in range(0, len(ids), _IN_CHUNK):
         yield ids[i : i + _IN_CHUNK]
 
 
-def _load_groups(s: Any, ids: Sequence[int]) -> dict[int, tuple[GroupStats, ...]]:
-    t = TensorGroup
+def load_groups(reader: Reader, ids: Sequence[int]) -> dict[int, tuple[GroupStats, ...]]:
+    """The tensor groups of the quants ``ids``, in ``group_name`` order."""
     found: dict[int, list[GroupStats]] = {}
     for chunk in _chunks(ids):
-        rows = s.execute(
-            select(t.quant_id, t.group_name, t.n_params, t.n_bytes, t.bpw, t.min_bits, t.max_bits)
-            .where(t.quant_id.in_(chunk))
-            .order_by(t.quant_id, t.group_name)
-        ).all()
+        marks, params = placeholders("id", chunk)
+        rows = reader.rows(
+            "SELECT quant_id, group_name, n_params, n_bytes, bpw, min_bits, max_bits"
+            f" FROM tensor_groups WHERE quant_id IN ({marks}) ORDER BY quant_id, group_name",
+            params,
+        )
         for qid, name, n_params, n_bytes, bpw, lo, hi in rows:
             found.setdefault(qid, []).append(GroupStats(name, n_params, n_bytes, bpw, lo, hi))
     return {k: tuple(v) for k, v in found.items()}
 
 
-def sibling_lookup(catalog: Catalog) -> Callable[[Sequence[str]], dict[str, tuple[str, ...]]]:
+def sibling_lookup(reader: Reader) -> Callable[[Sequence[str]], dict[str, tuple[str, ...]]]:
     """``repo_ids -> {repo_id: paths of the repo's present files}``, one query per call.
 
     Ranking calls it once with the repos of the rows it returns, for the ``-hf`` choice.
@@ -285,22 +312,24 @@ def sibling_lookup(catalog: Catalog) -> Callable[[Sequence[str]], dict[str, tupl
 
     def lookup(repo_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         found: dict[str, set[str]] = {r: set() for r in repo_ids}
-        with catalog.session() as s:
-            # Repo keys first: a join lets the planner scan the quants' vanished_at index.
-            pks = dict(
-                s.execute(select(Repo.id, Repo.repo_id).where(Repo.repo_id.in_(list(found)))).all()
+        if not repo_ids:
+            return {}
+        # Repo keys first: a join lets the planner scan the quants' vanished_at index.
+        marks, params = placeholders("repo", list(found))
+        pks = dict(reader.rows(f"SELECT id, repo_id FROM repos WHERE repo_id IN ({marks})", params))
+        if not pks:
+            return dict.fromkeys(repo_ids, ())
+        marks, params = placeholders("pk", list(pks))
+        for table in ("files", "quants"):
+            # vanished_at tested here, not in SQL: with it in the WHERE clause SQLite walks
+            # ix_quants_live (every live quant) instead of the few rows of these repos.
+            rows = reader.rows(
+                f"SELECT repo_pk, path, vanished_at FROM {table} WHERE repo_pk IN ({marks})",
+                params,
             )
-            for model in (File, Quant):
-                # vanished_at tested here, not in SQL: with it in the WHERE clause SQLite walks
-                # ix_quants_live (every live quant) instead of the few rows of these repos.
-                rows = s.execute(
-                    select(model.repo_pk, model.path, model.vanished_at).where(
-                        model.repo_pk.in_(list(pks))
-                    )
-                ).all()
-                for repo_pk, path, vanished_at in rows:
-                    if vanished_at is None:
-                        found[pks[repo_pk]].add(path)
+            for repo_pk, path, vanished_at in rows:
+                if vanished_at is None:
+                    found[pks[repo_pk]].add(path)
         return {r: tuple(sorted(paths)) for r, paths in found.items()}
 
     return lookup

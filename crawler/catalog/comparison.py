@@ -1,6 +1,6 @@
 """``quants compare``'s read path: every quant of one base model, with its tensor groups.
 
-Takes and returns frozen dataclasses; ORM rows never leave this module.
+Plain SQL through a :class:`~crawler.catalog.reader.Reader`; returns frozen dataclasses.
 """
 
 from __future__ import annotations
@@ -9,11 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, literal, select
-
-from crawler.catalog import Catalog
-from crawler.catalog.candidates import _escape, _load_groups, _lower
-from crawler.catalog.tables import Quant, Repo
+from crawler.catalog.candidates import escape_like, load_groups
+from crawler.catalog.reader import Reader, as_bool
 from crawler.rank import GroupStats
 
 __all__ = ["ComparedQuant", "Comparison", "load_comparison"]
@@ -46,7 +43,7 @@ class Comparison:
     quants: tuple[ComparedQuant, ...]
 
 
-def load_comparison(catalog: Catalog, query: str) -> Comparison:
+def load_comparison(reader: Reader, query: str) -> Comparison:
     """The quants of the one base model ``query`` names (fuzzy, as ``search``).
 
     Quants without a recorded base model are grouped by repo. UsageError when nothing matches,
@@ -56,49 +53,30 @@ def load_comparison(catalog: Catalog, query: str) -> Comparison:
     from crawler.query import QueryMatcher
 
     matcher = QueryMatcher(query)
-    q, r = Quant, Repo
-    base_model = func.coalesce(q.base_model, r.base_model)
-    stmt = (
-        select(
-            q.id,
-            r.repo_id,
-            r.author,
-            q.path,
-            q.quant_label,
-            q.architecture,
-            base_model,
-            q.size_bytes,
-            q.mtp_present,
-            q.mtp_state,
-            q.mtp_preserved,
-            q.mtp_min_bits,
-            q.attn_min_bits,
-            q.attn_preserved,
-            q.loadable_by_mainline,
-        )
-        .join(r, r.id == q.repo_pk)
-        .where(q.vanished_at.is_(None), r.vanished_at.is_(None), q.analysed_at.is_not(None))
+    names = "lower(COALESCE(r.repo_id, '') || ' ' || COALESCE(q.base_model, r.base_model, '')"
+    names += " || ' ' || COALESCE(q.path, ''))"
+    like = [f"{names} LIKE :tok{i} ESCAPE '\\'" for i in range(len(matcher.required_substrings))]
+    params = {f"tok{i}": f"%{escape_like(t)}%" for i, t in enumerate(matcher.required_substrings)}
+    sql = (
+        "SELECT q.id, r.repo_id, r.author, q.path, q.quant_label, q.architecture,"
+        " COALESCE(q.base_model, r.base_model), q.size_bytes, q.mtp_present, q.mtp_state,"
+        " q.mtp_preserved, q.mtp_min_bits, q.attn_min_bits, q.attn_preserved,"
+        " q.loadable_by_mainline FROM quants q JOIN repos r ON r.id = q.repo_pk"
+        " WHERE q.vanished_at IS NULL AND r.vanished_at IS NULL AND q.analysed_at IS NOT NULL"
     )
-    like = [
-        (
-            _lower(r.repo_id) + literal(" ") + _lower(base_model) + literal(" ") + _lower(q.path)
-        ).like(f"%{_escape(tok)}%", "\\")
-        for tok in matcher.required_substrings
+    rows = [
+        row
+        for row in reader.rows(" AND ".join([sql, *like]), params)
+        if matcher.matches_names(row[1], row[6], row[3], row[4], row[5])
     ]
-    with catalog.session() as s:
-        rows = [
-            row
-            for row in s.execute(stmt.where(*like)).all()
-            if matcher.matches_names(row[1], row[6], row[3], row[4], row[5])
-        ]
-        by_base: dict[str, list[Any]] = {}
-        for row in rows:
-            by_base.setdefault(row[6] or f"{row[1]} (no base model recorded)", []).append(row)
-        if not by_base:
-            raise UsageError(f"no quant in the catalog matches {query!r}")
-        key = _pick_base(query, sorted(by_base))
-        chosen = by_base[key]
-        groups = _load_groups(s, [row[0] for row in chosen])
+    by_base: dict[str, list[Any]] = {}
+    for row in rows:
+        by_base.setdefault(row[6] or f"{row[1]} (no base model recorded)", []).append(row)
+    if not by_base:
+        raise UsageError(f"no quant in the catalog matches {query!r}")
+    key = _pick_base(query, sorted(by_base))
+    chosen = by_base[key]
+    groups = load_groups(reader, [row[0] for row in chosen])
     quants = [
         ComparedQuant(
             repo_id=row[1],
@@ -107,13 +85,13 @@ def load_comparison(catalog: Catalog, query: str) -> Comparison:
             quant_label=row[4],
             size_bytes=row[7],
             groups=groups.get(row[0], ()),
-            mtp_present=row[8],
+            mtp_present=as_bool(row[8]),
             mtp_state=row[9],
-            mtp_preserved=row[10],
+            mtp_preserved=as_bool(row[10]),
             mtp_min_bits=row[11],
             attn_min_bits=row[12],
-            attn_preserved=row[13],
-            loadable_by_mainline=row[14],
+            attn_preserved=as_bool(row[13]),
+            loadable_by_mainline=as_bool(row[14]),
         )
         for row in chosen
     ]

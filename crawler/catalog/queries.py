@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from crawler.catalog import _coerce, resource_dir
+from crawler.catalog.database import _coerce, resource_dir
 from crawler.errors import QueryError, UsageError
 
 _PARAM = re.compile(r"^--\s*param:\s*(\w+)\s*(?:=\s*(\S+))?\s*(?:\((.*)\))?\s*$")

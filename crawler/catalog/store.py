@@ -47,6 +47,7 @@ __all__ = [
     "StoredQuantTables",
     "StoredRepo",
     "finish_scan",
+    "fit_extras",
     "get_state",
     "iter_tensor_tables",
     "live_sql",
@@ -517,6 +518,32 @@ def _apply_fit(q: Quant, m: MemoryRecord) -> None:
     q.fit_mtp_bytes = m.mtp_weights_bytes if ok else None
     q.fit_kv_per_token = m.kv_bytes_per_token_f16 if ok else None
     q.fit_fixed_bytes = m.fixed_bytes_f16 if ok else None
+    extras = fit_extras(m.coefficients if ok else None)
+    q.fit_mtp_kv_per_token = extras["fit_mtp_kv_per_token"]
+    q.fit_read_bytes = extras["fit_read_bytes"]
+    q.fit_ctx_train = extras["fit_ctx_train"]
+
+
+def fit_extras(coefficients: Mapping[str, Any] | None) -> dict[str, int | None]:
+    """``quants.fit_mtp_kv_per_token``, ``fit_read_bytes`` and ``fit_ctx_train`` from a memory
+    model's coefficient JSON (None for all when there is none: memory rules not modelled)."""
+    from crawler.fit import MemoryCoefficients
+    from crawler.speed import read_bytes_floor
+
+    if not coefficients:
+        return dict.fromkeys(("fit_mtp_kv_per_token", "fit_read_bytes", "fit_ctx_train"))
+    co = MemoryCoefficients.from_json(dict(coefficients))
+    return {
+        "fit_mtp_kv_per_token": co.mtp_kv_bytes_per_token_f16,
+        "fit_read_bytes": read_bytes_floor(
+            co.weights_bytes,
+            co.expert_bytes,
+            co.n_expert,
+            co.n_expert_used,
+            co.recurrent_bytes_per_seq,
+        ),
+        "fit_ctx_train": co.n_ctx_train or None,
+    }
 
 
 def _memory_row(quant_id: int, m: MemoryRecord) -> MemoryModel:

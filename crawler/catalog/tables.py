@@ -122,6 +122,12 @@ class Quant(Base):
     fit_mtp_bytes: Mapped[int | None] = mapped_column(BigInteger)
     fit_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
     fit_fixed_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # Migration 0004, from the coefficient JSON (crawler.catalog.store.fit_extras): the MTP draft
+    # cache's f16 bytes per token (the --mtp bound), the fewest bytes a decoded token reads
+    # (the --sort speed order) and the trained context (the --sort ctx bound).
+    fit_mtp_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
+    fit_read_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    fit_ctx_train: Mapped[int | None] = mapped_column(BigInteger)
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
@@ -320,3 +326,16 @@ Index(
     Quant.fit_fixed_bytes,
     Quant.search_text,
 )
+# Migration 0004: `--sort size` and `--sort speed` walk these the same way (speed: fewest bytes
+# read per token first, the order of crawler.speed.tok_s_bound).
+_BOUND_COLUMNS = (
+    Quant.fit_weights_bytes,
+    Quant.fit_expert_bytes,
+    Quant.fit_mtp_bytes,
+    Quant.fit_kv_per_token,
+    Quant.fit_fixed_bytes,
+    Quant.search_text,
+)
+Index("ix_quants_search_size", Quant.live, Quant.size_bytes, *_BOUND_COLUMNS)
+Index("ix_quants_search_speed", Quant.live, Quant.fit_read_bytes, *_BOUND_COLUMNS)
+Index("ix_repos_downloads", Repo.downloads)

@@ -33,14 +33,14 @@ def compare(
     db: DbOpt = None,
 ) -> None:
     """One base model's quants side by side: uploader, size and the bits of each tensor group."""
-    from crawler.catalog import Catalog
     from crawler.catalog.comparison import load_comparison
+    from crawler.catalog.reader import reading
     from crawler.cli._output import print_json
     from crawler.config import Settings
 
     url = Settings.from_env().replace(db_url=db).resolved_db_url
-    with Catalog.open(url) as catalog:
-        comparison = load_comparison(catalog, query)
+    with reading(url) as reader:
+        comparison = load_comparison(reader, query)
     if as_json:
         print_json(comparison_json(comparison))
         return

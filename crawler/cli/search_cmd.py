@@ -79,8 +79,10 @@ def search(
     db: DbOpt = None,
 ) -> None:
     """List the GGUF quants that fit a VRAM budget at a context, best first, with commands."""
+    from crawler.catalog.reader import reading
     from crawler.cli._output import print_json
     from crawler.config import Settings
+    from crawler.search import search as run_search
     from crawler.search import search_json
 
     req = _request(
@@ -89,7 +91,8 @@ def search(
         sort, limit,
     )  # fmt: skip
     url = Settings.from_env().replace(db_url=db).resolved_db_url
-    res = _search_fast(url, req)
+    with reading(url) as reader:
+        res = run_search(reader, req)
     if res.gpu is not None:
         typer.echo(res.gpu.describe(), err=True)
     if as_json:
@@ -97,21 +100,6 @@ def search(
         return
     typer.echo(_render(res))
     typer.echo(_footer(res), err=True)
-
-
-def _search_fast(url: str, req: SearchRequest) -> SearchResult:
-    """Search without Alembic's schema check (~0.1 s of imports); on a catalog error, open it
-    the normal way (creating, migrating or explaining an outdated schema) and search again."""
-    from crawler.catalog import Catalog
-    from crawler.errors import CatalogError
-    from crawler.search import search as run_search
-
-    try:
-        with Catalog.open(url, upgrade=False, check=False) as catalog:
-            return run_search(catalog, req)
-    except CatalogError:
-        with Catalog.open(url) as catalog:
-            return run_search(catalog, req)
 
 
 def _request(
@@ -196,7 +184,8 @@ def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
         p["arch"], p["author"], p["base"], p["label"], p["loadable"], p["cpu_moe"], p["ram"],
         p["sort"], p["limit"],
     )  # fmt: skip
-    results: list[dict[str, Any]] = search_json(run_search(catalog, req))["results"]
+    with catalog.reader() as reader:
+        results: list[dict[str, Any]] = search_json(run_search(reader, req))["results"]
     return results
 
 

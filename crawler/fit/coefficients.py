@@ -146,6 +146,11 @@ class MemoryCoefficients:
         return sum(2 * g.count * (g.k_width + g.v_width) for g in self.kv_groups if not g.swa)
 
     @property
+    def mtp_kv_bytes_per_token_f16(self) -> int:
+        """f16 K+V bytes per context token of the MTP draft context (its nextn layers)."""
+        return sum(2 * g.count * (g.k_width + g.v_width) for g in self.mtp_kv_groups if not g.swa)
+
+    @property
     def fixed_bytes_f16(self) -> int:
         """Context-independent cache bytes at f16, 1 sequence, ubatch 512: SWA + recurrent."""
         from crawler.fit.cache import pad

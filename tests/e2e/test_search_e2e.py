@@ -350,9 +350,9 @@ def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
     from crawler.rank import Budget, Filters, RunSpec
 
     spec, budget = RunSpec(ctx=4096), Budget.from_gib(1000)
-    with Catalog.open(any_catalog_db[0]) as catalog:
-        full = load_candidates(catalog, spec, budget, Filters())
-        stream = stream_candidates(catalog, spec, budget, Filters(), "quality")
+    with Catalog.open(any_catalog_db[0]) as catalog, catalog.reader() as reader:
+        full = load_candidates(reader, spec, budget, Filters())
+        stream = stream_candidates(reader, spec, budget, Filters(), "quality")
         streamed = list(stream)
     hints = {c.quant_id: c.quality_hint for c in streamed}
     assert len(hints) == len(full.candidates) > 10

@@ -1,0 +1,367 @@
+"""The catalog database through SQLAlchemy: engine, migrations, sessions, read-only user SQL.
+
+``Catalog.open(url)`` makes the engine (SQLite pragmas in one connect listener), applies Alembic
+migrations on first use, and hands out sessions. ``query_readonly`` runs user SQL on a connection
+that cannot write: SQLite opened with ``mode=ro`` + ``query_only``; PostgreSQL in a READ ONLY
+transaction that is always rolled back. Read/write helpers live in sibling modules (store,
+candidates, history) and take a :class:`Catalog`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
+
+from crawler.errors import CatalogError, QueryError, ReadOnlyViolation, SchemaOutOfDate
+
+if TYPE_CHECKING:
+    from crawler.catalog.reader import Reader
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Catalog", "params_from_pairs", "redact_url", "resource_dir"]
+
+# SQLite waits this long for a writer's lock before "database is locked" (WAL readers never wait).
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Upper bound on rows `quants sql` materialises, so a cross join cannot exhaust memory.
+MAX_QUERY_ROWS = 1_000_000
+
+
+def resource_dir(name: str) -> Path:
+    """Path of a top-level project folder (``migrations``, ``queries``), installed or in a checkout.
+
+    The wheel ships them as ``crawler/_<name>`` (pyproject force-include); a checkout or editable
+    install finds them beside the package.
+    """
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / f"_{name}", package.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise CatalogError(f"cannot find the {name}/ folder of the quants installation")
+
+
+def _normalise_url(url: str) -> str:
+    # Plain "postgresql://" would pick psycopg2, which we do not depend on.
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def _sqlite_path(url: str) -> Path | None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    db = parsed.database
+    if not db or db == ":memory:":
+        raise CatalogError("an in-memory SQLite catalog is not supported; give a file path")
+    return Path(db)
+
+
+# PostgreSQL text cannot hold NUL ("invalid byte sequence for encoding UTF8: 0x00"); GGUF metadata
+# written by anyone can. The byte becomes U+FFFD in text columns (the compressed tensor table keeps
+# the exact bytes) rather than failing the repo's transaction on every crawl.
+_NUL_REPLACEMENT = "\ufffd"
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", _NUL_REPLACEMENT)
+    return value
+
+
+def _pg_replace_nul(
+    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, executemany: bool
+) -> tuple[str, Any]:
+    def clean(params: Any) -> Any:
+        if isinstance(params, Mapping):
+            return {k: _without_nul(v) for k, v in params.items()}
+        if isinstance(params, (list, tuple)):
+            return type(params)(_without_nul(v) for v in params)
+        return params
+
+    if executemany and isinstance(parameters, (list, tuple)):
+        return statement, [clean(p) for p in parameters]
+    return statement, clean(parameters)
+
+
+def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL: readers (search, sql) never block on the crawler's writes; foreign keys enforced.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+class Catalog:
+    """An open catalog database. Use as a context manager or call :meth:`close`."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        upgrade: bool = True,
+        check: bool = True,
+        tracer: Callable[[str, Any], None] | None = None,
+    ) -> Catalog:
+        """Open (and by default create or migrate) the catalog at ``url``.
+
+        With ``upgrade=False`` the schema is only checked (``check``) or left alone.
+        ``tracer(sql, params)`` is called for every statement, as sqlite-utils does.
+        """
+        url = _normalise_url(url)
+        path = _sqlite_path(url)
+        try:
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+                event.listen(engine, "connect", _on_sqlite_connect)
+            else:
+                engine = create_engine(url, pool_pre_ping=True)
+                event.listen(engine, "before_cursor_execute", _pg_replace_nul, retval=True)
+        except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
+            raise CatalogError(f"cannot open catalog {redact_url(url)}: {exc}") from exc
+        if tracer is not None:
+
+            def _trace(_conn: Any, _cur: Any, statement: str, params: Any, *_: Any) -> None:
+                tracer(statement, params)
+
+            event.listen(engine, "before_cursor_execute", _trace)
+        catalog = cls(engine, url)
+        try:
+            if upgrade:
+                catalog.upgrade()
+            elif check:
+                catalog.check_schema()
+        except BaseException:
+            engine.dispose()
+            raise
+        return catalog
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release all connections."""
+        self.engine.dispose()
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    @contextmanager
+    def reader(self) -> Iterator[Reader]:
+        """A :class:`~crawler.catalog.reader.Reader` on one of this engine's connections (the
+        search and compare read paths take a reader; the connection goes back to the pool)."""
+        from crawler.catalog.reader import Reader
+
+        raw = self.engine.raw_connection()
+        try:
+            with Reader(raw.driver_connection, self.dialect, owned=False) as reader:
+                yield reader
+        finally:
+            raw.close()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session that commits when the block succeeds and rolls back when it raises."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except OperationalError as exc:
+            session.rollback()
+            raise CatalogError(f"database error: {exc.orig}") from exc
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    def _alembic_config(self) -> Any:
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(resource_dir("migrations")))
+        cfg.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
+        return cfg
+
+    def head_revision(self) -> str | None:
+        """The newest migration this version of quants knows."""
+        from alembic.script import ScriptDirectory
+
+        return ScriptDirectory.from_config(self._alembic_config()).get_current_head()
+
+    def current_revision(self) -> str | None:
+        """The migration the database is at (None for an empty database)."""
+        from alembic.migration import MigrationContext
+
+        try:
+            with self.engine.connect() as conn:
+                return MigrationContext.configure(conn).get_current_revision()
+        except DBAPIError as exc:
+            raise CatalogError(f"cannot read catalog {redact_url(self.url)}: {exc.orig}") from exc
+
+    def check_schema(self) -> None:
+        """Raise SchemaOutOfDate unless the database is at this version's head."""
+        current, head = self.current_revision(), self.head_revision()
+        if current != head:
+            raise SchemaOutOfDate(
+                f"catalog schema is at {current or 'nothing'}, this quants needs {head}"
+            )
+
+    def upgrade(self) -> str | None:
+        """Apply pending migrations (idempotent); return the revision reached."""
+        head = self.head_revision()
+        current = self.current_revision()
+        if current == head:
+            return head
+        from alembic import command
+
+        cfg = self._alembic_config()
+        try:
+            with self.engine.begin() as conn:
+                if conn.dialect.name == "sqlite":
+                    # pysqlite begins transactions only before DML, so each CREATE would commit
+                    # on its own and a crash mid-migration would leave a half-made schema that
+                    # no later open can migrate (found by test_crash_safety). One transaction.
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        except DBAPIError as exc:
+            # Another process may have migrated at the same moment; that is fine if we are at head.
+            if self.current_revision() != head:
+                raise CatalogError(f"migration failed: {exc.orig}") from exc
+        except Exception as exc:
+            if "Can't locate revision" in str(exc):
+                raise SchemaOutOfDate(
+                    f"catalog schema {current} is newer than this quants ({head}); upgrade quants"
+                ) from exc
+            raise
+        logger.info("catalog %s upgraded from %s to %s", redact_url(self.url), current, head)
+        return head
+
+    # -- read-only user SQL ---------------------------------------------------------------------
+
+    def _readonly_engine(self) -> Engine:
+        path = _sqlite_path(self.url)
+        if path is not None:
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+
+            def connect() -> sqlite3.Connection:
+                conn = sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000)
+                conn.execute("PRAGMA query_only=ON")
+                # No ATTACH: a read-only main database must not open a writable second one.
+                conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+                return conn
+
+            return create_engine("sqlite://", creator=connect, poolclass=NullPool)
+        return create_engine(
+            self.url,
+            poolclass=NullPool,
+            connect_args={"options": "-c default_transaction_read_only=on"},
+        )
+
+    def query_readonly(
+        self, sql: str, params: Mapping[str, Any] | None = None, *, max_rows: int = MAX_QUERY_ROWS
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run one SQL statement on a connection that cannot write; return (columns, rows)."""
+        engine = self._readonly_engine()
+        try:
+            with engine.connect() as conn:
+                if self.dialect == "postgresql":
+                    conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+                try:
+                    result = conn.execute(text(sql), dict(params or {}))
+                    if not result.returns_rows:
+                        return [], []
+                    columns = list(result.keys())
+                    rows = [tuple(r) for r in result.fetchmany(max_rows + 1)]
+                finally:
+                    conn.rollback()
+        except DBAPIError as exc:
+            message = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+            if _is_readonly_error(message):
+                raise ReadOnlyViolation(
+                    f"refused: the catalog is read-only here ({message})"
+                ) from exc
+            raise QueryError(f"query failed: {message}") from exc
+        except SQLAlchemyError as exc:
+            raise QueryError(f"query failed: {exc}") from exc
+        finally:
+            engine.dispose()
+        if len(rows) > max_rows:
+            raise QueryError(f"query returned more than {max_rows} rows; add a LIMIT")
+        return columns, rows
+
+
+def _is_readonly_error(message: str) -> bool:
+    lowered = message.lower()
+    return any(
+        marker in lowered
+        for marker in (
+            "readonly",
+            "read-only",
+            "read only",
+            "attempt to write",
+            "query_only",
+            "too many attached databases",
+        )
+    )
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<database url>"
+
+
+def params_from_pairs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["k=v", ...]`` -> dict; integers and floats become numbers so comparisons behave."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise QueryError(f"--param expects NAME=VALUE, got {pair!r}")
+        out[key.strip()] = _coerce(value)
+    return out
+
+
+def _coerce(value: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(value)
+        except ValueError:
+            pass
+    return value

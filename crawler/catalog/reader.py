@@ -1,0 +1,232 @@
+"""A read connection to the catalog through the DBAPI driver itself (``sqlite3``, ``psycopg``).
+
+The search and compare read paths run a handful of hand-written SELECTs and nothing else, and
+``quants search`` must answer in well under a second: importing SQLAlchemy alone takes ~0.2 s of
+that (``python -m bench bench_search`` prints the import profile). So these paths talk to the
+driver. Their SQL is plain, portable SQL (SQLite >= 3.30 and PostgreSQL: ``NULLS LAST``,
+``TRUE``, ``LIKE .. ESCAPE``, no ``::`` casts) with ``:name`` parameters, which is sqlite3's named
+style and is rewritten to psycopg's ``%(name)s`` here.
+
+:meth:`Reader.open` takes the catalog URL (the SQLAlchemy URL quants uses everywhere) and opens
+SQLite read-only (``mode=ro``: a missing file is an error, never created) or PostgreSQL through
+libpq's URI form. It reads ``alembic_version`` and refuses a schema other than
+:data:`SCHEMA_HEAD`, so a caller falls back to :meth:`crawler.catalog.Catalog.open`, which
+creates or migrates the catalog, and then reads through :meth:`Catalog.reader
+<crawler.catalog.database.Catalog.reader>` on the same connection pool.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote, unquote
+
+from crawler.errors import CatalogError, SchemaOutOfDate
+
+__all__ = ["SCHEMA_HEAD", "Reader", "as_bool", "as_datetime", "placeholders", "reading"]
+
+#: The Alembic revision this version of quants reads and writes (a test checks it is the head).
+SCHEMA_HEAD = "0004"
+
+# The busy timeout the SQLAlchemy engine uses too (crawler.catalog.database).
+_SQLITE_TIMEOUT_S = 30.0
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+class Reader:
+    """One DBAPI connection used only to read. Use as a context manager or call :meth:`close`."""
+
+    def __init__(self, conn: Any, dialect: str, *, owned: bool = True) -> None:
+        self.conn = conn
+        self.dialect = dialect  # "sqlite" or "postgresql"
+        self._owned = owned
+        self._sql: dict[str, str] = {}
+        self._cursors = 0
+
+    @classmethod
+    def open(cls, url: str) -> Reader:
+        """Open the catalog at ``url`` for reading; CatalogError when this path cannot serve it
+        (missing SQLite file, other database, unreachable server) and SchemaOutOfDate when the
+        schema is not :data:`SCHEMA_HEAD`: the caller then opens it the full way."""
+        scheme, _, rest = url.partition("://")
+        backend = scheme.split("+", 1)[0]
+        try:
+            if backend == "sqlite":
+                reader = cls(_connect_sqlite(rest), "sqlite")
+            elif backend in ("postgresql", "postgres") and scheme in (
+                "postgresql",
+                "postgres",
+                "postgresql+psycopg",
+            ):
+                import psycopg
+
+                reader = cls(psycopg.connect("postgresql://" + rest), "postgresql")
+            else:
+                raise CatalogError(f"no direct reader for {backend or 'this'} URLs")
+        except CatalogError:
+            raise
+        except Exception as exc:  # sqlite3.Error, psycopg.Error, ImportError, ValueError
+            raise CatalogError(f"cannot open catalog: {_first_line(exc)}") from None
+        try:
+            revision = reader.revision()
+        except CatalogError:
+            reader.close()
+            raise
+        if revision != SCHEMA_HEAD:
+            reader.close()
+            raise SchemaOutOfDate(
+                f"catalog schema is at {revision or 'nothing'}, not {SCHEMA_HEAD}"
+            )
+        return reader
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the read transaction; close the connection if this reader opened it."""
+        try:
+            self.conn.rollback()
+        finally:
+            if self._owned:
+                self.conn.close()
+
+    def revision(self) -> str | None:
+        """The Alembic revision the database is at (None when it has none)."""
+        try:
+            rows = self.rows("SELECT version_num FROM alembic_version")
+        except CatalogError:
+            return None
+        return str(rows[0][0]) if rows else None
+
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """All rows of one SELECT."""
+        cur = self.conn.cursor()
+        try:
+            cur.execute(self._native(sql), dict(params or {}))
+            return [tuple(row) for row in cur.fetchall()]
+        except Exception as exc:
+            raise _database_error(exc) from None
+        finally:
+            cur.close()
+
+    def stream(
+        self, sql: str, params: Mapping[str, Any] | None = None, *, chunk: int = 256
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows of one SELECT, fetched ``chunk`` at a time, so a reader that stops early
+        leaves the rest unread (a server-side cursor on PostgreSQL). Close it when done."""
+        if self.dialect == "postgresql":
+            self._cursors += 1
+            cur = self.conn.cursor(name=f"quants_stream_{self._cursors}")
+        else:
+            cur = self.conn.cursor()
+        try:
+            try:
+                cur.execute(self._native(sql), dict(params or {}))
+            except Exception as exc:
+                raise _database_error(exc) from None
+            while True:
+                try:
+                    batch = cur.fetchmany(chunk)
+                except Exception as exc:
+                    raise _database_error(exc) from None
+                if not batch:
+                    return
+                for row in batch:
+                    yield tuple(row)
+        finally:
+            cur.close()
+
+    def without_jit(self) -> None:
+        """PostgreSQL: no JIT in this read transaction. The planner prices a whole streamed
+        result (~10^5 rows) and JIT-compiles the memory bound (~0.1-0.3 s) where a stream reads a
+        page or two. Nothing on SQLite."""
+        if self.dialect == "postgresql":
+            self.rows("SELECT set_config('jit', 'off', true)")
+
+    def _native(self, sql: str) -> str:
+        """``:name`` parameters in the driver's style (cached per statement)."""
+        native = self._sql.get(sql)
+        if native is None:
+            if self.dialect == "postgresql":
+                native = _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+            else:
+                native = sql
+            self._sql[sql] = native
+        return native
+
+
+@contextmanager
+def reading(url: str) -> Iterator[Reader]:
+    """A reader on the catalog at ``url``: :meth:`Reader.open` (no SQLAlchemy import), or, when
+    that cannot serve it (no file yet, another schema version, a URL it does not handle), the
+    catalog opened the normal way, which creates, migrates or explains, and a reader on it."""
+    try:
+        reader = Reader.open(url)
+    except CatalogError:
+        from crawler.catalog.database import Catalog
+
+        with Catalog.open(url) as catalog, catalog.reader() as fallback:
+            yield fallback
+        return
+    with reader:
+        yield reader
+
+
+def placeholders(prefix: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """``(":p0, :p1, ...", {"p0": v0, ...})`` for an ``IN (...)`` list."""
+    names = [f"{prefix}{i}" for i in range(len(values))]
+    return ", ".join(f":{n}" for n in names), dict(zip(names, values, strict=True))
+
+
+def as_bool(value: Any) -> bool | None:
+    """A boolean column's value (SQLite gives 0/1)."""
+    return None if value is None else bool(value)
+
+
+def as_datetime(value: Any) -> datetime | None:
+    """A ``DateTime(timezone=True)`` column's value, aware. SQLite holds the ISO text SQLAlchemy
+    wrote (UTC, no offset); PostgreSQL gives an aware datetime."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value if isinstance(value, datetime) else None
+
+
+def _connect_sqlite(rest: str) -> sqlite3.Connection:
+    # SQLAlchemy's form: sqlite:///relative/path or sqlite:////absolute/path (rest = "/" + path).
+    path = unquote(rest[1:]) if rest.startswith("/") else ""
+    if not path or path == ":memory:" or "?" in rest:
+        raise CatalogError("no direct reader for this SQLite URL")
+    file = Path(path)
+    if not file.is_file():
+        raise CatalogError(f"no catalog at {file}")
+    uri = f"file:{quote(str(file.resolve()))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=_SQLITE_TIMEOUT_S, check_same_thread=False)
+    conn.execute("PRAGMA query_only=ON")
+    return conn
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _database_error(exc: Exception) -> CatalogError:
+    return CatalogError(f"database error: {_first_line(exc)}")
