@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from crawler.errors import EstimateError, UsageError
 from crawler.fit import (
@@ -34,7 +34,13 @@ from crawler.fit import (
     estimate,
     max_ctx,
 )
-from crawler.fit.cuda import CUDA_CONTEXT_BYTES, LAZY_KERNELS_BYTES
+from crawler.fit.cuda import (
+    CUDA_CONTEXT_BYTES,
+    LAZY_KERNELS_BYTES,
+    PAGE_ROUNDING_BYTES,
+    RUNTIME_FLOOR_BYTES,
+    context_floor_per_ubatch,
+)
 from crawler.launch import llama_server_command, lmstudio_command, ollama_command
 from crawler.quality import GroupPrecision, QualityEstimate, QualityInputs, estimate_quality
 from crawler.query import QueryMatcher
@@ -153,6 +159,9 @@ class Candidate:
     #: The quality score computed by the catalog (``quality.score_from_sums`` over SQL sums)
     #: when ``groups`` were not loaded; ranking orders by it before estimating.
     quality_hint: float | None = None
+    #: For :data:`BOUNDED_SORTS`: an upper bound of this candidate's sort value (tok/s, margin,
+    #: max ctx) from the catalog, which streams candidates in that bound's order.
+    bound_hint: float | None = None
 
     def group(self, name: str) -> GroupStats | None:
         """The named group, if the profile has it."""
@@ -296,8 +305,9 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     Built only from the catalog's scalar columns, so SQL can apply the same bound; a quant above it
     cannot fit, one below it gets the exact estimate. Terms: weights (experts unless --cpu-moe,
     the MTP block and its draft KV cache with --mtp), KV per token at the cheapest cache type
-    allowed, the FA mask of the compute buffer, the fixed cache bytes, and the CUDA context +
-    lazily loaded kernels.
+    allowed, the fixed cache bytes, the compute and runtime floor per ubatch token
+    (:func:`crawler.fit.cuda.context_floor_per_ubatch`), and the constants: CUDA context, lazily
+    loaded kernels, page rounding, the runtime's smallest pool and the FA mask.
     """
     t = prefilter_terms(spec)
     total = c.weights_bytes + (0 if spec.cpu_moe else c.expert_bytes)
@@ -305,6 +315,7 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
         total += c.mtp_weights_bytes + int(c.mtp_kv_bytes_per_token_f16 * t.ctx * t.mtp_kv_ratio)
     total += int(c.kv_bytes_per_token_f16 * t.ctx * t.kv_ratio)
     total += int(c.fixed_bytes_f16 * t.fixed_ratio)
+    total += context_floor_per_ubatch(c) * t.ubatch
     return total + t.constant
 
 
@@ -316,7 +327,16 @@ class BoundTerms:
     kv_ratio: float  # bytes per element of the cheapest allowed cache type / f16's 2
     fixed_ratio: float  # the same for the context-independent cache bytes, at most 1
     mtp_kv_ratio: float  # the cheapest allowed MTP draft cache type / f16 (0 without --mtp)
-    constant: int  # CUDA context, lazily loaded kernels, FA mask
+    ubatch: int  # llama.cpp's ubatch at this context: min(n_ubatch 512, n_batch, n_ctx)
+    constant: int  # the constants below plus the FA mask at ctx
+
+    #: The constant without the mask: CUDA context, lazily loaded kernels, page rounding, and
+    #: the runtime's smallest pool.
+    base_constant: ClassVar[int] = (
+        CUDA_CONTEXT_BYTES + LAZY_KERNELS_BYTES + PAGE_ROUNDING_BYTES + RUNTIME_FLOOR_BYTES
+    )
+    #: The FA mask's bytes per context token, counted from ctx 512 on.
+    mask_per_token: ClassVar[int] = _MASK_BYTES_PER_TOKEN
 
 
 def prefilter_terms(spec: RunSpec) -> BoundTerms:
@@ -329,17 +349,17 @@ def prefilter_terms(spec: RunSpec) -> BoundTerms:
     ratio = _cheapest_ratio(names)
     # Draft cache: llama-server's default f16 (-ctkd/-ctvd), or what --auto-cache may pick
     # (crawler.fit.cheapest_cache_for tries q8_0 and q4_0 drafts).
-    draft = RunConfig(ctx=ctx)
-    drafts = [draft.type_k_draft, draft.type_v_draft] + (
-        ["q8_0", "q4_0"] if spec.auto_cache else []
-    )
+    base = spec.base_config()
+    drafts = [base.type_k_draft, base.type_v_draft] + (["q8_0", "q4_0"] if spec.auto_cache else [])
     mask = ctx * _MASK_BYTES_PER_TOKEN if ctx >= 512 else 0
     return BoundTerms(
         ctx=ctx,
         kv_ratio=ratio,
         fixed_ratio=min(1.0, ratio),
         mtp_kv_ratio=_cheapest_ratio(drafts) if spec.mtp else 0.0,
-        constant=CUDA_CONTEXT_BYTES + LAZY_KERNELS_BYTES + mask,
+        # n_ctx >= ctx (llama.cpp pads it up), so this is at most the estimate's ubatch.
+        ubatch=min(base.ubatch, base.batch, ctx),
+        constant=BoundTerms.base_constant + mask,
     )
 
 
@@ -458,6 +478,11 @@ def sort_key(key: str) -> Callable[[Ranked], tuple[Any, ...]]:
 #: With these, candidates are estimated best-first and ranking stops once ``limit`` results fit
 #: and no candidate left can rank higher: most of a large catalog is never estimated.
 EARLY_STOP_SORTS = ("quality", "size", "downloads", "updated")
+#: Sort keys known only after the estimate, for which the catalog streams candidates by an upper
+#: bound of the value (``Candidate.bound_hint``), then tie-breaks (:func:`pre_key`): ranking
+#: stops once ``limit`` results fit and the next candidate's (bound, tie-breaks) rank below the
+#: last result's (value, tie-breaks), since nothing after it can do better.
+BOUNDED_SORTS = ("speed", "margin", "ctx")
 #: Largest step of candidates materialized and estimated at once; the first step is ``limit``
 #: (likely the whole answer), then steps double.
 _MAX_BATCH = 256
@@ -493,11 +518,13 @@ def rank_candidates(
     spec = spec.validated()
     filters = filters or Filters()
     early = limit is not None and sort in EARLY_STOP_SORTS
+    bounded = limit is not None and presorted and sort in BOUNDED_SORTS
+    lazy = presorted and (early or bounded)
     stream = (c for c in candidates if filters.accepts(c))
     qualities: dict[int, QualityEstimate | None] = {}
     pre: dict[int, tuple[Any, ...]] = {}
     accepted: list[Candidate] = []
-    if early and presorted:
+    if lazy:
         batches = _batches(stream, limit)
     else:
         accepted = list(stream)
@@ -508,59 +535,71 @@ def rank_candidates(
             accepted.sort(key=lambda c: (pre[c.quant_id], c.repo_id, c.path))
         batches = _batches(iter(accepted), limit)
     fitting: list[Ranked] = []
-    unknown = invalid = too_big = evaluated = seen = 0
+    # Per coefficient object (ids stay valid: the candidates hold them): estimate, max ctx.
+    evaluations: dict[int, tuple[RunConfig | None, FitEstimate | None] | EstimateError] = {}
+    max_ctxs: dict[tuple[int, RunConfig], int] = {}
+    unknown = invalid = too_big = estimated = seen = 0
     smallest: int | None = None
     for batch in batches:
         seen += len(batch)
-        if early and presorted:
+        if lazy:
             pre.update((c.quant_id, pre_key(sort, c, qualities)) for c in batch)
-        if early and limit is not None and len(fitting) >= limit:
-            worst = sorted(pre[r.candidate.quant_id] for r in fitting)[limit - 1]
+        if (early or bounded) and limit is not None and len(fitting) >= limit:
+            if bounded:  # the results' actual (value, quality) against the next's bound
+                worst = sorted(_bounded_key(sort, r) for r in fitting)[limit - 1]
+            else:
+                worst = sorted(pre[r.candidate.quant_id] for r in fitting)[limit - 1]
             if pre[batch[0].quant_id] > worst:
                 seen -= len(batch)
                 break  # sorted: nothing left can rank above the current top `limit`
         for c in materialize(batch) if materialize is not None else batch:
-            evaluated += 1
+            estimated += 1
             if c.coefficients.status != "ok":
                 unknown += 1
                 continue
-            try:
-                cfg, est = _evaluate(c, spec, budget)
-            except EstimateError:
+            # Quants with one coefficient object (the catalog shares it between identical
+            # memory models: re-uploads, mirrors) are estimated once.
+            outcome = evaluations.get(id(c.coefficients))
+            if outcome is None:
+                try:
+                    outcome = _evaluate(c, spec, budget)
+                except EstimateError as exc:
+                    outcome = exc
+                evaluations[id(c.coefficients)] = outcome
+            if isinstance(outcome, EstimateError):
                 invalid += 1
                 continue
+            cfg, est = outcome
             if cfg is None:
                 too_big += 1
                 if est is not None and (smallest is None or est.total < smallest):
                     smallest = est.total
                 continue
             assert est is not None
-            fitting.append(
-                Ranked(
-                    rank=0,
-                    candidate=c,
-                    config=cfg,
-                    estimate=est,
-                    margin_bytes=budget.device_bytes - est.total,
-                    max_ctx=None,
-                    quality=qualities.get(c.quant_id) or _quality(c),
-                    speed=_speed(c, est, budget),
-                    command="",
-                )
+            ranked = Ranked(
+                rank=0,
+                candidate=c,
+                config=cfg,
+                estimate=est,
+                margin_bytes=budget.device_bytes - est.total,
+                max_ctx=None,
+                quality=qualities.get(c.quant_id) or _quality(c),
+                speed=_speed(c, est, budget),
+                command="",
             )
-    if sort == "ctx":
-        fitting = [_with_max_ctx(r, budget, spec) for r in fitting]
+            # --sort ctx needs every fitting row's largest context (~20 estimates each).
+            fitting.append(_with_max_ctx(ranked, budget, max_ctxs) if sort == "ctx" else ranked)
     fitting.sort(key=sort_key(sort))
     top = fitting if limit is None else fitting[:limit]
     files = siblings(sorted({r.candidate.repo_id for r in top})) if siblings else {}
     results = []
     for i, r in enumerate(top, 1):
         if r.max_ctx is None:
-            r = _with_max_ctx(r, budget, spec)
+            r = _with_max_ctx(r, budget, max_ctxs)
         paths = files.get(r.candidate.repo_id, r.candidate.sibling_paths)
         results.append(_finish(r, i, spec, budget, paths))
     # A presorted stream is read only up to the stop: what was not read is not counted.
-    total = seen if presorted and early else len(accepted)
+    total = seen if lazy else len(accepted)
     return SearchOutcome(
         results=tuple(results),
         considered=total,
@@ -569,7 +608,7 @@ def rank_candidates(
         invalid_config=invalid,
         too_big=too_big,
         smallest_total=smallest,
-        unevaluated=total - evaluated,
+        unevaluated=total - estimated,
     )
 
 
@@ -592,20 +631,34 @@ def pre_key(
     sort: str, c: Candidate, qualities: Mapping[int, QualityEstimate | None] | None = None
 ) -> tuple[tuple[int, float], ...]:
     """The sort order known before estimating: the primary key, then the tie-breaks up to the
-    first one that needs the estimate (speed). Same encoding as :func:`sort_key`: ascending is
-    best first, missing values last. The catalog's ORDER BY for streamed search follows it.
+    first one that needs the estimate (speed); for :data:`BOUNDED_SORTS`, the bound of the
+    primary key and quality. Same encoding as :func:`sort_key`: ascending is best first, missing
+    values last. The catalog's ORDER BY for streamed search follows it.
     """
-    return tuple(
-        _pre_value(k, c, qualities or {})
-        for k in (sort, *(t for t in _PRE_TIE_BREAKS if t != sort))
-    )
+    return tuple(_pre_value(k, c, qualities or {}) for k in _pre_keys(sort))
+
+
+def _pre_keys(sort: str) -> tuple[str, ...]:
+    if sort in BOUNDED_SORTS:
+        # Speed is walked by an index whose order the tie-breaks can follow; margin and ctx are
+        # computed per request and sorted by the database, cheapest with one tie-break.
+        return (sort, *(_PRE_TIE_BREAKS if sort == "speed" else ("quality",)))
+    return (sort, *(t for t in _PRE_TIE_BREAKS if t != sort))
+
+
+def _bounded_key(sort: str, r: Ranked) -> tuple[tuple[int, float], ...]:
+    """What :func:`pre_key` bounds for :data:`BOUNDED_SORTS`: those values of a result."""
+    return tuple(_sort_value(k, r) for k in _pre_keys(sort))
 
 
 def _pre_value(
     key: str, c: Candidate, qualities: Mapping[int, QualityEstimate | None]
 ) -> tuple[int, float]:
     value: float | None
-    if key == "quality":
+    if key in BOUNDED_SORTS:
+        # An upper bound; none given: it could be anything, so it must be read first.
+        value = math.inf if c.bound_hint is None else c.bound_hint
+    elif key == "quality":
         q = qualities.get(c.quant_id)
         value = q.score if q else c.quality_hint
     elif key == "size":
@@ -619,10 +672,18 @@ def _pre_value(
     return (0, -value)
 
 
-def _with_max_ctx(r: Ranked, budget: Budget, spec: RunSpec) -> Ranked:
+def _with_max_ctx(
+    r: Ranked, budget: Budget, memo: dict[tuple[int, RunConfig], int] | None = None
+) -> Ranked:
+    """``r`` with its largest context; ``memo`` keeps the answers per coefficient object."""
     co = r.candidate.coefficients
-    cap = co.n_ctx_train or (1 << 20)
-    m = max_ctx(co, r.config, budget.device_bytes, limit=max(cap, r.config.ctx))
+    key = (id(co), r.config)
+    m = memo.get(key) if memo is not None else None
+    if m is None:
+        cap = co.n_ctx_train or (1 << 20)
+        m = max_ctx(co, r.config, budget.device_bytes, limit=max(cap, r.config.ctx))
+        if memo is not None:
+            memo[key] = m
     return _replace(r, max_ctx=m)
 
 

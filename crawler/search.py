@@ -85,14 +85,8 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     """Run one search on the catalog ``reader`` reads (:meth:`crawler.catalog.reader.Reader.open`
     or :meth:`Catalog.reader() <crawler.catalog.database.Catalog.reader>`); NothingFits when no
     candidate fits (the message says why)."""
-    from crawler.catalog.candidates import (
-        count_left_out,
-        load_candidates,
-        materializer,
-        sibling_lookup,
-    )
+    from crawler.catalog.candidates import count_left_out, materializer, sibling_lookup
     from crawler.catalog.ordered import stream_candidates
-    from crawler.rank import EARLY_STOP_SORTS
 
     started = time.perf_counter()
     budget, match = resolve_budget(req)
@@ -101,39 +95,26 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
         raise UsageError("--sort speed needs --gpu NAME (the speed estimate uses its bandwidth)")
     if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
         raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
-    prefiltered_out = unknown = 0
-    if req.sort in EARLY_STOP_SORTS:
-        # Sorts known before the estimate: the catalog streams candidates in that order and
-        # ranking stops reading once nothing left can rank higher (crawler.rank).
-        stream = stream_candidates(reader, spec, budget, req.filters, req.sort)
-        try:
-            outcome = rank_candidates(
-                stream,
-                budget,
-                spec,
-                req.filters,
-                sort=req.sort,
-                limit=req.limit,
-                siblings=sibling_lookup(reader),
-                materialize=materializer(reader),
-                presorted=True,
-            )
-        finally:
-            stream.close()
-        if not outcome.results:
-            prefiltered_out, unknown = count_left_out(reader, spec, budget, req.filters)
-    else:
-        found = load_candidates(reader, spec, budget, req.filters)
-        prefiltered_out, unknown = found.prefiltered_out, found.unknown_memory
+    # The catalog streams candidates in the sort's order (for speed, margin and ctx: in the
+    # order of an upper bound) and ranking stops reading once nothing left can rank higher.
+    stream = stream_candidates(reader, spec, budget, req.filters, req.sort)
+    try:
         outcome = rank_candidates(
-            found.candidates,
+            stream,
             budget,
             spec,
             req.filters,
             sort=req.sort,
             limit=req.limit,
             siblings=sibling_lookup(reader),
+            materialize=materializer(reader),
+            presorted=True,
         )
+    finally:
+        stream.close()
+    prefiltered_out = unknown = 0
+    if not outcome.results:
+        prefiltered_out, unknown = count_left_out(reader, spec, budget, req.filters)
     result = SearchResult(
         request=req,
         budget=budget,

@@ -329,21 +329,24 @@ def tok_s_bound(
     *,
     mtp: bool,
     draft_n_max: int,
+    experts_on_host: bool = False,
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     acceptance: float = DEFAULT_ACCEPTANCE,
 ) -> float:
     """An upper bound of :func:`estimate_speed`'s ``tok_s`` for a quant that reads at least
-    ``read_bytes`` per token (:func:`read_bytes_floor`), for any expert placement.
+    ``read_bytes`` per token (:func:`read_bytes_floor`). Decreasing in ``read_bytes``.
 
-    The time per token is at least ``read_bytes`` at the faster of the two bandwidths (the MoE
-    layer cost is >= 0), and the MTP speed-up is at most its value with a free draft pass
-    (``draft_ratio`` 0, no extra experts). Decreasing in ``read_bytes``.
+    The time per token is at least ``read_bytes`` at the faster bandwidth in use (the MoE layer
+    cost is >= 0), and the MTP speed-up is at most its value with a free draft pass
+    (``draft_ratio`` 0, no extra experts). For a dense quant without MTP it is the estimate
+    itself, computed with the same floating-point steps, so quants that tie stay tied.
     """
     cal = calibration_report()
-    bw = cal.efficiency * max(bandwidth_gb_s, host_bandwidth_gb_s) * GB
+    fastest = max(bandwidth_gb_s, host_bandwidth_gb_s) if experts_on_host else bandwidth_gb_s
+    bw = cal.efficiency * fastest * GB
     speedup = 1.0
     if mtp and draft_n_max > 0:
         speedup = mtp_speedup(
             alpha=acceptance, k=draft_n_max, draft_ratio=0.0, verify_overhead=cal.verify_overhead
         )
-    return math.inf if read_bytes <= 0 else speedup * bw / read_bytes
+    return math.inf if read_bytes <= 0 else speedup / (read_bytes / bw)

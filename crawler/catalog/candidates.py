@@ -28,12 +28,11 @@ from crawler.rank import Budget, Candidate, Filters, GroupStats, RunSpec, prefil
 
 __all__ = [
     "CANDIDATE_COLUMNS",
-    "CandidateSet",
     "Where",
     "bound_sql",
     "candidate_from_row",
+    "ctx_bound_sql",
     "filter_sql",
-    "load_candidates",
     "load_groups",
     "materializer",
     "sibling_lookup",
@@ -53,21 +52,13 @@ CANDIDATE_COLUMNS = (
 JOINED = "quants q JOIN repos r ON r.id = q.repo_pk JOIN memory_models m ON m.quant_id = q.id"
 
 
-@dataclass(frozen=True, slots=True)
-class CandidateSet:
-    """Candidates for one search plus what the database left out."""
-
-    candidates: tuple[Candidate, ...]
-    prefiltered_out: int  # rows the SQL lower bound excluded (cannot fit; fuzzy query not applied)
-    unknown_memory: int  # rows whose memory rules are not modelled (status "unknown")
-
-
 @dataclass(slots=True)
 class Where:
     """SQL conditions joined by AND, with their ``:name`` parameters."""
 
     parts: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
+    repo: bool = False  # a condition reads the repos table (r)
 
     def add(self, sql: str, **params: Any) -> None:
         """One condition (its parameter names must be unique in this clause)."""
@@ -97,9 +88,11 @@ def filter_sql(filters: Filters) -> Where:
     if filters.arch:
         w.add(f"{_lower('q.architecture')} = :arch", arch=filters.arch.lower())
     if filters.author:
+        w.repo = True
         w.add(f"{_lower('r.author')} = :author", author=filters.author.lower())
     if filters.base:
         b = filters.base.lower()
+        w.repo = True
         base = _lower("COALESCE(q.base_model, r.base_model)")
         w.add(
             f"{base} = :base OR {base} LIKE :base_suffix ESCAPE '\\'",
@@ -129,32 +122,64 @@ def escape_like(text: str) -> str:
 
 def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     """(expression, params): :func:`crawler.rank.lower_bound_bytes` over the quants' ``fit_*``
-    columns, the bytes the condition ``expression <= :bound_limit`` compares with the budget.
+    columns less its constant, which the condition ``expression <= :bound_limit`` accounts for.
 
     Those are copies of ``memory_models``' scalar columns, NULL unless its status is "ok", so the
     comparison is not true for unmodelled quants and the search indexes cover it. Floats on
     purpose: they keep SQLite and PostgreSQL integer rules out of the comparison.
     """
     t = prefilter_terms(spec)
-    terms = ["q.fit_weights_bytes"]
+    fixed, per_token, params = _bound_terms(spec)
+    params.update(bound_ctx=float(t.ctx), bound_limit=float(budget.device_bytes - t.constant))
+    return f"{fixed} + ({per_token}) * :bound_ctx", params
+
+
+def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
+    """(expression, params): an upper bound of the largest context that fits
+    (:func:`crawler.rank._with_max_ctx`), for ``--sort ctx``.
+
+    At the largest context ``n`` that fits, the lower bound is within the budget:
+    ``fixed + n * (per_token + mask) <= budget - constants`` once ``n >= 512`` (the FA mask
+    counts from there), so ``n <= max(512, room / (per_token + mask))``; and ``n`` is capped
+    at the trained context (1 Mi tokens when unknown) or the requested one, whichever is larger.
+    """
+    t = prefilter_terms(spec)
+    fixed, per_token, params = _bound_terms(spec)
+    cfg_ctx = float(t.ctx)
+    params.update(
+        ctx_room=float(budget.device_bytes - t.base_constant),
+        ctx_mask=float(t.mask_per_token),
+        ctx_cfg=cfg_ctx,
+        ctx_untrained=max(float(1 << 20), cfg_ctx),
+    )
+    room = f"(:ctx_room - ({fixed})) / ({per_token} + :ctx_mask)"
+    cap = (
+        "CASE WHEN COALESCE(q.fit_ctx_train, 0) <= 0 THEN :ctx_untrained"
+        " WHEN q.fit_ctx_train < :ctx_cfg THEN :ctx_cfg"
+        " ELSE CAST(q.fit_ctx_train AS DOUBLE PRECISION) END"
+    )
+    return (
+        f"CASE WHEN {room} < 512.0 THEN 512.0 WHEN {room} < {cap} THEN {room} ELSE {cap} END",
+        params,
+    )
+
+
+def _bound_terms(spec: RunSpec) -> tuple[str, str, dict[str, Any]]:
+    """(context-independent bytes, bytes per context token, params) of the lower bound."""
+    t = prefilter_terms(spec)
+    fixed = ["q.fit_weights_bytes"]
+    per_token = ["COALESCE(q.fit_kv_per_token, 0) * :bound_kv"]
+    params: dict[str, Any] = {"bound_kv": float(t.kv_ratio), "bound_fixed": float(t.fixed_ratio)}
     if not spec.cpu_moe:
-        terms.append("COALESCE(q.fit_expert_bytes, 0)")
-    params: dict[str, Any] = {
-        "bound_kv": float(t.ctx * t.kv_ratio),
-        "bound_fixed": float(t.fixed_ratio),
-        "bound_limit": float(budget.device_bytes - t.constant),
-    }
+        fixed.append("COALESCE(q.fit_expert_bytes, 0)")
     if spec.mtp:
-        terms += [
-            "COALESCE(q.fit_mtp_bytes, 0)",
-            "COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp",
-        ]
-        params["bound_mtp"] = float(t.ctx * t.mtp_kv_ratio)
-    terms += [
-        "COALESCE(q.fit_kv_per_token, 0) * :bound_kv",
-        "COALESCE(q.fit_fixed_bytes, 0) * :bound_fixed",
-    ]
-    return " + ".join(terms), params
+        fixed.append("COALESCE(q.fit_mtp_bytes, 0)")
+        per_token.append("COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp")
+        params["bound_mtp"] = float(t.mtp_kv_ratio)
+    fixed.append("COALESCE(q.fit_fixed_bytes, 0) * :bound_fixed")
+    fixed.append("COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch")
+    params["bound_ubatch"] = float(t.ubatch)
+    return " + ".join(fixed), " + ".join(per_token), params
 
 
 def bounded(filters: Filters, spec: RunSpec, budget: Budget) -> Where:
@@ -188,6 +213,7 @@ def candidate_from_row(
     coefficients: MemoryCoefficients,
     groups: tuple[GroupStats, ...] = (),
     quality_hint: float | None = None,
+    bound_hint: float | None = None,
 ) -> Candidate:
     """A Candidate from a row that starts with :data:`CANDIDATE_COLUMNS`."""
     return Candidate(
@@ -214,42 +240,8 @@ def candidate_from_row(
         coefficients=coefficients,
         groups=groups,
         quality_hint=quality_hint,
+        bound_hint=bound_hint,
     )
-
-
-def load_candidates(
-    reader: Reader,
-    spec: RunSpec,
-    budget: Budget,
-    filters: Filters,
-) -> CandidateSet:
-    """Candidates that pass the filters and may fit (exact fit is decided by ranking).
-
-    Everything loaded: coefficients and tensor groups. For sorts known before the estimate,
-    :func:`crawler.catalog.ordered.stream_candidates` reads far less.
-    """
-    w = bounded(filters, spec, budget)
-    rows = reader.rows(
-        f"SELECT {CANDIDATE_COLUMNS}, CAST(m.coefficients AS TEXT) FROM {JOINED}"
-        f" WHERE {w.sql} AND m.status = 'ok'",
-        w.params,
-    )
-    too_big, unknown = count_left_out(reader, spec, budget, filters)
-    matcher = filters.matcher()
-    if matcher is not None:
-        rows = [
-            row for row in rows if matcher.matches_names(row[1], row[6], row[2], row[4], row[5])
-        ]
-    found_groups = load_groups(reader, [row[0] for row in rows])
-    out = [
-        candidate_from_row(
-            row,
-            coefficients=_coefficients(row[20]),
-            groups=found_groups.get(row[0], ()),
-        )
-        for row in rows
-    ]
-    return CandidateSet(candidates=tuple(out), prefiltered_out=too_big, unknown_memory=unknown)
 
 
 def _coefficients(value: Any) -> MemoryCoefficients:
@@ -257,7 +249,19 @@ def _coefficients(value: Any) -> MemoryCoefficients:
 
 
 def materializer(reader: Reader) -> Callable[[Sequence[Candidate]], list[Candidate]]:
-    """Complete partial candidates (full coefficients, tensor groups) with two queries a batch."""
+    """Complete partial candidates (full coefficients, tensor groups) with two queries a batch.
+
+    Identical coefficient JSON (re-uploads and mirrors of one file) is parsed once and shared,
+    so ranking estimates it once (:func:`crawler.rank.rank_candidates` keys on the object).
+    """
+    parsed: dict[str, MemoryCoefficients] = {}
+
+    def coefficients(text: Any) -> MemoryCoefficients:
+        key = text or "{}"
+        co = parsed.get(key)
+        if co is None:
+            co = parsed[key] = _coefficients(key)
+        return co
 
     def complete(batch: Sequence[Candidate]) -> list[Candidate]:
         text: dict[int, Any] = {}
@@ -275,7 +279,7 @@ def materializer(reader: Reader) -> Callable[[Sequence[Candidate]], list[Candida
         return [
             dataclasses.replace(
                 c,
-                coefficients=_coefficients(text.get(c.quant_id)),
+                coefficients=coefficients(text.get(c.quant_id)),
                 groups=c.groups or found.get(c.quant_id, ()),
             )
             for c in batch

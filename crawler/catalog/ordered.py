@@ -1,35 +1,76 @@
-"""Streamed, ordered candidates for the sorts known before the estimate (read path).
+"""Streamed, ordered candidates for every ``--sort`` (the search's read path).
 
-``quality``, ``size``, ``downloads`` and ``updated`` can be ordered in SQL: the query sorts the
-candidates by narrow, indexed columns (``quants.quality_score`` stored at crawl time by
-:func:`crawler.catalog.store.quality_score_of`, ``quants.live``, the ``fit_*`` copies of the
-coefficients) and is read in chunks, so ranking stops reading once nothing left can rank higher
-(:func:`crawler.rank.rank_candidates` with ``presorted=True``). For ``quality`` the database walks
-``ix_quants_search_quality`` and never sorts; the coefficient JSON and tensor groups are loaded
-(by :func:`crawler.catalog.candidates.materializer`) only for the candidates ranking estimates.
+The query orders the candidates by narrow columns of ``quants`` and is read in chunks, so ranking
+(:func:`crawler.rank.rank_candidates` with ``presorted=True``) stops reading once nothing left can
+rank higher; the coefficient JSON and tensor groups are loaded (by
+:func:`crawler.catalog.candidates.materializer`) only for the candidates ranking estimates.
+
+* ``quality``, ``size``, ``downloads``, ``updated``: the value itself is stored. The database
+  walks an index in that order (``ix_quants_search_quality``, ``ix_quants_search_size``;
+  ``ix_repos_downloads``, ``ix_repos_last_modified`` and each repo's quants) and tests the memory
+  bound on its entries.
+* ``speed``, ``margin``, ``ctx`` (:data:`crawler.rank.BOUNDED_SORTS`): the value needs the
+  estimate, so candidates come in the order of an upper bound of it, given to ranking as
+  ``Candidate.bound_hint``. Speed walks ``ix_quants_search_speed`` (fewest bytes read per token
+  first: :func:`crawler.speed.tok_s_bound` falls as they grow). The margin bound (the budget less
+  the SQL lower bound) and the context bound (:func:`~crawler.catalog.candidates.ctx_bound_sql`)
+  depend on the request, so the database computes them on that index's entries and returns them
+  a page at a time (a top-N sort per page, one scan each; ranking usually stops in the first).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
-from crawler.catalog.candidates import CANDIDATE_COLUMNS, JOINED, bounded, candidate_from_row
-from crawler.catalog.reader import Reader
+from crawler.catalog.candidates import (
+    CANDIDATE_COLUMNS,
+    JOINED,
+    Where,
+    bound_sql,
+    bounded,
+    candidate_from_row,
+    ctx_bound_sql,
+)
+from crawler.catalog.reader import Reader, placeholders
 from crawler.fit import MemoryCoefficients
-from crawler.rank import Budget, Candidate, Filters, RunSpec
+from crawler.rank import (
+    BOUNDED_SORTS,
+    EARLY_STOP_SORTS,
+    Budget,
+    Candidate,
+    Filters,
+    RunSpec,
+    prefilter_terms,
+)
 
 __all__ = ["stream_candidates"]
 
 #: Rows read from the database at a time when streaming.
 _STREAM_CHUNK = 256
+#: Rows of the first page of a computed order (margin, ctx); later pages grow eightfold. Each
+#: page costs a scan of the index, so the first is large (its top-N sort costs little more).
+_FIRST_PAGE = 2048
 
 _ORDER = {
     "quality": "q.quality_score DESC NULLS LAST",
     "size": "q.size_bytes DESC",
     "downloads": "r.downloads DESC NULLS LAST",
     "updated": "r.last_modified DESC NULLS LAST",
+    # NULL only where the bound is not true (fit_read_bytes is written with the fit_* columns).
+    "speed": "q.fit_read_bytes ASC",
 }
+_PARTIAL_COLUMNS = (
+    f"SELECT {CANDIDATE_COLUMNS}, m.n_expert, m.n_expert_used, m.n_embd, m.n_vocab,"
+    " m.mtp_available, q.quality_score, q.fit_read_bytes"
+)
+_PARTIAL = f"{_PARTIAL_COLUMNS} FROM {JOINED}"
+# Repo-level orders walk the repos' index and each repo's quants: SQLite keeps the left table of
+# a CROSS JOIN outermost (without it, it sorts every candidate: ~0.8 s at 200k quants); for
+# PostgreSQL it is an inner join like any other.
+_BY_REPO = (
+    f"{_PARTIAL_COLUMNS} FROM repos r CROSS JOIN quants q JOIN memory_models m ON m.quant_id = q.id"
+)
 
 
 def stream_candidates(
@@ -37,18 +78,33 @@ def stream_candidates(
 ) -> Generator[Candidate, None, None]:
     """Partial candidates in :func:`crawler.rank.pre_key` order, read from the database lazily.
 
-    For ``quality``/``size``/``downloads``/``updated``: ordered by the sort key and the
-    tie-breaks known before estimating (the stored ``quality_score``), read in chunks, so
-    ranking stops reading once nothing left can rank higher. Complete the candidates with
-    :func:`crawler.catalog.candidates.materializer`; close the iterator when done.
+    Complete them with :func:`crawler.catalog.candidates.materializer`; close the iterator when
+    done. ``--sort speed`` needs ``budget.bandwidth_gb_s``.
     """
-    from crawler.rank import EARLY_STOP_SORTS
-
-    if sort not in EARLY_STOP_SORTS:
-        raise ValueError(f"sort {sort!r} needs the estimate; use load_candidates")
+    if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:
+        raise ValueError(f"unknown sort {sort!r}")
     # The bound is not true where fit_* are NULL (memory rules not modelled).
     w = bounded(filters, spec, budget)
-    order = [_ORDER[k] for k in (sort, *(t for t in ("quality", "size", "downloads") if t != sort))]
+    matcher = filters.matcher()
+    reader.without_jit()
+    if sort in ("margin", "ctx"):
+        rows: Iterator[tuple[tuple[Any, ...], float | None]] = _computed_order(
+            reader, w, spec, budget, sort
+        )
+    else:
+        rows = ((row, _hint(sort, row, spec, budget)) for row in _walk(reader, w, sort))
+    for row, hint in rows:
+        if matcher is not None and not matcher.matches_names(
+            row[1], row[6], row[2], row[4], row[5]
+        ):
+            continue
+        yield _partial(row, hint)
+
+
+def _walk(reader: Reader, w: Where, sort: str) -> Iterator[tuple[Any, ...]]:
+    """Rows in the order of a stored column (an index walk; the database does not sort)."""
+    tie_breaks = ("quality", "size", "downloads")
+    order = [_ORDER[k] for k in (sort, *(t for t in tie_breaks if t != sort))]
     if sort == "quality":
         # Two reads, so each is one index-ordered scan of ix_quants_search_quality: scores
         # (plain DESC: on PostgreSQL that is NULLS FIRST, the order a backward scan of the
@@ -59,23 +115,66 @@ def stream_candidates(
         ]
     else:
         parts = [("TRUE", order)]
-    matcher = filters.matcher()
-    reader.without_jit()
+    by_repo = sort in ("downloads", "updated")
     for part, part_order in parts:
         sql = (
-            f"SELECT {CANDIDATE_COLUMNS}, m.n_expert, m.n_expert_used, m.n_embd, m.n_vocab,"
-            f" m.mtp_available, q.quality_score FROM {JOINED} WHERE {w.sql} AND {part}"
-            f" ORDER BY {', '.join(part_order)}, r.repo_id, q.path"
-        )
-        for row in reader.stream(sql, w.params, chunk=_STREAM_CHUNK):
-            if matcher is not None and not matcher.matches_names(
-                row[1], row[6], row[2], row[4], row[5]
-            ):
-                continue
-            yield _partial(row)
+            f"{_BY_REPO} WHERE q.repo_pk = r.id AND" if by_repo else f"{_PARTIAL} WHERE"
+        ) + f" {w.sql} AND {part} ORDER BY {', '.join(part_order)}, r.repo_id, q.path"
+        yield from reader.stream(sql, w.params, chunk=_STREAM_CHUNK)
 
 
-def _partial(row: Any) -> Candidate:
+def _hint(sort: str, row: tuple[Any, ...], spec: RunSpec, budget: Budget) -> float | None:
+    if sort != "speed":
+        return None
+    from crawler.speed import tok_s_bound
+
+    if budget.bandwidth_gb_s is None:
+        raise ValueError("--sort speed needs the GPU's bandwidth")
+    return tok_s_bound(
+        int(row[26] or 0),
+        budget.bandwidth_gb_s,
+        mtp=spec.mtp,
+        draft_n_max=spec.spec_draft_n_max,
+        experts_on_host=spec.cpu_moe,
+    )
+
+
+def _computed_order(
+    reader: Reader, w: Where, spec: RunSpec, budget: Budget, sort: str
+) -> Iterator[tuple[tuple[Any, ...], float | None]]:
+    """(row, bound) by a bound the database computes per request: pages of quant ids in
+    (bound, quality) order, then the rows of each page."""
+    if sort == "margin":
+        # Margin <= budget - lower bound; +1 byte absorbs the float sum's rounding.
+        key, params = bound_sql(spec, budget)
+        slack = float(budget.device_bytes - prefilter_terms(spec).constant + 1)
+        direction = "ASC"
+    else:
+        key, params = ctx_bound_sql(spec, budget)
+        direction = "DESC"
+    repo_join = " JOIN repos r ON r.id = q.repo_pk" if w.repo else ""
+    head = (
+        f"SELECT q.id, {key} AS bound_key FROM quants q{repo_join} WHERE {w.sql}"
+        f" ORDER BY bound_key {direction}, q.quality_score DESC NULLS LAST, q.id"
+        " LIMIT :page_limit OFFSET :page_offset"
+    )
+    offset, size = 0, _FIRST_PAGE
+    while True:
+        page = reader.rows(head, {**w.params, **params, "page_limit": size, "page_offset": offset})
+        if not page:
+            return
+        marks, ids = placeholders("id", [qid for qid, _ in page])
+        found = {row[0]: row for row in reader.rows(f"{_PARTIAL} WHERE q.id IN ({marks})", ids)}
+        for qid, value in page:
+            if qid in found:  # else deleted since the page was read (a crawl commits)
+                bound = float(value)
+                yield found[qid], (slack - bound if sort == "margin" else bound)
+        if len(page) < size:
+            return
+        offset, size = offset + size, size * 8
+
+
+def _partial(row: tuple[Any, ...], bound_hint: float | None) -> Candidate:
     n_expert, n_used, n_embd, n_vocab, mtp = row[20:25]
     coefficients = MemoryCoefficients(
         status="ok",
@@ -86,4 +185,6 @@ def _partial(row: Any) -> Candidate:
         mtp_available=bool(mtp),
     )
     hint = None if row[25] is None else float(row[25])
-    return candidate_from_row(row, coefficients=coefficients, quality_hint=hint)
+    return candidate_from_row(
+        row, coefficients=coefficients, quality_hint=hint, bound_hint=bound_hint
+    )

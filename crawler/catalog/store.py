@@ -518,20 +518,23 @@ def _apply_fit(q: Quant, m: MemoryRecord) -> None:
     q.fit_mtp_bytes = m.mtp_weights_bytes if ok else None
     q.fit_kv_per_token = m.kv_bytes_per_token_f16 if ok else None
     q.fit_fixed_bytes = m.fixed_bytes_f16 if ok else None
-    extras = fit_extras(m.coefficients if ok else None)
-    q.fit_mtp_kv_per_token = extras["fit_mtp_kv_per_token"]
-    q.fit_read_bytes = extras["fit_read_bytes"]
-    q.fit_ctx_train = extras["fit_ctx_train"]
+    for name, value in fit_extras(m.coefficients if ok else None).items():
+        setattr(q, name, value)
+
+
+#: The ``quants`` columns :func:`fit_extras` fills (migration 0004).
+FIT_EXTRAS = ("fit_mtp_kv_per_token", "fit_read_bytes", "fit_ctx_train", "fit_ubatch_bytes")
 
 
 def fit_extras(coefficients: Mapping[str, Any] | None) -> dict[str, int | None]:
-    """``quants.fit_mtp_kv_per_token``, ``fit_read_bytes`` and ``fit_ctx_train`` from a memory
-    model's coefficient JSON (None for all when there is none: memory rules not modelled)."""
+    """:data:`FIT_EXTRAS` from a memory model's coefficient JSON (None for all when there is
+    none: memory rules not modelled)."""
     from crawler.fit import MemoryCoefficients
+    from crawler.fit.cuda import context_floor_per_ubatch
     from crawler.speed import read_bytes_floor
 
     if not coefficients:
-        return dict.fromkeys(("fit_mtp_kv_per_token", "fit_read_bytes", "fit_ctx_train"))
+        return dict.fromkeys(FIT_EXTRAS)
     co = MemoryCoefficients.from_json(dict(coefficients))
     return {
         "fit_mtp_kv_per_token": co.mtp_kv_bytes_per_token_f16,
@@ -543,6 +546,7 @@ def fit_extras(coefficients: Mapping[str, Any] | None) -> dict[str, int | None]:
             co.recurrent_bytes_per_seq,
         ),
         "fit_ctx_train": co.n_ctx_train or None,
+        "fit_ubatch_bytes": context_floor_per_ubatch(co),
     }
 
 

@@ -124,10 +124,13 @@ class Quant(Base):
     fit_fixed_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # Migration 0004, from the coefficient JSON (crawler.catalog.store.fit_extras): the MTP draft
     # cache's f16 bytes per token (the --mtp bound), the fewest bytes a decoded token reads
-    # (the --sort speed order) and the trained context (the --sort ctx bound).
+    # (the --sort speed order), the trained context (the --sort ctx bound) ...
     fit_mtp_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
     fit_read_bytes: Mapped[int | None] = mapped_column(BigInteger)
     fit_ctx_train: Mapped[int | None] = mapped_column(BigInteger)
+    # ... and the compute and runtime bytes per ubatch token (crawler.fit.cuda's floor), so the
+    # memory bound is within ~0.1 GiB of the estimate instead of ~1 GiB.
+    fit_ubatch_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
@@ -312,30 +315,31 @@ class WatchHit(Base):
 
 
 Index("ix_quants_live", Quant.vanished_at, Quant.size_bytes)
-# Search (migration 0003): `--sort quality` walks live quants in score order through this index
-# and stops after a page; the memory bound and the name test are run on the index entries
-# (covering), so quants that cannot fit or do not match are skipped without reading a table row.
-Index(
-    "ix_quants_search_quality",
-    Quant.live,
-    Quant.quality_score,
-    Quant.fit_weights_bytes,
-    Quant.fit_expert_bytes,
-    Quant.fit_mtp_bytes,
-    Quant.fit_kv_per_token,
-    Quant.fit_fixed_bytes,
-    Quant.search_text,
-)
-# Migration 0004: `--sort size` and `--sort speed` walk these the same way (speed: fewest bytes
-# read per token first, the order of crawler.speed.tok_s_bound).
+#: What the memory bound reads (crawler.catalog.candidates.bound_sql), and the name test's text.
 _BOUND_COLUMNS = (
     Quant.fit_weights_bytes,
     Quant.fit_expert_bytes,
     Quant.fit_mtp_bytes,
     Quant.fit_kv_per_token,
     Quant.fit_fixed_bytes,
+    Quant.fit_ubatch_bytes,
+    Quant.fit_mtp_kv_per_token,
     Quant.search_text,
 )
+# Search (migration 0003, redefined in 0004): `--sort quality` walks live quants in score order
+# through this index and stops after a page; the memory bound and the name test are run on the
+# index entries (covering), so quants that cannot fit or do not match are skipped without
+# reading a table row. `--sort size` walks the second the same way.
+Index("ix_quants_search_quality", Quant.live, Quant.quality_score, *_BOUND_COLUMNS)
 Index("ix_quants_search_size", Quant.live, Quant.size_bytes, *_BOUND_COLUMNS)
-Index("ix_quants_search_speed", Quant.live, Quant.fit_read_bytes, *_BOUND_COLUMNS)
+# `--sort speed` walks this one fewest bytes read per token first (crawler.speed.tok_s_bound's
+# order); `--sort margin|ctx` compute their bounds on its entries (it covers all they read).
+Index(
+    "ix_quants_search_speed",
+    Quant.live,
+    Quant.fit_read_bytes,
+    Quant.quality_score,
+    Quant.fit_ctx_train,
+    *_BOUND_COLUMNS,
+)
 Index("ix_repos_downloads", Repo.downloads)

@@ -18,6 +18,7 @@ __all__ = [
     "CUDA_CONTEXT_BYTES",
     "ComputeInputs",
     "compute_bytes",
+    "context_floor_per_ubatch",
     "host_context_bytes",
     "overhead_bytes",
 ]
@@ -29,6 +30,8 @@ CUDA_CONTEXT_BYTES = 527 * MiB
 LAZY_KERNELS_BYTES = 68 * MiB
 #: cudaMalloc rounds each of llama.cpp's buffers to 2 MiB pages: 2.7-10.6 MiB measured in total.
 PAGE_ROUNDING_BYTES = 6 * MiB
+#: The smaller of :func:`overhead_bytes`' two per-context runtime constants (the MMQ path's).
+RUNTIME_FLOOR_BYTES = 10 * MiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,28 @@ def compute_bytes(c: MemoryCoefficients, x: ComputeInputs) -> int:
         copies = x.kv_cells * x.n_stream * width * 2
     logits = x.n_outputs * (c.n_vocab + c.n_embd) * 4
     return mask + max(base, attn + copies, logits) + x.host_expert_copy
+
+
+def context_floor_per_ubatch(c: MemoryCoefficients) -> int:
+    """Bytes per ubatch token that the main context's compute buffer and runtime overhead hold at
+    least, for any cache type and context with FA on (the search's lower bound,
+    ``crawler.rank.lower_bound_bytes``, adds ``ubatch`` of them and :data:`RUNTIME_FLOOR_BYTES`).
+
+    :func:`compute_bytes` is at least ``max(base, attention)`` (the mask, cache copies, logits
+    and expert copies are >= 0; the mask is counted apart), each linear in ubatch; the
+    activation part of :func:`overhead_bytes` is at least its smaller factor, 0.8 x the width
+    (rounded down here; the 0.9 branch's int() rounding stays above it).
+    """
+    ffn = 4 * (3 * c.n_ff + 4 * c.n_embd) if c.n_ff else 0
+    moe = 4 * max(c.n_expert_used, 1) * (3 * c.n_ff_exp + 2 * c.n_embd) if c.n_expert else 0
+    gdn = 4 * (3 * c.conv_dim + 2 * c.n_embd) if c.conv_dim else 0
+    attn = 8 * (c.q_dim + c.n_embd)
+    if c.conv_dim:
+        attn += 4 * (c.ssm_d_inner + c.ssm_d_state)
+    if c.mla:
+        attn += 6 * c.n_head * c.mla_kv_lora
+    width = c.n_ff or c.n_ff_exp * max(c.n_expert_used, 1) or c.n_embd
+    return max(ffn, moe, gdn, attn) + 4 * width // 5
 
 
 def host_context_bytes(c: MemoryCoefficients, x: ComputeInputs, n_seq: int) -> int:

@@ -1,15 +1,17 @@
-"""search sort columns: MTP draft KV, bytes read per token, trained context; sort indexes
+"""search sort columns: MTP draft KV, bytes read per token, trained context, compute floor; indexes
 
 Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-02
 
-``quants.fit_mtp_kv_per_token`` lets the SQL memory bound count the MTP draft's KV cache under
-``--mtp``; ``quants.fit_read_bytes`` (the fewest bytes a decoded token reads) orders
-``--sort speed`` fastest first and ``quants.fit_ctx_train`` bounds ``--sort ctx``. All three come
-from the coefficient JSON through ``crawler.catalog.store.fit_extras``, the function the crawl
-uses, so a catalog migrated here matches a new crawl. Two covering indexes serve ``--sort size``
-and ``--sort speed`` as ``ix_quants_search_quality`` serves the quality order, and
+New ``quants`` columns, from the coefficient JSON through ``crawler.catalog.store.fit_extras``
+(the function the crawl uses, so a catalog migrated here matches a new crawl):
+``fit_mtp_kv_per_token`` (the MTP draft's KV cache in the ``--mtp`` memory bound),
+``fit_ubatch_bytes`` (the compute and runtime floor per ubatch token in every memory bound),
+``fit_read_bytes`` (the fewest bytes a decoded token reads: the ``--sort speed`` order) and
+``fit_ctx_train`` (the ``--sort ctx`` bound). ``ix_quants_search_quality`` is rebuilt to cover the
+new bound columns; ``ix_quants_search_size`` and ``ix_quants_search_speed`` serve those sorts the
+same way (the speed one also covers what ``--sort margin|ctx`` compute), and
 ``ix_repos_downloads`` the downloads order.
 """
 
@@ -26,23 +28,29 @@ branch_labels = None
 depends_on = None
 
 _BATCH = 5000
-_NEW = ("fit_mtp_kv_per_token", "fit_read_bytes", "fit_ctx_train")
-_BOUND = (
+# crawler.catalog.store.FIT_EXTRAS at this revision (a migration keeps its own copy).
+_NEW = ("fit_mtp_kv_per_token", "fit_read_bytes", "fit_ctx_train", "fit_ubatch_bytes")
+_OLD_BOUND = (
     "fit_weights_bytes",
     "fit_expert_bytes",
     "fit_mtp_bytes",
     "fit_kv_per_token",
     "fit_fixed_bytes",
-    "search_text",
 )
+_BOUND = (*_OLD_BOUND, "fit_ubatch_bytes", "fit_mtp_kv_per_token", "search_text")
 
 
 def upgrade() -> None:
     with op.batch_alter_table("quants", schema=None) as batch_op:
         for name in _NEW:
             batch_op.add_column(sa.Column(name, sa.BigInteger(), nullable=True))
+        batch_op.drop_index("ix_quants_search_quality")
+        batch_op.create_index("ix_quants_search_quality", ["live", "quality_score", *_BOUND])
         batch_op.create_index("ix_quants_search_size", ["live", "size_bytes", *_BOUND])
-        batch_op.create_index("ix_quants_search_speed", ["live", "fit_read_bytes", *_BOUND])
+        batch_op.create_index(
+            "ix_quants_search_speed",
+            ["live", "fit_read_bytes", "quality_score", "fit_ctx_train", *_BOUND],
+        )
     op.create_index("ix_repos_downloads", "repos", ["downloads"])
     _backfill()
 
@@ -67,7 +75,7 @@ def _backfill() -> None:
     for i in range(0, len(ids), _BATCH):
         chunk = ids[i : i + _BATCH]
         rows: list[dict[str, Any]] = [
-            {"b_id": qid, **fit_extras(co)}
+            {"b_id": qid, **{k: v for k, v in fit_extras(co).items() if k in _NEW}}
             for qid, co in bind.execute(
                 sa.select(memory.c.quant_id, memory.c.coefficients).where(
                     memory.c.quant_id.in_(chunk)
@@ -84,10 +92,15 @@ def _backfill() -> None:
 
 
 def downgrade() -> None:
-    # Plain ALTER TABLE ... DROP COLUMN, as 0003 (batch mode would recreate the tables, which
-    # SQLite refuses while the 0002 views refer to them).
+    # Plain DDL, as 0003 (batch mode would recreate the tables, which SQLite refuses while the
+    # 0002 views refer to them).
     op.drop_index("ix_repos_downloads", table_name="repos")
-    op.drop_index("ix_quants_search_speed", table_name="quants")
-    op.drop_index("ix_quants_search_size", table_name="quants")
+    for name in ("ix_quants_search_speed", "ix_quants_search_size", "ix_quants_search_quality"):
+        op.drop_index(name, table_name="quants")
     for name in _NEW:
         op.execute(f"ALTER TABLE quants DROP COLUMN {name}")
+    op.create_index(
+        "ix_quants_search_quality",
+        "quants",
+        ["live", "quality_score", *_OLD_BOUND, "search_text"],
+    )

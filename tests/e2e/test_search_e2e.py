@@ -344,22 +344,22 @@ def test_compare_with_an_ambiguous_query_lists_the_base_models(catalog_db):
 def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
     # The streamed search orders by quants.quality_score, stored at crawl time; it must be the
     # score crawler.quality computes from the loaded groups (what ranking shows), exactly.
-    from crawler.catalog.candidates import load_candidates
+    from crawler.catalog.candidates import materializer
     from crawler.catalog.ordered import stream_candidates
     from crawler.quality import GroupPrecision, QualityInputs, estimate_quality
     from crawler.rank import Budget, Filters, RunSpec
 
     spec, budget = RunSpec(ctx=4096), Budget.from_gib(1000)
     with Catalog.open(any_catalog_db[0]) as catalog, catalog.reader() as reader:
-        full = load_candidates(reader, spec, budget, Filters())
-        stream = stream_candidates(reader, spec, budget, Filters(), "quality")
-        streamed = list(stream)
+        streamed = list(stream_candidates(reader, spec, budget, Filters(), "quality"))
+        full = materializer(reader)(streamed)
     hints = {c.quant_id: c.quality_hint for c in streamed}
-    assert len(hints) == len(full.candidates) > 10
+    assert len(hints) == len(full) > 10
     scores = [c.quality_hint for c in streamed]
     known = [x for x in scores if x is not None]
     assert known == sorted(known, reverse=True) and scores[: len(known)] == known
-    for c in full.candidates:
+    for c in full:
+        assert c.groups  # completed by the materializer
         co = c.coefficients
         groups = tuple(GroupPrecision(g.name, g.n_params, g.n_bytes, g.bpw) for g in c.groups)
         q = estimate_quality(

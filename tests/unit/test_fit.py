@@ -337,3 +337,36 @@ def test_cli_estimate_from_the_hub(tmp_path, world_cache):  # noqa: F811
     assert data["bytes"]["mtp_kv"] == 262144 * 4 * 256 * 2 * 2  # one nextn layer, f16 draft KV
     assert data["command"].startswith("llama-server -hf unsloth/Qwen3.6-27B-MTP-GGUF")
     assert "--spec-type draft-mtp" in data["command"] and "-m " not in data["command"]
+
+
+@prop
+@given(
+    name=st.sampled_from(NAMES),
+    ctx=st.integers(1, 300_000),
+    cache=st.sampled_from([*EQUAL_KV, "auto"]),
+    mtp=st.booleans(),
+    cpu_moe=st.booleans(),
+)
+def test_search_lower_bound_never_exceeds_the_estimate(coeffs, name, ctx, cache, mtp, cpu_moe):
+    # The catalog's SQL prefilter drops quants above crawler.rank.lower_bound_bytes, and the
+    # streamed sorts stop on bounds derived from it: on every measured architecture it must stay
+    # at or below the exact estimate of each configuration the search can pick.
+    from crawler.rank import RunSpec, lower_bound_bytes
+
+    c = coeffs[name]
+    mtp = mtp and c.mtp_available
+    auto = cache == "auto"
+    k, v = ("f16", "f16") if auto else cache
+    spec = RunSpec(ctx=ctx, type_k=k, type_v=v, auto_cache=auto, mtp=mtp, cpu_moe=cpu_moe)
+    base = spec.base_config()
+    pairs = [("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0")] if auto else [(k, v)]
+    drafts = pairs if auto and mtp else [(base.type_k_draft, base.type_v_draft)]
+    bound = lower_bound_bytes(c, spec)
+    for tk, tv in pairs:
+        for dk, dv in drafts:
+            cfg = base.replace(type_k=tk, type_v=tv, type_k_draft=dk, type_v_draft=dv)
+            try:
+                total = estimate(c, cfg).total
+            except InvalidConfig:
+                continue
+            assert bound <= total, (name, cfg, bound, total)
