@@ -640,9 +640,8 @@ def pre_key(
 
 def _pre_keys(sort: str) -> tuple[str, ...]:
     if sort in BOUNDED_SORTS:
-        # Speed is walked by an index whose order the tie-breaks can follow; margin and ctx are
-        # computed per request and sorted by the database, cheapest with one tie-break.
-        return (sort, *(_PRE_TIE_BREAKS if sort == "speed" else ("quality",)))
+        # The database computes and sorts the bound per request, cheapest with one tie-break.
+        return (sort, "quality")
     return (sort, *(t for t in _PRE_TIE_BREAKS if t != sort))
 
 

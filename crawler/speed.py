@@ -35,12 +35,15 @@ from functools import cache
 __all__ = [
     "DEFAULT_ACCEPTANCE",
     "OBSERVATIONS",
+    "SpeedBound",
     "SpeedCalibration",
     "SpeedEstimate",
     "SpeedInputs",
     "calibration_report",
     "estimate_speed",
     "mtp_speedup",
+    "read_bytes_floor",
+    "speed_bound",
 ]
 
 GB = 1e9
@@ -323,8 +326,45 @@ def read_bytes_floor(
     return int(dense_bytes + 2 * recurrent_bytes + math.floor(active))
 
 
-def tok_s_bound(
-    read_bytes: int,
+@dataclass(frozen=True, slots=True)
+class SpeedBound:
+    """The per-request factors of an upper bound of :func:`estimate_speed`'s ``tok_s``, built
+    from a quant's stored scalars (``--sort speed`` orders the catalog by it in SQL)::
+
+        tok_s <= speedup / (read_bytes / bw + n_moe_layers * moe_layer_seconds)
+        speedup = expected / (base_cost + draft_n_max * mtp_bytes / (read_bytes + 1))
+
+    ``read_bytes`` is :func:`read_bytes_floor` (at most the bytes a token reads, more than the
+    target decode's bytes less one), ``bw`` the faster bandwidth in use; the MTP speed-up is
+    :func:`mtp_speedup` with the draft pass reading only the MTP block (not the output head) and
+    no extra experts, both >= 0. Without MTP ``expected`` and ``base_cost`` are 1 and a dense
+    quant's bound is its estimate, computed with the same floating-point steps.
+    """
+
+    bw: float  # bytes/s
+    moe_layer_seconds: float
+    expected: float
+    base_cost: float
+    draft_n_max: int
+
+    def tok_s(self, read_bytes: int, n_moe_layers: int, mtp_bytes: int) -> float:
+        """The bound for one quant (what ``crawler.catalog.candidates.speed_bound_sql`` computes).
+
+        With routed experts the estimate adds their bytes in a separate float step, so the bound
+        is raised by :data:`MOE_BOUND_SLACK` to stay above it whatever the rounding.
+        """
+        seconds = read_bytes / self.bw + n_moe_layers * self.moe_layer_seconds
+        cost = self.base_cost + self.draft_n_max * mtp_bytes / (read_bytes + 1)
+        slack = MOE_BOUND_SLACK if n_moe_layers > 0 else 1.0
+        return math.inf if seconds <= 0 else (self.expected / cost) / seconds * slack
+
+
+#: Relative slack of :class:`SpeedBound` for MoE quants (far above float rounding, far below
+#: any difference the ranking shows).
+MOE_BOUND_SLACK = 1.0 + 1e-9
+
+
+def speed_bound(
     bandwidth_gb_s: float,
     *,
     mtp: bool,
@@ -332,21 +372,15 @@ def tok_s_bound(
     experts_on_host: bool = False,
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     acceptance: float = DEFAULT_ACCEPTANCE,
-) -> float:
-    """An upper bound of :func:`estimate_speed`'s ``tok_s`` for a quant that reads at least
-    ``read_bytes`` per token (:func:`read_bytes_floor`). Decreasing in ``read_bytes``.
-
-    The time per token is at least ``read_bytes`` at the faster bandwidth in use (the MoE layer
-    cost is >= 0), and the MTP speed-up is at most its value with a free draft pass
-    (``draft_ratio`` 0, no extra experts). For a dense quant without MTP it is the estimate
-    itself, computed with the same floating-point steps, so quants that tie stay tied.
-    """
+) -> SpeedBound:
+    """The :class:`SpeedBound` for one GPU and configuration (arguments: :func:`estimate_speed`)."""
     cal = calibration_report()
     fastest = max(bandwidth_gb_s, host_bandwidth_gb_s) if experts_on_host else bandwidth_gb_s
-    bw = cal.efficiency * fastest * GB
-    speedup = 1.0
-    if mtp and draft_n_max > 0:
-        speedup = mtp_speedup(
-            alpha=acceptance, k=draft_n_max, draft_ratio=0.0, verify_overhead=cal.verify_overhead
-        )
-    return math.inf if read_bytes <= 0 else speedup / (read_bytes / bw)
+    k = draft_n_max if mtp else 0
+    return SpeedBound(
+        bw=cal.efficiency * fastest * GB,
+        moe_layer_seconds=cal.moe_layer_seconds,
+        expected=_expected_tokens(acceptance, k),
+        base_cost=1.0 + k * cal.verify_overhead,
+        draft_n_max=k,
+    )

@@ -36,6 +36,7 @@ __all__ = [
     "load_groups",
     "materializer",
     "sibling_lookup",
+    "speed_bound_sql",
 ]
 
 # Bind-parameter budget per IN (...) list; SQLite allows 32766 variables, PostgreSQL 65535.
@@ -162,6 +163,37 @@ def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
         f"CASE WHEN {room} < 512.0 THEN 512.0 WHEN {room} < {cap} THEN {room} ELSE {cap} END",
         params,
     )
+
+
+def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
+    """(expression, params): :meth:`crawler.speed.SpeedBound.tok_s` over the quants' columns,
+    an upper bound of the estimated tok/s, for ``--sort speed`` (needs the GPU's bandwidth)."""
+    from crawler.speed import MOE_BOUND_SLACK, speed_bound
+
+    if budget.bandwidth_gb_s is None:
+        raise ValueError("--sort speed needs the GPU's bandwidth")
+    b = speed_bound(
+        budget.bandwidth_gb_s,
+        mtp=spec.mtp,
+        draft_n_max=spec.spec_draft_n_max,
+        experts_on_host=spec.cpu_moe,
+    )
+    rb, layers = "COALESCE(q.fit_read_bytes, 0)", "COALESCE(q.fit_moe_layers, 0)"
+    seconds = f"({rb} / :speed_bw + {layers} * :speed_tau)"
+    cost = f"(:speed_base + :speed_k * COALESCE(q.fit_mtp_bytes, 0) / ({rb} + 1.0))"
+    slack = f"CASE WHEN {layers} > 0 THEN :speed_slack ELSE 1.0 END"
+    expr = (
+        f"CASE WHEN {seconds} <= 0 THEN 1e300"
+        f" ELSE (:speed_expected / {cost}) / {seconds} * {slack} END"
+    )
+    return expr, {
+        "speed_bw": b.bw,
+        "speed_tau": b.moe_layer_seconds,
+        "speed_base": b.base_cost,
+        "speed_k": float(b.draft_n_max),
+        "speed_expected": b.expected,
+        "speed_slack": MOE_BOUND_SLACK,
+    }
 
 
 def _bound_terms(spec: RunSpec) -> tuple[str, str, dict[str, Any]]:

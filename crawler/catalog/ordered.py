@@ -11,11 +11,11 @@ rank higher; the coefficient JSON and tensor groups are loaded (by
   bound on its entries.
 * ``speed``, ``margin``, ``ctx`` (:data:`crawler.rank.BOUNDED_SORTS`): the value needs the
   estimate, so candidates come in the order of an upper bound of it, given to ranking as
-  ``Candidate.bound_hint``. Speed walks ``ix_quants_search_speed`` (fewest bytes read per token
-  first: :func:`crawler.speed.tok_s_bound` falls as they grow). The margin bound (the budget less
-  the SQL lower bound) and the context bound (:func:`~crawler.catalog.candidates.ctx_bound_sql`)
-  depend on the request, so the database computes them on that index's entries and returns them
-  a page at a time (a top-N sort per page, one scan each; ranking usually stops in the first).
+  ``Candidate.bound_hint``: :func:`~crawler.catalog.candidates.speed_bound_sql`, the budget less
+  the memory lower bound, :func:`~crawler.catalog.candidates.ctx_bound_sql`. They depend on the
+  request, so the database computes them on ``ix_quants_search_computed``'s entries and returns
+  them a page at a time (a top-N sort per page, one index scan each; ranking usually stops in the
+  first).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from crawler.catalog.candidates import (
     bounded,
     candidate_from_row,
     ctx_bound_sql,
+    speed_bound_sql,
 )
 from crawler.catalog.reader import Reader, placeholders
 from crawler.fit import MemoryCoefficients
@@ -57,12 +58,10 @@ _ORDER = {
     "size": "q.size_bytes DESC",
     "downloads": "r.downloads DESC NULLS LAST",
     "updated": "r.last_modified DESC NULLS LAST",
-    # NULL only where the bound is not true (fit_read_bytes is written with the fit_* columns).
-    "speed": "q.fit_read_bytes ASC",
 }
 _PARTIAL_COLUMNS = (
     f"SELECT {CANDIDATE_COLUMNS}, m.n_expert, m.n_expert_used, m.n_embd, m.n_vocab,"
-    " m.mtp_available, q.quality_score, q.fit_read_bytes"
+    " m.mtp_available, q.quality_score"
 )
 _PARTIAL = f"{_PARTIAL_COLUMNS} FROM {JOINED}"
 # Repo-level orders walk the repos' index and each repo's quants: SQLite keeps the left table of
@@ -87,12 +86,12 @@ def stream_candidates(
     w = bounded(filters, spec, budget)
     matcher = filters.matcher()
     reader.without_jit()
-    if sort in ("margin", "ctx"):
+    if sort in BOUNDED_SORTS:
         rows: Iterator[tuple[tuple[Any, ...], float | None]] = _computed_order(
             reader, w, spec, budget, sort
         )
     else:
-        rows = ((row, _hint(sort, row, spec, budget)) for row in _walk(reader, w, sort))
+        rows = ((row, None) for row in _walk(reader, w, sort))
     for row, hint in rows:
         if matcher is not None and not matcher.matches_names(
             row[1], row[6], row[2], row[4], row[5]
@@ -123,22 +122,6 @@ def _walk(reader: Reader, w: Where, sort: str) -> Iterator[tuple[Any, ...]]:
         yield from reader.stream(sql, w.params, chunk=_STREAM_CHUNK)
 
 
-def _hint(sort: str, row: tuple[Any, ...], spec: RunSpec, budget: Budget) -> float | None:
-    if sort != "speed":
-        return None
-    from crawler.speed import tok_s_bound
-
-    if budget.bandwidth_gb_s is None:
-        raise ValueError("--sort speed needs the GPU's bandwidth")
-    return tok_s_bound(
-        int(row[26] or 0),
-        budget.bandwidth_gb_s,
-        mtp=spec.mtp,
-        draft_n_max=spec.spec_draft_n_max,
-        experts_on_host=spec.cpu_moe,
-    )
-
-
 def _computed_order(
     reader: Reader, w: Where, spec: RunSpec, budget: Budget, sort: str
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
@@ -150,7 +133,7 @@ def _computed_order(
         slack = float(budget.device_bytes - prefilter_terms(spec).constant + 1)
         direction = "ASC"
     else:
-        key, params = ctx_bound_sql(spec, budget)
+        key, params = (ctx_bound_sql if sort == "ctx" else speed_bound_sql)(spec, budget)
         direction = "DESC"
     repo_join = " JOIN repos r ON r.id = q.repo_pk" if w.repo else ""
     head = (

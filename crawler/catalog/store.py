@@ -523,7 +523,13 @@ def _apply_fit(q: Quant, m: MemoryRecord) -> None:
 
 
 #: The ``quants`` columns :func:`fit_extras` fills (migration 0004).
-FIT_EXTRAS = ("fit_mtp_kv_per_token", "fit_read_bytes", "fit_ctx_train", "fit_ubatch_bytes")
+FIT_EXTRAS = (
+    "fit_mtp_kv_per_token",
+    "fit_read_bytes",
+    "fit_moe_layers",
+    "fit_ctx_train",
+    "fit_ubatch_bytes",
+)
 
 
 def fit_extras(coefficients: Mapping[str, Any] | None) -> dict[str, int | None]:
@@ -545,6 +551,8 @@ def fit_extras(coefficients: Mapping[str, Any] | None) -> dict[str, int | None]:
             co.n_expert_used,
             co.recurrent_bytes_per_seq,
         ),
+        # The MoE layers estimate_speed charges a fixed cost for (as crawler.rank._speed counts).
+        "fit_moe_layers": sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
         "fit_ctx_train": co.n_ctx_train or None,
         "fit_ubatch_bytes": context_floor_per_ubatch(co),
     }

@@ -123,10 +123,11 @@ class Quant(Base):
     fit_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
     fit_fixed_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # Migration 0004, from the coefficient JSON (crawler.catalog.store.fit_extras): the MTP draft
-    # cache's f16 bytes per token (the --mtp bound), the fewest bytes a decoded token reads
-    # (the --sort speed order), the trained context (the --sort ctx bound) ...
+    # cache's f16 bytes per token (the --mtp bound), the fewest bytes a decoded token reads and
+    # its MoE layers (the --sort speed bound), the trained context (the --sort ctx bound) ...
     fit_mtp_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
     fit_read_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    fit_moe_layers: Mapped[int | None] = mapped_column(BigInteger)
     fit_ctx_train: Mapped[int | None] = mapped_column(BigInteger)
     # ... and the compute and runtime bytes per ubatch token (crawler.fit.cuda's floor), so the
     # memory bound is within ~0.1 GiB of the estimate instead of ~1 GiB.
@@ -332,13 +333,13 @@ _BOUND_COLUMNS = (
 # reading a table row. `--sort size` walks the second the same way.
 Index("ix_quants_search_quality", Quant.live, Quant.quality_score, *_BOUND_COLUMNS)
 Index("ix_quants_search_size", Quant.live, Quant.size_bytes, *_BOUND_COLUMNS)
-# `--sort speed` walks this one fewest bytes read per token first (crawler.speed.tok_s_bound's
-# order); `--sort margin|ctx` compute their bounds on its entries (it covers all they read).
+# `--sort speed|margin|ctx` compute their bounds on this index's entries (it covers all they read).
 Index(
-    "ix_quants_search_speed",
+    "ix_quants_search_computed",
     Quant.live,
-    Quant.fit_read_bytes,
     Quant.quality_score,
+    Quant.fit_read_bytes,
+    Quant.fit_moe_layers,
     Quant.fit_ctx_train,
     *_BOUND_COLUMNS,
 )

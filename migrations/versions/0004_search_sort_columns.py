@@ -8,11 +8,12 @@ New ``quants`` columns, from the coefficient JSON through ``crawler.catalog.stor
 (the function the crawl uses, so a catalog migrated here matches a new crawl):
 ``fit_mtp_kv_per_token`` (the MTP draft's KV cache in the ``--mtp`` memory bound),
 ``fit_ubatch_bytes`` (the compute and runtime floor per ubatch token in every memory bound),
-``fit_read_bytes`` (the fewest bytes a decoded token reads: the ``--sort speed`` order) and
-``fit_ctx_train`` (the ``--sort ctx`` bound). ``ix_quants_search_quality`` is rebuilt to cover the
-new bound columns; ``ix_quants_search_size`` and ``ix_quants_search_speed`` serve those sorts the
-same way (the speed one also covers what ``--sort margin|ctx`` compute), and
-``ix_repos_downloads`` the downloads order.
+``fit_read_bytes`` and ``fit_moe_layers`` (the fewest bytes a decoded token reads and its MoE
+layers: the ``--sort speed`` bound) and ``fit_ctx_train`` (the ``--sort ctx`` bound).
+``ix_quants_search_quality`` is rebuilt to cover the new bound columns;
+``ix_quants_search_size`` serves the size order the same way, ``ix_quants_search_computed``
+covers what ``--sort speed|margin|ctx`` compute per request, and ``ix_repos_downloads`` serves
+the downloads order.
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ depends_on = None
 
 _BATCH = 5000
 # crawler.catalog.store.FIT_EXTRAS at this revision (a migration keeps its own copy).
-_NEW = ("fit_mtp_kv_per_token", "fit_read_bytes", "fit_ctx_train", "fit_ubatch_bytes")
+_NEW = (
+    "fit_mtp_kv_per_token",
+    "fit_read_bytes",
+    "fit_moe_layers",
+    "fit_ctx_train",
+    "fit_ubatch_bytes",
+)
 _OLD_BOUND = (
     "fit_weights_bytes",
     "fit_expert_bytes",
@@ -48,8 +55,15 @@ def upgrade() -> None:
         batch_op.create_index("ix_quants_search_quality", ["live", "quality_score", *_BOUND])
         batch_op.create_index("ix_quants_search_size", ["live", "size_bytes", *_BOUND])
         batch_op.create_index(
-            "ix_quants_search_speed",
-            ["live", "fit_read_bytes", "quality_score", "fit_ctx_train", *_BOUND],
+            "ix_quants_search_computed",
+            [
+                "live",
+                "quality_score",
+                "fit_read_bytes",
+                "fit_moe_layers",
+                "fit_ctx_train",
+                *_BOUND,
+            ],
         )
     op.create_index("ix_repos_downloads", "repos", ["downloads"])
     _backfill()
@@ -95,7 +109,7 @@ def downgrade() -> None:
     # Plain DDL, as 0003 (batch mode would recreate the tables, which SQLite refuses while the
     # 0002 views refer to them).
     op.drop_index("ix_repos_downloads", table_name="repos")
-    for name in ("ix_quants_search_speed", "ix_quants_search_size", "ix_quants_search_quality"):
+    for name in ("ix_quants_search_computed", "ix_quants_search_size", "ix_quants_search_quality"):
         op.drop_index(name, table_name="quants")
     for name in _NEW:
         op.execute(f"ALTER TABLE quants DROP COLUMN {name}")
