@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawler.speed import (
     DEFAULT_ACCEPTANCE,
@@ -12,6 +14,8 @@ from crawler.speed import (
     calibration_report,
     estimate_speed,
     mtp_speedup,
+    read_bytes_floor,
+    speed_bound,
 )
 
 GB = 1e9
@@ -86,3 +90,46 @@ def test_calibration_errors_are_reported_and_bounded():
     for label, err in cal.errors:
         assert abs(err) < 0.3, label
     assert all(len(row) == 2 for row in cal.rows())
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    dense=st.integers(1, 10**12),
+    experts=st.integers(0, 10**12),
+    n_expert=st.sampled_from([0, 8, 64, 128, 256]),
+    used=st.integers(1, 16),
+    layers=st.integers(1, 100),
+    recurrent=st.integers(0, 10**9),
+    mtp_bytes=st.integers(0, 10**10),
+    output_bytes=st.integers(0, 10**10),
+    mtp=st.booleans(),
+    on_host=st.booleans(),
+    k=st.integers(0, 8),
+    bandwidth=st.floats(50, 8000),
+)
+def test_the_sort_bound_is_never_below_the_estimate(
+    dense, experts, n_expert, used, layers, recurrent, mtp_bytes, output_bytes, mtp, on_host, k,
+    bandwidth,
+):  # fmt: skip
+    # --sort speed stops reading the catalog on this bound: it must never undercut the estimate.
+    moe = n_expert > 0 and experts > 0
+    x = SpeedInputs(
+        dense_bytes=dense,
+        expert_bytes=experts if moe else 0,
+        n_expert=n_expert if moe else 0,
+        n_expert_used=min(used, n_expert) if moe else 0,
+        n_moe_layers=layers if moe else 0,
+        experts_on_host=on_host and moe,
+        recurrent_bytes=recurrent,
+        mtp=mtp,
+        mtp_bytes=mtp_bytes,
+        output_bytes=output_bytes,
+        draft_n_max=k,
+    )
+    est = estimate_speed(x, bandwidth)
+    read = read_bytes_floor(dense, x.expert_bytes, x.n_expert, x.n_expert_used, recurrent)
+    b = speed_bound(bandwidth, mtp=mtp, draft_n_max=k, experts_on_host=x.experts_on_host)
+    bound = b.tok_s(read, x.n_moe_layers, mtp_bytes)
+    assert bound >= est.tok_s
+    if not moe and not (mtp and k):
+        assert bound == est.tok_s  # tight: quants that tie stay tied
