@@ -444,7 +444,7 @@ def _sort_value(key: str, r: Ranked) -> tuple[int, float]:
     c = r.candidate
     value: float | None
     if key == "quality":
-        value = r.quality.score if r.quality else None
+        value = r.quality.score if r.quality else r.candidate.quality_hint
     elif key == "speed":
         value = r.speed.tok_s if r.speed else None
     elif key == "size":
@@ -583,7 +583,9 @@ def rank_candidates(
                 estimate=est,
                 margin_bytes=budget.device_bytes - est.total,
                 max_ctx=None,
-                quality=qualities.get(c.quant_id) or _quality(c),
+                # The catalog's stored score ranks; the full estimate is made for the results.
+                quality=qualities.get(c.quant_id)
+                or (None if c.quality_hint is not None else _quality(c)),
                 speed=_speed(c, est, budget),
                 command="",
             )
@@ -597,6 +599,8 @@ def rank_candidates(
         if r.max_ctx is None:
             r = _with_max_ctx(r, budget, max_ctxs)
         paths = files.get(r.candidate.repo_id, r.candidate.sibling_paths)
+        if r.quality is None:
+            r = _replace(r, quality=_quality(r.candidate))
         results.append(_finish(r, i, spec, budget, paths))
     # A presorted stream is read only up to the stop: what was not read is not counted.
     total = seen if lazy else len(accepted)
