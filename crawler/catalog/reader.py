@@ -9,10 +9,10 @@ style and is rewritten to psycopg's ``%(name)s`` here.
 
 :meth:`Reader.open` takes the catalog URL (the SQLAlchemy URL quants uses everywhere) and opens
 SQLite read-only (``mode=ro``: a missing file is an error, never created) or PostgreSQL through
-libpq's URI form. It reads ``alembic_version`` and refuses a schema other than
-:data:`SCHEMA_HEAD`, so a caller falls back to :meth:`crawler.catalog.Catalog.open`, which
-creates or migrates the catalog, and then reads through :meth:`Catalog.reader
-<crawler.catalog.database.Catalog.reader>` on the same connection pool.
+libpq's URI form, its session read-only. It reads ``alembic_version`` and refuses a schema other
+than :data:`SCHEMA_HEAD`, so a caller (:func:`reading`) falls back to
+:meth:`crawler.catalog.Catalog.open`, which creates or migrates the catalog, and then reads
+through :meth:`Catalog.reader <crawler.catalog.database.Catalog.reader>` on its connection pool.
 """
 
 from __future__ import annotations
@@ -66,7 +66,10 @@ class Reader:
             ):
                 import psycopg
 
-                reader = cls(psycopg.connect("postgresql://" + rest), "postgresql")
+                conn = psycopg.connect("postgresql://" + rest)
+                conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+                conn.commit()
+                reader = cls(conn, "postgresql")
             else:
                 raise CatalogError(f"no direct reader for {backend or 'this'} URLs")
         except CatalogError:
@@ -218,7 +221,7 @@ def _connect_sqlite(rest: str) -> sqlite3.Connection:
     if not file.is_file():
         raise CatalogError(f"no catalog at {file}")
     uri = f"file:{quote(str(file.resolve()))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=_SQLITE_TIMEOUT_S, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, timeout=_SQLITE_TIMEOUT_S)
     conn.execute("PRAGMA query_only=ON")
     return conn
 

@@ -377,7 +377,8 @@ def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
 _SEARCH_COLUMNS = (
     "SELECT q.id, q.live, q.quality_score, q.fit_weights_bytes, q.fit_expert_bytes,"
     " q.fit_mtp_bytes, q.fit_kv_per_token, q.fit_fixed_bytes, m.n_expert, m.n_expert_used,"
-    " m.n_embd, m.n_vocab, m.mtp_available, q.search_text"
+    " m.n_embd, m.n_vocab, m.mtp_available, q.search_text, q.fit_mtp_kv_per_token,"
+    " q.fit_read_bytes, q.fit_moe_layers, q.fit_ctx_train, q.fit_ubatch_bytes"
     " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id ORDER BY q.id"
 )
 
@@ -396,8 +397,16 @@ def _copy(catalog_db, tmp_path: Path) -> str:
 
 
 def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
+    from crawler.catalog.store import fit_extras
+
     rows = _search_columns(catalog_db[0])
     with Catalog.open(catalog_db[0]) as catalog:
+        coefficients = {
+            qid: json.loads(text or "null")
+            for qid, text in catalog.query_readonly(
+                "SELECT quant_id, CAST(coefficients AS TEXT) FROM memory_models"
+            )[1]
+        }
         _, truth = catalog.query_readonly(
             "SELECT q.id, q.vanished_at IS NULL AND r.vanished_at IS NULL, m.status,"
             " m.weights_bytes, m.kv_bytes_per_token_f16, r.repo_id,"
@@ -413,12 +422,13 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
         assert row[13] == " ".join((n or "").lower() for n in names)
         if status == "ok":
             assert (row[3], row[6]) == (weights, kv) and row[3] is not None
+            assert row[14:19] == tuple(fit_extras(coefficients[qid]).values())
         else:
-            assert row[3:8] == (None,) * 5
+            assert row[3:8] == (None,) * 5 and row[14:19] == (None,) * 5
 
 
-def test_migration_0003_fills_what_the_crawl_stores(catalog_db, tmp_path):
-    # Down to 0002 (the columns dropped), up again: the backfill must equal the crawl's values.
+def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_path):
+    # Down to 0002 (the columns dropped), up again: the backfills must equal the crawl's values.
     from alembic import command
 
     db = _copy(catalog_db, tmp_path)

@@ -1,0 +1,73 @@
+"""crawler.catalog.reader: the driver-level read path of search and compare."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crawler.catalog import Catalog
+from crawler.catalog.reader import SCHEMA_HEAD, Reader, reading
+from crawler.errors import CatalogError, SchemaOutOfDate
+
+
+def test_schema_head_is_the_newest_migration(sqlite_url):
+    with Catalog.open(sqlite_url) as catalog:
+        assert catalog.head_revision() == SCHEMA_HEAD == catalog.current_revision()
+
+
+def test_a_missing_sqlite_file_is_refused_and_not_created(tmp_path):
+    path = tmp_path / "nothing.sqlite"
+    with pytest.raises(CatalogError, match="no catalog"):
+        Reader.open(f"sqlite:///{path}")
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "mysql://u@h/db", "sqlite:///x.db?mode=rw"])
+def test_urls_it_does_not_serve_are_catalog_errors(url):
+    with pytest.raises(CatalogError):
+        Reader.open(url)
+
+
+def test_an_older_schema_is_refused_and_reading_migrates_it(catalog_url):
+    from alembic import command
+
+    with Catalog.open(catalog_url) as catalog:
+        command.downgrade(catalog._alembic_config(), "0003")
+    with pytest.raises(SchemaOutOfDate, match="0003"):
+        Reader.open(catalog_url)
+    with reading(catalog_url) as reader:  # falls back to Catalog.open, which migrates
+        assert reader.revision() == SCHEMA_HEAD
+        assert reader.rows("SELECT COUNT(*) FROM quants") == [(0,)]
+    with Reader.open(catalog_url) as reader:
+        assert reader.revision() == SCHEMA_HEAD
+
+
+def test_it_cannot_write(catalog_url):
+    with Catalog.open(catalog_url):
+        pass
+    with Reader.open(catalog_url) as reader, pytest.raises(CatalogError, match="database error"):
+        reader.rows("INSERT INTO crawl_state (key, value) VALUES ('k', 'v')")
+    with Reader.open(catalog_url) as reader:
+        assert reader.rows("SELECT COUNT(*) FROM crawl_state") == [(0,)]
+
+
+def test_parameters_and_percent_signs_reach_the_driver_intact(catalog_url):
+    with Catalog.open(catalog_url):
+        pass
+    with Reader.open(catalog_url) as reader:
+        rows = reader.rows(
+            "SELECT :a || '%', :b, :a LIKE :pattern ESCAPE '\\'",
+            {"a": "50%", "b": 7, "pattern": "50\\%"},
+        )
+        assert rows == [("50%%", 7, True)] or rows == [("50%%", 7, 1)]
+        streamed = list(reader.stream("SELECT :n + 1", {"n": 41}))
+        assert streamed == [(42,)]
+
+
+def test_catalog_reader_borrows_a_pooled_connection(sqlite_url, tmp_path: Path):
+    with Catalog.open(sqlite_url) as catalog:
+        with catalog.reader() as reader:
+            assert reader.dialect == "sqlite" and reader.revision() == SCHEMA_HEAD
+        with catalog.session() as s:  # the pool still works after the reader gave it back
+            assert s.connection().exec_driver_sql("SELECT 1").scalar() == 1
