@@ -59,6 +59,8 @@ _ORDER = {
     "downloads": "r.downloads DESC NULLS LAST",
     "updated": "r.last_modified DESC NULLS LAST",
 }
+#: The stored sort values that may be missing (they sort last).
+_NULLABLE = {"quality": "q.quality_score", "downloads": "r.downloads", "updated": "r.last_modified"}
 _PARTIAL_COLUMNS = (
     f"SELECT {CANDIDATE_COLUMNS}, m.n_expert, m.n_expert_used, m.n_embd, m.n_vocab,"
     " m.mtp_available, q.quality_score"
@@ -104,13 +106,15 @@ def _walk(reader: Reader, w: Where, sort: str) -> Iterator[tuple[Any, ...]]:
     """Rows in the order of a stored column (an index walk; the database does not sort)."""
     tie_breaks = ("quality", "size", "downloads")
     order = [_ORDER[k] for k in (sort, *(t for t in tie_breaks if t != sort))]
-    if sort == "quality":
-        # Two reads, so each is one index-ordered scan of ix_quants_search_quality: scores
-        # (plain DESC: on PostgreSQL that is NULLS FIRST, the order a backward scan of the
-        # index gives, and there are no NULLs in this part), then the quants without a score.
+    column = _NULLABLE.get(sort)
+    if column is not None:
+        # Two reads, so each is one index-ordered walk: the values (plain DESC: on PostgreSQL
+        # that is NULLS FIRST, the order a backward scan of an index gives, and there are no
+        # NULLs in this part), then the quants without one. One read ordered NULLS LAST makes
+        # PostgreSQL sort every candidate (~0.5 s at 200k quants).
         parts = [
-            ("q.quality_score IS NOT NULL", ["q.quality_score DESC", *order[1:]]),
-            ("q.quality_score IS NULL", order[1:]),
+            (f"{column} IS NOT NULL", [f"{column} DESC", *order[1:]]),
+            (f"{column} IS NULL", order[1:]),
         ]
     else:
         parts = [("TRUE", order)]
