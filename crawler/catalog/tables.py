@@ -334,13 +334,14 @@ _BOUND_COLUMNS = (
 Index("ix_quants_search_quality", Quant.live, Quant.quality_score, *_BOUND_COLUMNS)
 Index("ix_quants_search_size", Quant.live, Quant.size_bytes, *_BOUND_COLUMNS)
 # `--sort speed|margin|ctx` compute their bounds on this index's entries (it covers all they read).
+# (Not led by quality_score: the quality order must keep walking its own, narrower index.)
 Index(
     "ix_quants_search_computed",
     Quant.live,
-    Quant.quality_score,
     Quant.fit_read_bytes,
     Quant.fit_moe_layers,
     Quant.fit_ctx_train,
+    Quant.quality_score,
     *_BOUND_COLUMNS,
 )
 Index("ix_repos_downloads", Repo.downloads)

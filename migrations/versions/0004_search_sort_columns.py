@@ -58,10 +58,10 @@ def upgrade() -> None:
             "ix_quants_search_computed",
             [
                 "live",
-                "quality_score",
                 "fit_read_bytes",
                 "fit_moe_layers",
                 "fit_ctx_train",
+                "quality_score",
                 *_BOUND,
             ],
         )
