@@ -535,9 +535,11 @@ def rank_candidates(
             accepted.sort(key=lambda c: (pre[c.quant_id], c.repo_id, c.path))
         batches = _batches(iter(accepted), limit)
     fitting: list[Ranked] = []
-    # Per coefficient object (ids stay valid: the candidates hold them): estimate, max ctx.
-    evaluations: dict[int, tuple[RunConfig | None, FitEstimate | None] | EstimateError] = {}
-    max_ctxs: dict[tuple[int, RunConfig], int] = {}
+    # Per coefficient object (keyed by id, holding the object): estimate, and max ctx per config.
+    evaluations: dict[
+        int, tuple[MemoryCoefficients, tuple[RunConfig | None, FitEstimate | None] | EstimateError]
+    ] = {}
+    max_ctxs: dict[tuple[int, RunConfig], tuple[MemoryCoefficients, int]] = {}
     unknown = invalid = too_big = estimated = seen = 0
     smallest: int | None = None
     for batch in batches:
@@ -558,14 +560,17 @@ def rank_candidates(
                 unknown += 1
                 continue
             # Quants with one coefficient object (the catalog shares it between identical
-            # memory models: re-uploads, mirrors) are estimated once.
-            outcome = evaluations.get(id(c.coefficients))
-            if outcome is None:
+            # memory models: re-uploads, mirrors) are estimated once. The memo keeps the object,
+            # so its id cannot be reused by another while the memo lives.
+            memo = evaluations.get(id(c.coefficients))
+            if memo is not None and memo[0] is c.coefficients:
+                outcome = memo[1]
+            else:
                 try:
                     outcome = _evaluate(c, spec, budget)
                 except EstimateError as exc:
                     outcome = exc
-                evaluations[id(c.coefficients)] = outcome
+                evaluations[id(c.coefficients)] = (c.coefficients, outcome)
             if isinstance(outcome, EstimateError):
                 invalid += 1
                 continue
@@ -676,17 +681,20 @@ def _pre_value(
 
 
 def _with_max_ctx(
-    r: Ranked, budget: Budget, memo: dict[tuple[int, RunConfig], int] | None = None
+    r: Ranked,
+    budget: Budget,
+    memo: dict[tuple[int, RunConfig], tuple[MemoryCoefficients, int]] | None = None,
 ) -> Ranked:
     """``r`` with its largest context; ``memo`` keeps the answers per coefficient object."""
     co = r.candidate.coefficients
     key = (id(co), r.config)
-    m = memo.get(key) if memo is not None else None
-    if m is None:
-        cap = co.n_ctx_train or (1 << 20)
-        m = max_ctx(co, r.config, budget.device_bytes, limit=max(cap, r.config.ctx))
-        if memo is not None:
-            memo[key] = m
+    hit = memo.get(key) if memo is not None else None
+    if hit is not None and hit[0] is co:
+        return _replace(r, max_ctx=hit[1])
+    cap = co.n_ctx_train or (1 << 20)
+    m = max_ctx(co, r.config, budget.device_bytes, limit=max(cap, r.config.ctx))
+    if memo is not None:
+        memo[key] = (co, m)
     return _replace(r, max_ctx=m)
 
 
