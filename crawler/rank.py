@@ -548,12 +548,18 @@ def rank_candidates(
             pre.update((c.quant_id, pre_key(sort, c, qualities)) for c in batch)
         if (early or bounded) and limit is not None and len(fitting) >= limit:
             if bounded:  # the results' actual (value, quality) against the next's bound
-                worst = sorted(_bounded_key(sort, r) for r in fitting)[limit - 1]
+                last = sorted(sort_key(sort)(r) for r in fitting)[limit - 1]
+                worst = last[:2]
             else:
                 worst = sorted(pre[r.candidate.quant_id] for r in fitting)[limit - 1]
             if pre[batch[0].quant_id] > worst:
                 seen -= len(batch)
                 break  # sorted: nothing left can rank above the current top `limit`
+            if bounded:
+                # Ties on (bound, quality) cannot end the stream, but a candidate whose best case
+                # (its bound, then the tie-breaks known before estimating) ranks below the last
+                # result cannot enter the results: it is not completed or estimated.
+                batch = [c for c in batch if not _beaten(_optimistic_key(sort, c), last)]
         for c in materialize(batch) if materialize is not None else batch:
             estimated += 1
             if c.coefficients.status != "ok":
@@ -654,9 +660,16 @@ def _pre_keys(sort: str) -> tuple[str, ...]:
     return (sort, *(t for t in _PRE_TIE_BREAKS if t != sort))
 
 
-def _bounded_key(sort: str, r: Ranked) -> tuple[tuple[int, float], ...]:
-    """What :func:`pre_key` bounds for :data:`BOUNDED_SORTS`: those values of a result."""
-    return tuple(_sort_value(k, r) for k in _pre_keys(sort))
+def _optimistic_key(sort: str, c: Candidate) -> tuple[Any, ...]:
+    """For :data:`BOUNDED_SORTS`: the best :func:`sort_key` ``c`` can have, from its bound and the
+    tie-breaks known before estimating (for speed that is all of them: repo and path follow)."""
+    known = tuple(_pre_value(k, c, {}) for k in (sort, *_PRE_TIE_BREAKS))
+    return (*known, c.repo_id, c.path) if sort == "speed" else known
+
+
+def _beaten(best: tuple[Any, ...], last: tuple[Any, ...]) -> bool:
+    """Whether a key whose best case is ``best`` ranks below ``last`` whatever else it has."""
+    return best > last[: len(best)]
 
 
 def _pre_value(

@@ -150,12 +150,15 @@ def _computed_order(
         page = reader.rows(head, {**w.params, **params, "page_limit": size, "page_offset": offset})
         if not page:
             return
-        marks, ids = placeholders("id", [qid for qid, _ in page])
-        found = {row[0]: row for row in reader.rows(f"{_PARTIAL} WHERE q.id IN ({marks})", ids)}
-        for qid, value in page:
-            if qid in found:  # else deleted since the page was read (a crawl commits)
-                bound = float(value)
-                yield found[qid], (slack - bound if sort == "margin" else bound)
+        for i in range(0, len(page), _STREAM_CHUNK):  # rows as ranking asks for them
+            part = page[i : i + _STREAM_CHUNK]
+            marks, ids = placeholders("id", [qid for qid, _ in part])
+            sql = f"{_PARTIAL} WHERE q.id IN ({marks})"
+            found = {row[0]: row for row in reader.rows(sql, ids)}
+            for qid, value in part:
+                if qid in found:  # else deleted since the page was read (a crawl commits)
+                    bound = float(value)
+                    yield found[qid], (slack - bound if sort == "margin" else bound)
         if len(page) < size:
             return
         offset, size = offset + size, size * 8

@@ -410,3 +410,47 @@ def test_a_presorted_stream_is_read_only_until_ranking_can_stop(cands, vram, lim
             r.candidate.quant_id for r in full.results[:limit]
         ]
         assert lazy.considered <= len(read) <= len(cands)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cands=_cands(), copies=st.integers(1, 4), vram=st.floats(4.0, 80.0), limit=st.integers(1, 6))
+def test_bounded_sorts_stop_early_and_return_the_head_of_a_full_ranking(cands, copies, vram, limit):
+    # The tightest bound a catalog can send is the value itself, and identical copies (same
+    # coefficients, quality, size, downloads; only repo and path differ) tie on everything the
+    # stream knows: ranking may skip or stop only where the full ranking agrees.
+    from crawler.rank import BOUNDED_SORTS, pre_key
+
+    budget = Budget.from_gib(vram, bandwidth_gb_s=1008.0)
+    spec = RunSpec(ctx=32768)
+    pool = [
+        dataclasses.replace(c, quant_id=c.quant_id * 10 + k, repo_id=f"u{k}/{c.repo_id}")
+        for c in cands
+        for k in range(copies)
+    ]
+    full_by_quality = rank_candidates(pool, Budget.from_gib(1e4), spec, limit=None)
+    scores = {r.candidate.quant_id: r.quality.score for r in full_by_quality.results}
+    for sort in BOUNDED_SORTS:
+        full = rank_candidates(pool, budget, spec, sort=sort, limit=None)
+        value = {
+            r.candidate.quant_id: {
+                "speed": r.speed.tok_s,
+                "margin": r.margin_bytes,
+                "ctx": r.max_ctx,
+            }[sort]
+            for r in full.results
+        }
+        top = max(value.values(), default=1.0)
+        hinted = [
+            dataclasses.replace(
+                c, quality_hint=scores[c.quant_id], bound_hint=value.get(c.quant_id, top)
+            )
+            for c in pool
+        ]
+        # the stream's order: the bound and quality, ties in the order worst for an early stop
+        ordered = sorted(
+            hinted, key=lambda c, s=sort: (pre_key(s, c), [-ord(x) for x in c.repo_id])
+        )
+        lazy = rank_candidates(iter(ordered), budget, spec, sort=sort, limit=limit, presorted=True)
+        assert [r.candidate.quant_id for r in lazy.results] == [
+            r.candidate.quant_id for r in full.results[:limit]
+        ], sort
