@@ -28,7 +28,13 @@ from sqlalchemy import insert
 
 from crawler.catalog import Catalog
 from crawler.catalog.reader import Reader
-from crawler.catalog.store import fit_extras, quality_score_of, refresh_live, search_scalars
+from crawler.catalog.store import (
+    draft_head_bytes,
+    fit_extras,
+    quality_score_of,
+    refresh_live,
+    search_scalars,
+)
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.errors import NothingFits
 from crawler.fit import KVGroup, MemoryCoefficients
@@ -161,7 +167,7 @@ def build(path: Path | str, n_quants: int, seed: int = 6) -> float:
                                      for g in co["kv_groups"]),
                 fit_fixed_bytes=co["recurrent_layers"]
                 * (co["recurrent_r"] + co["recurrent_s"]) * 4,
-                **fit_extras(co),
+                **fit_extras(co, draft_head_bytes((g["group_name"], g["n_bytes"]) for g in mine)),
             )  # fmt: skip
             quants[-1]["quality_score"] = quality_score_of(
                 sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in mine),

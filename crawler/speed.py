@@ -332,13 +332,14 @@ class SpeedBound:
     from a quant's stored scalars (``--sort speed`` orders the catalog by it in SQL)::
 
         tok_s <= speedup / (read_bytes / bw + n_moe_layers * moe_layer_seconds)
-        speedup = expected / (base_cost + draft_n_max * mtp_bytes / (read_bytes + 1))
+        speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1))
 
     ``read_bytes`` is :func:`read_bytes_floor` (at most the bytes a token reads, more than the
-    target decode's bytes less one), ``bw`` the faster bandwidth in use; the MTP speed-up is
-    :func:`mtp_speedup` with the draft pass reading only the MTP block (not the output head) and
-    no extra experts, both >= 0. Without MTP ``expected`` and ``base_cost`` are 1 and a dense
-    quant's bound is its estimate, computed with the same floating-point steps.
+    target decode's bytes less one), ``bw`` the faster bandwidth in use, ``draft_bytes`` what a
+    draft pass reads (the MTP block and the output head); the MTP speed-up is :func:`mtp_speedup`
+    without the extra experts the verify pass may touch (>= 0). Without MTP ``expected`` and
+    ``base_cost`` are 1 and a dense quant's bound is its estimate, computed with the same
+    floating-point steps.
     """
 
     bw: float  # bytes/s
@@ -347,14 +348,14 @@ class SpeedBound:
     base_cost: float
     draft_n_max: int
 
-    def tok_s(self, read_bytes: int, n_moe_layers: int, mtp_bytes: int) -> float:
+    def tok_s(self, read_bytes: int, n_moe_layers: int, draft_bytes: int) -> float:
         """The bound for one quant (what ``crawler.catalog.candidates.speed_bound_sql`` computes).
 
         With routed experts the estimate adds their bytes in a separate float step, so the bound
         is raised by :data:`MOE_BOUND_SLACK` to stay above it whatever the rounding.
         """
         seconds = read_bytes / self.bw + n_moe_layers * self.moe_layer_seconds
-        cost = self.base_cost + self.draft_n_max * mtp_bytes / (read_bytes + 1)
+        cost = self.base_cost + self.draft_n_max * draft_bytes / (read_bytes + 1)
         slack = MOE_BOUND_SLACK if n_moe_layers > 0 else 1.0
         return math.inf if seconds <= 0 else (self.expected / cost) / seconds * slack
 

@@ -1,17 +1,22 @@
-"""The search read path: catalog rows -> :class:`crawler.rank.Candidate` (frozen dataclasses).
+"""The search read path's SQL: filters, memory bound, sort bounds, and completing candidates.
 
 Plain SQL through a :class:`~crawler.catalog.reader.Reader` (no SQLAlchemy: see its docstring).
-One query applies the cheap, exact-safe part of the search in the database:
+The cheap, exact-safe part of the search runs in the database
+(:mod:`crawler.catalog.ordered` puts it together per sort):
 
 * the memory prefilter: :func:`crawler.rank.lower_bound_bytes` written in SQL over the quants'
   ``fit_*`` columns (weights + experts + MTP block and draft KV + KV per token x ctx + fixed +
-  CUDA constants <= budget). It is a lower bound of the exact estimate, so it never drops a quant
-  that fits; the exact estimate in :func:`crawler.rank.rank_candidates` decides the rest;
+  compute floor + CUDA constants <= budget). It is a lower bound of the exact estimate, so it
+  never drops a quant that fits; the exact estimate in :func:`crawler.rank.rank_candidates`
+  decides the rest;
 * the column filters (architecture, author, base model, label, loadable, MTP, attention bits);
 * for query tokens that contain a digit (which :class:`~crawler.rank.QueryMatcher` matches only
-  exactly), a substring test, so "qwen3.6 27b" narrows the scan in SQL.
+  exactly), a substring test, so "qwen3.6 27b" narrows the scan in SQL;
+* the upper bounds ``--sort speed|margin|ctx`` stream by (:func:`speed_bound_sql`,
+  :func:`bound_sql`, :func:`ctx_bound_sql`).
 
-Coefficient JSON is read as text and parsed only for rows that survive the fuzzy query match.
+Rows become partial candidates; :func:`materializer` parses the coefficient JSON and loads the
+tensor groups only for the candidates ranking estimates.
 """
 
 from __future__ import annotations
@@ -180,7 +185,7 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
     )
     rb, layers = "COALESCE(q.fit_read_bytes, 0)", "COALESCE(q.fit_moe_layers, 0)"
     seconds = f"({rb} / :speed_bw + {layers} * :speed_tau)"
-    cost = f"(:speed_base + :speed_k * COALESCE(q.fit_mtp_bytes, 0) / ({rb} + 1.0))"
+    cost = f"(:speed_base + :speed_k * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0))"
     slack = f"CASE WHEN {layers} > 0 THEN :speed_slack ELSE 1.0 END"
     expr = (
         f"CASE WHEN {seconds} <= 0 THEN 1e300"

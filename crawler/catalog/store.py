@@ -46,6 +46,7 @@ __all__ = [
     "ScanTotals",
     "StoredQuantTables",
     "StoredRepo",
+    "draft_head_bytes",
     "finish_scan",
     "fit_extras",
     "get_state",
@@ -510,7 +511,7 @@ def _quality_of_rows(rows: Sequence[TensorGroup], m: MemoryRecord) -> float | No
     )
 
 
-def _apply_fit(q: Quant, m: MemoryRecord) -> None:
+def _apply_fit(q: Quant, m: MemoryRecord, groups: Sequence[TensorGroup]) -> None:
     # The search's copies of the prefilter columns: NULL unless the memory rules are modelled.
     ok = m.status == "ok"
     q.fit_weights_bytes = m.weights_bytes if ok else None
@@ -518,7 +519,8 @@ def _apply_fit(q: Quant, m: MemoryRecord) -> None:
     q.fit_mtp_bytes = m.mtp_weights_bytes if ok else None
     q.fit_kv_per_token = m.kv_bytes_per_token_f16 if ok else None
     q.fit_fixed_bytes = m.fixed_bytes_f16 if ok else None
-    for name, value in fit_extras(m.coefficients if ok else None).items():
+    head = draft_head_bytes((g.group_name, g.n_bytes) for g in groups)
+    for name, value in fit_extras(m.coefficients if ok else None, head).items():
         setattr(q, name, value)
 
 
@@ -529,12 +531,23 @@ FIT_EXTRAS = (
     "fit_moe_layers",
     "fit_ctx_train",
     "fit_ubatch_bytes",
+    "fit_draft_bytes",
 )
 
 
-def fit_extras(coefficients: Mapping[str, Any] | None) -> dict[str, int | None]:
-    """:data:`FIT_EXTRAS` from a memory model's coefficient JSON (None for all when there is
-    none: memory rules not modelled)."""
+def draft_head_bytes(groups: Iterable[tuple[str, int]]) -> int:
+    """Bytes of the head an MTP draft pass reads: the ``output`` group, else ``token_embd``
+    (tied embeddings), as ``crawler.rank`` gives the speed estimate; ``groups`` are
+    (group_name, n_bytes)."""
+    found = dict(groups)
+    return int(found.get("output") or found.get("token_embd") or 0)
+
+
+def fit_extras(
+    coefficients: Mapping[str, Any] | None, draft_head: int = 0
+) -> dict[str, int | None]:
+    """:data:`FIT_EXTRAS` from a memory model's coefficient JSON and :func:`draft_head_bytes`
+    (None for all when there is no JSON: memory rules not modelled)."""
     from crawler.fit import MemoryCoefficients
     from crawler.fit.cuda import context_floor_per_ubatch
     from crawler.speed import read_bytes_floor
@@ -555,6 +568,8 @@ def fit_extras(coefficients: Mapping[str, Any] | None) -> dict[str, int | None]:
         "fit_moe_layers": sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
         "fit_ctx_train": co.n_ctx_train or None,
         "fit_ubatch_bytes": context_floor_per_ubatch(co),
+        # What one MTP draft pass reads (crawler.speed.SpeedBound): the MTP block and the head.
+        "fit_draft_bytes": co.mtp_weights_bytes + draft_head,
     }
 
 
@@ -612,7 +627,7 @@ def _write_analyses(
             q.content_key = content_key
             group_rows = _group_rows(q.id, a.profile)
             q.quality_score = _quality_of_rows(group_rows, a.memory)
-            _apply_fit(q, a.memory)
+            _apply_fit(q, a.memory, group_rows)
             rows += group_rows
             rows.append(_memory_row(q.id, a.memory))
             rows.append(
@@ -806,7 +821,7 @@ def update_analysis(
         _replace_children(s, [q.id], (TensorGroup, MemoryModel))
         group_rows = _group_rows(q.id, profile)
         q.quality_score = _quality_of_rows(group_rows, memory)
-        _apply_fit(q, memory)
+        _apply_fit(q, memory, group_rows)
         s.add_all([*group_rows, _memory_row(q.id, memory)])
         _refresh_live(s, [q.repo_pk])  # label and architecture may have changed
         return changed

@@ -132,6 +132,8 @@ class Quant(Base):
     # ... and the compute and runtime bytes per ubatch token (crawler.fit.cuda's floor), so the
     # memory bound is within ~0.1 GiB of the estimate instead of ~1 GiB.
     fit_ubatch_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # ... and what one MTP draft pass reads (its block and the output head: the speed bound).
+    fit_draft_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
@@ -340,6 +342,7 @@ Index(
     Quant.live,
     Quant.fit_read_bytes,
     Quant.fit_moe_layers,
+    Quant.fit_draft_bytes,
     Quant.fit_ctx_train,
     Quant.quality_score,
     *_BOUND_COLUMNS,

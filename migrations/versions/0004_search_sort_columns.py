@@ -4,12 +4,14 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-02
 
-New ``quants`` columns, from the coefficient JSON through ``crawler.catalog.store.fit_extras``
-(the function the crawl uses, so a catalog migrated here matches a new crawl):
+New ``quants`` columns, from the coefficient JSON (and the output head's tensor group) through
+``crawler.catalog.store.fit_extras``, the function the crawl uses, so a catalog migrated here
+matches a new crawl:
 ``fit_mtp_kv_per_token`` (the MTP draft's KV cache in the ``--mtp`` memory bound),
 ``fit_ubatch_bytes`` (the compute and runtime floor per ubatch token in every memory bound),
-``fit_read_bytes`` and ``fit_moe_layers`` (the fewest bytes a decoded token reads and its MoE
-layers: the ``--sort speed`` bound) and ``fit_ctx_train`` (the ``--sort ctx`` bound).
+``fit_read_bytes``, ``fit_moe_layers`` and ``fit_draft_bytes`` (the fewest bytes a decoded token
+reads, its MoE layers, what an MTP draft pass reads: the ``--sort speed`` bound) and
+``fit_ctx_train`` (the ``--sort ctx`` bound).
 ``ix_quants_search_quality`` is rebuilt to cover the new bound columns;
 ``ix_quants_search_size`` serves the size order the same way, ``ix_quants_search_computed``
 covers what ``--sort speed|margin|ctx`` compute per request, and ``ix_repos_downloads`` serves
@@ -36,6 +38,7 @@ _NEW = (
     "fit_moe_layers",
     "fit_ctx_train",
     "fit_ubatch_bytes",
+    "fit_draft_bytes",
 )
 _OLD_BOUND = (
     "fit_weights_bytes",
@@ -60,6 +63,7 @@ def upgrade() -> None:
                 "live",
                 "fit_read_bytes",
                 "fit_moe_layers",
+                "fit_draft_bytes",
                 "fit_ctx_train",
                 "quality_score",
                 *_BOUND,
@@ -70,7 +74,7 @@ def upgrade() -> None:
 
 
 def _backfill() -> None:
-    from crawler.catalog.store import fit_extras
+    from crawler.catalog.store import draft_head_bytes, fit_extras
 
     bind = op.get_bind()
     quants = sa.table("quants", sa.column("id"), *(sa.column(c) for c in _NEW))
@@ -80,6 +84,9 @@ def _backfill() -> None:
         sa.column("status"),
         sa.column("coefficients", sa.JSON()),
     )
+    groups = sa.table(
+        "tensor_groups", sa.column("quant_id"), sa.column("group_name"), sa.column("n_bytes")
+    )
     ids = [
         row[0]
         for row in bind.execute(
@@ -88,8 +95,22 @@ def _backfill() -> None:
     ]
     for i in range(0, len(ids), _BATCH):
         chunk = ids[i : i + _BATCH]
+        heads: dict[int, list[tuple[str, int]]] = {}
+        for qid, name, n_bytes in bind.execute(
+            sa.select(groups.c.quant_id, groups.c.group_name, groups.c.n_bytes).where(
+                groups.c.quant_id.in_(chunk), groups.c.group_name.in_(("output", "token_embd"))
+            )
+        ):
+            heads.setdefault(qid, []).append((name, n_bytes))
         rows: list[dict[str, Any]] = [
-            {"b_id": qid, **{k: v for k, v in fit_extras(co).items() if k in _NEW}}
+            {
+                "b_id": qid,
+                **{
+                    k: v
+                    for k, v in fit_extras(co, draft_head_bytes(heads.get(qid, []))).items()
+                    if k in _NEW
+                },
+            }
             for qid, co in bind.execute(
                 sa.select(memory.c.quant_id, memory.c.coefficients).where(
                     memory.c.quant_id.in_(chunk)

@@ -378,7 +378,7 @@ _SEARCH_COLUMNS = (
     "SELECT q.id, q.live, q.quality_score, q.fit_weights_bytes, q.fit_expert_bytes,"
     " q.fit_mtp_bytes, q.fit_kv_per_token, q.fit_fixed_bytes, m.n_expert, m.n_expert_used,"
     " m.n_embd, m.n_vocab, m.mtp_available, q.search_text, q.fit_mtp_kv_per_token,"
-    " q.fit_read_bytes, q.fit_moe_layers, q.fit_ctx_train, q.fit_ubatch_bytes"
+    " q.fit_read_bytes, q.fit_moe_layers, q.fit_ctx_train, q.fit_ubatch_bytes, q.fit_draft_bytes"
     " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id ORDER BY q.id"
 )
 
@@ -397,7 +397,7 @@ def _copy(catalog_db, tmp_path: Path) -> str:
 
 
 def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
-    from crawler.catalog.store import fit_extras
+    from crawler.catalog.store import draft_head_bytes, fit_extras
 
     rows = _search_columns(catalog_db[0])
     with Catalog.open(catalog_db[0]) as catalog:
@@ -407,6 +407,11 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
                 "SELECT quant_id, CAST(coefficients AS TEXT) FROM memory_models"
             )[1]
         }
+        heads: dict[int, list[tuple[str, int]]] = {}
+        for qid, name, n_bytes in catalog.query_readonly(
+            "SELECT quant_id, group_name, n_bytes FROM tensor_groups"
+        )[1]:
+            heads.setdefault(qid, []).append((name, n_bytes))
         _, truth = catalog.query_readonly(
             "SELECT q.id, q.vanished_at IS NULL AND r.vanished_at IS NULL, m.status,"
             " m.weights_bytes, m.kv_bytes_per_token_f16, r.repo_id,"
@@ -422,9 +427,10 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
         assert row[13] == " ".join((n or "").lower() for n in names)
         if status == "ok":
             assert (row[3], row[6]) == (weights, kv) and row[3] is not None
-            assert row[14:19] == tuple(fit_extras(coefficients[qid]).values())
+            head = draft_head_bytes(heads.get(qid, []))
+            assert row[14:20] == tuple(fit_extras(coefficients[qid], head).values())
         else:
-            assert row[3:8] == (None,) * 5 and row[14:19] == (None,) * 5
+            assert row[3:8] == (None,) * 5 and row[14:20] == (None,) * 6
 
 
 def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_path):
