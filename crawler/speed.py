@@ -44,6 +44,7 @@ __all__ = [
     "mtp_speedup",
     "read_bytes_floor",
     "speed_bound",
+    "verify_experts_floor",
 ]
 
 GB = 1e9
@@ -332,12 +333,14 @@ class SpeedBound:
     from a quant's stored scalars (``--sort speed`` orders the catalog by it in SQL)::
 
         tok_s <= speedup / (read_bytes / bw + n_moe_layers * moe_layer_seconds)
-        speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1))
+        speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1)
+                              + verify_experts)
 
     ``read_bytes`` is :func:`read_bytes_floor` (at most the bytes a token reads, more than the
     target decode's bytes less one), ``bw`` the faster bandwidth in use, ``draft_bytes`` what a
-    draft pass reads (the MTP block and the output head); the MTP speed-up is :func:`mtp_speedup`
-    without the extra experts the verify pass may touch (>= 0). Without MTP ``expected`` and
+    draft pass reads (the MTP block and the output head), ``verify_experts``
+    :func:`verify_experts_floor` (counted from ``draft_n_max`` :data:`VERIFY_EXPERTS_K` on, where
+    it is a floor of :func:`mtp_speedup`'s extra experts). Without MTP ``expected`` and
     ``base_cost`` are 1 and a dense quant's bound is its estimate, computed with the same
     floating-point steps.
     """
@@ -348,7 +351,9 @@ class SpeedBound:
     base_cost: float
     draft_n_max: int
 
-    def tok_s(self, read_bytes: int, n_moe_layers: int, draft_bytes: int) -> float:
+    def tok_s(
+        self, read_bytes: int, n_moe_layers: int, draft_bytes: int, verify_experts: float = 0.0
+    ) -> float:
         """The bound for one quant (what ``crawler.catalog.candidates.speed_bound_sql`` computes).
 
         With routed experts the estimate adds their bytes in a separate float step, so the bound
@@ -356,8 +361,31 @@ class SpeedBound:
         """
         seconds = read_bytes / self.bw + n_moe_layers * self.moe_layer_seconds
         cost = self.base_cost + self.draft_n_max * draft_bytes / (read_bytes + 1)
+        if self.draft_n_max >= VERIFY_EXPERTS_K:
+            cost += verify_experts
         slack = MOE_BOUND_SLACK if n_moe_layers > 0 else 1.0
         return math.inf if seconds <= 0 else (self.expected / cost) / seconds * slack
+
+
+#: The draft length :func:`verify_experts_floor` is computed for (llama.cpp's default).
+VERIFY_EXPERTS_K = 3
+
+
+def verify_experts_floor(
+    read_bytes: int, expert_bytes: int, n_expert: int, n_expert_used: int
+) -> float:
+    """A floor of :func:`mtp_speedup`'s ``extra_experts`` (the experts the ``k + 1`` verified
+    tokens touch beyond one token's) for any draft length ``k >= VERIFY_EXPERTS_K``: the touched
+    experts grow with ``k``, and the routed experts' share of a decode is at least their active
+    bytes (rounded down) over ``read_bytes + 1`` (:func:`read_bytes_floor`). 0 for dense quants."""
+    if n_expert <= 0 or n_expert_used <= 0 or expert_bytes <= 0:
+        return 0.0
+    p = n_expert_used / n_expert
+    distinct = (1.0 - (1.0 - p) ** (VERIFY_EXPERTS_K + 1)) / p
+    share = math.floor(_active_expert_bytes(expert_bytes, n_expert, n_expert_used)) / (
+        read_bytes + 1
+    )
+    return share * (distinct - 1.0)
 
 
 #: Relative slack of :class:`SpeedBound` for MoE quants (far above float rounding, far below

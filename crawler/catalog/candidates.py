@@ -173,7 +173,7 @@ def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
 def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     """(expression, params): :meth:`crawler.speed.SpeedBound.tok_s` over the quants' columns,
     an upper bound of the estimated tok/s, for ``--sort speed`` (needs the GPU's bandwidth)."""
-    from crawler.speed import MOE_BOUND_SLACK, speed_bound
+    from crawler.speed import MOE_BOUND_SLACK, VERIFY_EXPERTS_K, speed_bound
 
     if budget.bandwidth_gb_s is None:
         raise ValueError("--sort speed needs the GPU's bandwidth")
@@ -185,7 +185,10 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
     )
     rb, layers = "COALESCE(q.fit_read_bytes, 0)", "COALESCE(q.fit_moe_layers, 0)"
     seconds = f"({rb} / :speed_bw + {layers} * :speed_tau)"
-    cost = f"(:speed_base + :speed_k * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0))"
+    cost = (
+        f"(:speed_base + :speed_k * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
+        " + :speed_verify * COALESCE(q.fit_verify_experts, 0.0))"
+    )
     slack = f"CASE WHEN {layers} > 0 THEN :speed_slack ELSE 1.0 END"
     expr = (
         f"CASE WHEN {seconds} <= 0 THEN 1e300"
@@ -196,6 +199,7 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
         "speed_tau": b.moe_layer_seconds,
         "speed_base": b.base_cost,
         "speed_k": float(b.draft_n_max),
+        "speed_verify": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
         "speed_expected": b.expected,
         "speed_slack": MOE_BOUND_SLACK,
     }

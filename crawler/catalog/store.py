@@ -532,6 +532,7 @@ FIT_EXTRAS = (
     "fit_ctx_train",
     "fit_ubatch_bytes",
     "fit_draft_bytes",
+    "fit_verify_experts",
 )
 
 
@@ -545,31 +546,31 @@ def draft_head_bytes(groups: Iterable[tuple[str, int]]) -> int:
 
 def fit_extras(
     coefficients: Mapping[str, Any] | None, draft_head: int = 0
-) -> dict[str, int | None]:
+) -> dict[str, float | None]:
     """:data:`FIT_EXTRAS` from a memory model's coefficient JSON and :func:`draft_head_bytes`
     (None for all when there is no JSON: memory rules not modelled)."""
     from crawler.fit import MemoryCoefficients
     from crawler.fit.cuda import context_floor_per_ubatch
-    from crawler.speed import read_bytes_floor
+    from crawler.speed import read_bytes_floor, verify_experts_floor
 
     if not coefficients:
         return dict.fromkeys(FIT_EXTRAS)
     co = MemoryCoefficients.from_json(dict(coefficients))
+    read = read_bytes_floor(
+        co.weights_bytes, co.expert_bytes, co.n_expert, co.n_expert_used, co.recurrent_bytes_per_seq
+    )
     return {
         "fit_mtp_kv_per_token": co.mtp_kv_bytes_per_token_f16,
-        "fit_read_bytes": read_bytes_floor(
-            co.weights_bytes,
-            co.expert_bytes,
-            co.n_expert,
-            co.n_expert_used,
-            co.recurrent_bytes_per_seq,
-        ),
+        "fit_read_bytes": read,
         # The MoE layers estimate_speed charges a fixed cost for (as crawler.rank._speed counts).
         "fit_moe_layers": sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
         "fit_ctx_train": co.n_ctx_train or None,
         "fit_ubatch_bytes": context_floor_per_ubatch(co),
         # What one MTP draft pass reads (crawler.speed.SpeedBound): the MTP block and the head.
         "fit_draft_bytes": co.mtp_weights_bytes + draft_head,
+        "fit_verify_experts": verify_experts_floor(
+            read, co.expert_bytes, co.n_expert, co.n_expert_used
+        ),
     }
 
 

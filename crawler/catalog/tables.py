@@ -134,6 +134,8 @@ class Quant(Base):
     fit_ubatch_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # ... and what one MTP draft pass reads (its block and the output head: the speed bound).
     fit_draft_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # ... and the MoE verify pass's extra experts (crawler.speed.verify_experts_floor).
+    fit_verify_experts: Mapped[float | None] = mapped_column(Float)
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
@@ -343,6 +345,7 @@ Index(
     Quant.fit_read_bytes,
     Quant.fit_moe_layers,
     Quant.fit_draft_bytes,
+    Quant.fit_verify_experts,
     Quant.fit_ctx_train,
     Quant.quality_score,
     *_BOUND_COLUMNS,

@@ -9,8 +9,9 @@ New ``quants`` columns, from the coefficient JSON (and the output head's tensor 
 matches a new crawl:
 ``fit_mtp_kv_per_token`` (the MTP draft's KV cache in the ``--mtp`` memory bound),
 ``fit_ubatch_bytes`` (the compute and runtime floor per ubatch token in every memory bound),
-``fit_read_bytes``, ``fit_moe_layers`` and ``fit_draft_bytes`` (the fewest bytes a decoded token
-reads, its MoE layers, what an MTP draft pass reads: the ``--sort speed`` bound) and
+``fit_read_bytes``, ``fit_moe_layers``, ``fit_draft_bytes`` and ``fit_verify_experts`` (the fewest
+bytes a decoded token reads, its MoE layers, what an MTP draft pass reads, the experts an MTP
+verify pass adds: the ``--sort speed`` bound) and
 ``fit_ctx_train`` (the ``--sort ctx`` bound).
 ``ix_quants_search_quality`` is rebuilt to cover the new bound columns;
 ``ix_quants_search_size`` serves the size order the same way, ``ix_quants_search_computed``
@@ -39,6 +40,7 @@ _NEW = (
     "fit_ctx_train",
     "fit_ubatch_bytes",
     "fit_draft_bytes",
+    "fit_verify_experts",
 )
 _OLD_BOUND = (
     "fit_weights_bytes",
@@ -53,7 +55,8 @@ _BOUND = (*_OLD_BOUND, "fit_ubatch_bytes", "fit_mtp_kv_per_token", "search_text"
 def upgrade() -> None:
     with op.batch_alter_table("quants", schema=None) as batch_op:
         for name in _NEW:
-            batch_op.add_column(sa.Column(name, sa.BigInteger(), nullable=True))
+            kind = sa.Float() if name == "fit_verify_experts" else sa.BigInteger()
+            batch_op.add_column(sa.Column(name, kind, nullable=True))
         batch_op.drop_index("ix_quants_search_quality")
         batch_op.create_index("ix_quants_search_quality", ["live", "quality_score", *_BOUND])
         batch_op.create_index("ix_quants_search_size", ["live", "size_bytes", *_BOUND])
@@ -64,6 +67,7 @@ def upgrade() -> None:
                 "fit_read_bytes",
                 "fit_moe_layers",
                 "fit_draft_bytes",
+                "fit_verify_experts",
                 "fit_ctx_train",
                 "quality_score",
                 *_BOUND,

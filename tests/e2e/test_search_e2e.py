@@ -378,7 +378,8 @@ _SEARCH_COLUMNS = (
     "SELECT q.id, q.live, q.quality_score, q.fit_weights_bytes, q.fit_expert_bytes,"
     " q.fit_mtp_bytes, q.fit_kv_per_token, q.fit_fixed_bytes, m.n_expert, m.n_expert_used,"
     " m.n_embd, m.n_vocab, m.mtp_available, q.search_text, q.fit_mtp_kv_per_token,"
-    " q.fit_read_bytes, q.fit_moe_layers, q.fit_ctx_train, q.fit_ubatch_bytes, q.fit_draft_bytes"
+    " q.fit_read_bytes, q.fit_moe_layers, q.fit_ctx_train, q.fit_ubatch_bytes, q.fit_draft_bytes,"
+    " q.fit_verify_experts"
     " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id ORDER BY q.id"
 )
 
@@ -428,9 +429,9 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
         if status == "ok":
             assert (row[3], row[6]) == (weights, kv) and row[3] is not None
             head = draft_head_bytes(heads.get(qid, []))
-            assert row[14:20] == tuple(fit_extras(coefficients[qid], head).values())
+            assert row[14:21] == tuple(fit_extras(coefficients[qid], head).values())
         else:
-            assert row[3:8] == (None,) * 5 and row[14:20] == (None,) * 6
+            assert row[3:8] == (None,) * 5 and row[14:21] == (None,) * 7
 
 
 def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_path):

@@ -16,6 +16,7 @@ from crawler.speed import (
     mtp_speedup,
     read_bytes_floor,
     speed_bound,
+    verify_experts_floor,
 )
 
 GB = 1e9
@@ -129,7 +130,8 @@ def test_the_sort_bound_is_never_below_the_estimate(
     est = estimate_speed(x, bandwidth)
     read = read_bytes_floor(dense, x.expert_bytes, x.n_expert, x.n_expert_used, recurrent)
     b = speed_bound(bandwidth, mtp=mtp, draft_n_max=k, experts_on_host=x.experts_on_host)
-    bound = b.tok_s(read, x.n_moe_layers, mtp_bytes + output_bytes)
+    verify = verify_experts_floor(read, x.expert_bytes, x.n_expert, x.n_expert_used)
+    bound = b.tok_s(read, x.n_moe_layers, mtp_bytes + output_bytes, verify)
     assert bound >= est.tok_s
     if not moe and not (mtp and k):
         assert bound == est.tok_s  # tight: quants that tie stay tied
