@@ -146,6 +146,7 @@ def _computed_order(
         " LIMIT :page_limit OFFSET :page_offset"
     )
     offset, size = 0, _FIRST_PAGE
+    sent: set[int] = set()  # pages are read apart: never send a quant twice
     while True:
         page = reader.rows(head, {**w.params, **params, "page_limit": size, "page_offset": offset})
         if not page:
@@ -156,7 +157,8 @@ def _computed_order(
             sql = f"{_PARTIAL} WHERE q.id IN ({marks})"
             found = {row[0]: row for row in reader.rows(sql, ids)}
             for qid, value in part:
-                if qid in found:  # else deleted since the page was read (a crawl commits)
+                if qid in found and qid not in sent:
+                    sent.add(qid)
                     bound = float(value)
                     yield found[qid], (slack - bound if sort == "margin" else bound)
         if len(page) < size:

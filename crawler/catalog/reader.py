@@ -9,10 +9,11 @@ style and is rewritten to psycopg's ``%(name)s`` here.
 
 :meth:`Reader.open` takes the catalog URL (the SQLAlchemy URL quants uses everywhere) and opens
 SQLite read-only (``mode=ro``: a missing file is an error, never created) or PostgreSQL through
-libpq's URI form, its session read-only. It reads ``alembic_version`` and refuses a schema other
-than :data:`SCHEMA_HEAD`, so a caller (:func:`reading`) falls back to
-:meth:`crawler.catalog.Catalog.open`, which creates or migrates the catalog, and then reads
-through :meth:`Catalog.reader <crawler.catalog.database.Catalog.reader>` on its connection pool.
+libpq's URI form, its session read-only; either way in one snapshot until :meth:`Reader.close`.
+It reads ``alembic_version`` and refuses a schema other than :data:`SCHEMA_HEAD`, so a caller
+(:func:`reading`) falls back to :meth:`crawler.catalog.Catalog.open`, which creates or migrates
+the catalog, and then reads through :meth:`Catalog.reader
+<crawler.catalog.database.Catalog.reader>` on its connection pool.
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ class Reader:
                 import psycopg
 
                 conn = psycopg.connect("postgresql://" + rest)
-                conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+                # One snapshot for all of a search's statements (pages, details, siblings).
+                conn.execute(
+                    "SET SESSION CHARACTERISTICS AS TRANSACTION"
+                    " ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+                )
                 conn.commit()
                 reader = cls(conn, "postgresql")
             else:
@@ -223,6 +228,9 @@ def _connect_sqlite(rest: str) -> sqlite3.Connection:
     uri = f"file:{quote(str(file.resolve()))}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, timeout=_SQLITE_TIMEOUT_S)
     conn.execute("PRAGMA query_only=ON")
+    # One read transaction, so all of a search's statements see one snapshot while a crawl
+    # commits (WAL readers do not block it).
+    conn.execute("BEGIN")
     return conn
 
 

@@ -71,3 +71,16 @@ def test_catalog_reader_borrows_a_pooled_connection(sqlite_url, tmp_path: Path):
             assert reader.dialect == "sqlite" and reader.revision() == SCHEMA_HEAD
         with catalog.session() as s:  # the pool still works after the reader gave it back
             assert s.connection().exec_driver_sql("SELECT 1").scalar() == 1
+
+
+def test_a_reader_sees_one_snapshot_while_a_crawl_commits(catalog_url):
+    # A search reads pages, rows and siblings in several statements: they must agree.
+    count = "SELECT COUNT(*) FROM crawl_state"
+    with Catalog.open(catalog_url) as catalog:
+        with Reader.open(catalog_url) as reader:
+            assert reader.rows(count) == [(0,)]
+            with catalog.engine.begin() as conn:
+                conn.exec_driver_sql("INSERT INTO crawl_state (key, value) VALUES ('k', 'v')")
+            assert reader.rows(count) == [(0,)]
+        with Reader.open(catalog_url) as reader:
+            assert reader.rows(count) == [(1,)]
