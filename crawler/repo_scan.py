@@ -11,13 +11,13 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.analysis import AnalysedShard, QuantAnalysis, analyse_quant
 from crawler.catalog import store
-from crawler.catalog.store import ErrorRecord, RepoMeta, RepoWrite, StoredRepo
+from crawler.catalog.store import ErrorRecord, RepoMeta, RepoWrite, ScanSummary, StoredRepo
 from crawler.errors import (
     CatalogError,
     ConfigError,
@@ -32,6 +32,7 @@ from crawler.errors import (
 )
 from crawler.grouping import FileKind, GroupedFile, QuantGroup, group_files
 from crawler.progress import CrawlCounts, Progress
+from crawler.tally import Tally
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
@@ -146,26 +147,6 @@ class _ContentChanged(HubError):
     """The bytes served are not the ones the tree listed (re-upload during the crawl)."""
 
 
-@dataclass(slots=True)
-class _Counters:
-    repos_seen: int = 0
-    repos_new: int = 0
-    repos_changed: int = 0
-    repos_unchanged: int = 0
-    quants_analysed: int = 0
-    files_analysed: int = 0
-    errors: int = 0
-    header_reads: int = 0
-    header_bytes_fetched: int = 0
-    header_bytes: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, **deltas: int) -> None:
-        with self.lock:
-            for key, value in deltas.items():
-                setattr(self, key, getattr(self, key) + value)
-
-
 def as_utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
@@ -217,7 +198,7 @@ class RepoScanner:
         self.scan_id = scan_id
         self.progress = progress
         self.stop = stop
-        self.counts = _Counters()
+        self.counts = Tally(ScanSummary(scan_id=scan_id, status="running"))
         self.start_stats = (hub.stats.requests, hub.stats.bytes_fetched, hub.stats.range_ignored)
         self.handled: set[str] = set()
         self.touch: list[RepoMeta] = []
@@ -239,7 +220,7 @@ class RepoScanner:
     def crawl_counts(self) -> CrawlCounts:
         """Totals for the progress bar."""
         stats = self.hub.stats
-        c = self.counts
+        c = self.counts.value
         return CrawlCounts(
             repos=c.repos_seen,
             files=c.files_analysed,

@@ -16,12 +16,11 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crawler.catalog import store
-from crawler.catalog.store import ScanTotals
+from crawler.catalog.store import ScanSummary
 from crawler.errors import CatalogError, ConfigError, HubError, HubUnavailable
 from crawler.progress import NullProgress, Progress
 from crawler.repo_scan import RepoScanner, ScanHub, as_utc, error_kind, error_record
@@ -40,47 +39,6 @@ OVERLAP = timedelta(hours=1)
 #: A full listing (no watermark) runs at least this often: it refreshes downloads/likes of
 #: unchanged repos, finds repos the watermark missed, and marks vanished repos.
 REFRESH_INTERVAL = timedelta(hours=24)
-
-
-@dataclass(frozen=True, slots=True)
-class ScanSummary:
-    """What one pass did. ``to_json`` gives the keys of DESIGN.md section 3 (and a few more)."""
-
-    scan_id: int
-    status: str
-    repos_seen: int = 0
-    repos_new: int = 0
-    repos_changed: int = 0
-    repos_unchanged: int = 0
-    quants_analysed: int = 0
-    files_analysed: int = 0
-    requests: int = 0
-    bytes_fetched: int = 0
-    errors: int = 0
-    #: Ranged GETs made for headers (redirect hops not counted) and bytes those returned.
-    header_reads: int = 0
-    header_bytes_fetched: int = 0
-    #: Bytes the analysed headers span (what a perfect reader would fetch).
-    header_bytes: int = 0
-    message: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The crawl summary JSON (sizes in bytes)."""
-        return {
-            "scan_id": self.scan_id,
-            "status": self.status,
-            "repos_seen": self.repos_seen,
-            "repos_new": self.repos_new,
-            "repos_changed": self.repos_changed,
-            "repos_unchanged": self.repos_unchanged,
-            "quants_analysed": self.quants_analysed,
-            "files_analysed": self.files_analysed,
-            "requests": self.requests,
-            "bytes_fetched": self.bytes_fetched,
-            "header_reads": self.header_reads,
-            "header_bytes": self.header_bytes,
-            "errors": self.errors,
-        }
 
 
 def _cursor_key(authors: Sequence[str], searches: Sequence[str]) -> str:
@@ -174,19 +132,13 @@ def run_once(
             catalog.close()
 
 
-def _totals(p: RepoScanner) -> ScanTotals:
-    c = p.counts
+def _totals(p: RepoScanner) -> ScanSummary:
+    """The scanner's counters with this pass's share of the Hub client's requests and bytes."""
     stats = p.hub.stats
-    return ScanTotals(
-        repos_seen=c.repos_seen,
-        repos_new=c.repos_new,
-        repos_changed=c.repos_changed,
-        repos_unchanged=c.repos_unchanged,
-        quants_analysed=c.quants_analysed,
-        files_analysed=c.files_analysed,
+    return dataclasses.replace(
+        p.counts.value,
         requests=stats.requests - p.start_stats[0],
         bytes_fetched=stats.bytes_fetched - p.start_stats[1],
-        errors=c.errors,
     )
 
 
@@ -271,20 +223,13 @@ def _run(
                 )
             ]
         )
-    c = p.counts
     message = None
     if p.budget_spent:
         message = "stopped: the request/byte budget is spent"
     elif stopped:
         message = "stopped on request; unfinished repos are retried by the next pass"
-    return ScanSummary(
-        scan_id=p.scan_id,
-        status="interrupted" if stopped else "ok",
-        **dataclasses.asdict(_totals(p)),
-        header_reads=c.header_reads,
-        header_bytes_fetched=c.header_bytes_fetched,
-        header_bytes=c.header_bytes,
-        message=message,
+    return dataclasses.replace(
+        _totals(p), status="interrupted" if stopped else "ok", message=message
     )
 
 

@@ -33,6 +33,7 @@ from crawler.rank import Budget, Candidate, Filters, GroupStats, RunSpec, prefil
 
 __all__ = [
     "CANDIDATE_COLUMNS",
+    "VERDICT_COLUMNS",
     "Where",
     "bound_sql",
     "candidate_from_row",
@@ -42,17 +43,22 @@ __all__ = [
     "materializer",
     "sibling_lookup",
     "speed_bound_sql",
+    "verdicts",
 ]
 
 # Bind-parameter budget per IN (...) list; SQLite allows 32766 variables, PostgreSQL 65535.
 _IN_CHUNK = 5000
 
+#: The seven verdict columns search and compare select, in the order :func:`verdicts` reads.
+VERDICT_COLUMNS = (
+    "q.mtp_present, q.mtp_state, q.mtp_preserved, q.mtp_min_bits, q.attn_min_bits,"
+    " q.attn_preserved, q.loadable_by_mainline"
+)
 #: The 20 leading columns every candidate query selects (see :func:`candidate_from_row`).
 CANDIDATE_COLUMNS = (
     "q.id, r.repo_id, q.path, q.size_bytes, q.quant_label, q.architecture,"
-    " COALESCE(q.base_model, r.base_model), r.author, q.n_params, q.mtp_present, q.mtp_state,"
-    " q.mtp_preserved, q.mtp_min_bits, q.attn_min_bits, q.attn_preserved,"
-    " q.loadable_by_mainline, q.dynamic, r.downloads, r.likes, r.last_modified"
+    f" COALESCE(q.base_model, r.base_model), r.author, q.n_params, {VERDICT_COLUMNS},"
+    " q.dynamic, r.downloads, r.likes, r.last_modified"
 )
 #: quants q, their repo r and memory model m.
 JOINED = "quants q JOIN repos r ON r.id = q.repo_pk JOIN memory_models m ON m.quant_id = q.id"
@@ -267,13 +273,7 @@ def candidate_from_row(
         base_model=row[6],
         author=row[7],
         n_params=row[8],
-        mtp_present=as_bool(row[9]),
-        mtp_state=row[10],
-        mtp_preserved=as_bool(row[11]),
-        mtp_min_bits=row[12],
-        attn_min_bits=row[13],
-        attn_preserved=as_bool(row[14]),
-        loadable_by_mainline=as_bool(row[15]),
+        **verdicts(row, 9),
         dynamic=as_bool(row[16]),
         downloads=row[17],
         likes=row[18],
@@ -283,6 +283,21 @@ def candidate_from_row(
         quality_hint=quality_hint,
         bound_hint=bound_hint,
     )
+
+
+def verdicts(row: Sequence[Any], start: int) -> dict[str, Any]:
+    """The :data:`VERDICT_COLUMNS` of ``row`` from index ``start``, by field name (SQLite's 0/1
+    booleans as bools)."""
+    present, state, preserved, mtp_bits, attn_bits, attn_ok, loadable = row[start : start + 7]
+    return {
+        "mtp_present": as_bool(present),
+        "mtp_state": state,
+        "mtp_preserved": as_bool(preserved),
+        "mtp_min_bits": mtp_bits,
+        "attn_min_bits": attn_bits,
+        "attn_preserved": as_bool(attn_ok),
+        "loadable_by_mainline": as_bool(loadable),
+    }
 
 
 def _coefficients(value: Any) -> MemoryCoefficients:

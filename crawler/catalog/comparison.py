@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.catalog.candidates import escape_like, load_groups
-from crawler.catalog.reader import Reader, as_bool
+from crawler.catalog.candidates import VERDICT_COLUMNS, escape_like, load_groups, verdicts
+from crawler.catalog.reader import Reader
 from crawler.rank import GroupStats
 
 __all__ = ["ComparedQuant", "Comparison", "load_comparison"]
@@ -59,9 +59,8 @@ def load_comparison(reader: Reader, query: str) -> Comparison:
     params = {f"tok{i}": f"%{escape_like(t)}%" for i, t in enumerate(matcher.required_substrings)}
     sql = (
         "SELECT q.id, r.repo_id, r.author, q.path, q.quant_label, q.architecture,"
-        " COALESCE(q.base_model, r.base_model), q.size_bytes, q.mtp_present, q.mtp_state,"
-        " q.mtp_preserved, q.mtp_min_bits, q.attn_min_bits, q.attn_preserved,"
-        " q.loadable_by_mainline FROM quants q JOIN repos r ON r.id = q.repo_pk"
+        f" COALESCE(q.base_model, r.base_model), q.size_bytes, {VERDICT_COLUMNS}"
+        " FROM quants q JOIN repos r ON r.id = q.repo_pk"
         " WHERE q.vanished_at IS NULL AND r.vanished_at IS NULL AND q.analysed_at IS NOT NULL"
     )
     rows = [
@@ -85,13 +84,7 @@ def load_comparison(reader: Reader, query: str) -> Comparison:
             quant_label=row[4],
             size_bytes=row[7],
             groups=groups.get(row[0], ()),
-            mtp_present=as_bool(row[8]),
-            mtp_state=row[9],
-            mtp_preserved=as_bool(row[10]),
-            mtp_min_bits=row[11],
-            attn_min_bits=row[12],
-            attn_preserved=as_bool(row[13]),
-            loadable_by_mainline=as_bool(row[14]),
+            **verdicts(row, 8),
         )
         for row in chosen
     ]

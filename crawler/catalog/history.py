@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from crawler.catalog import Catalog
+from crawler.catalog.store import SCAN_COUNTERS, ScanTotals
 from crawler.catalog.tables import Scan
 from crawler.errors import UsageError
 
@@ -43,24 +44,15 @@ def iso_utc(value: datetime | None) -> str | None:
 # -- scans -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ScanRecord:
-    """One row of ``quants scans``."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanRecord(ScanTotals):
+    """One row of ``quants scans``: its counters and when, why and how it ran."""
 
     id: int
     started_at: datetime
     finished_at: datetime | None
     status: str
     trigger: str
-    repos_seen: int
-    repos_new: int
-    repos_changed: int
-    repos_unchanged: int
-    quants_analysed: int
-    files_analysed: int
-    requests: int
-    bytes_fetched: int
-    errors: int
     message: str | None
 
     @property
@@ -79,15 +71,7 @@ class ScanRecord:
             "duration_s": self.duration_s,
             "status": self.status,
             "trigger": self.trigger,
-            "repos_seen": self.repos_seen,
-            "repos_new": self.repos_new,
-            "repos_changed": self.repos_changed,
-            "repos_unchanged": self.repos_unchanged,
-            "quants_analysed": self.quants_analysed,
-            "files_analysed": self.files_analysed,
-            "requests": self.requests,
-            "bytes_fetched": self.bytes_fetched,
-            "errors": self.errors,
+            **self.counters(),
             "message": self.message,
         }
 
@@ -101,15 +85,7 @@ def _scan_record(row: Scan) -> ScanRecord:
         finished_at=utc(row.finished_at),
         status=row.status,
         trigger=row.trigger,
-        repos_seen=row.repos_seen or 0,
-        repos_new=row.repos_new or 0,
-        repos_changed=row.repos_changed or 0,
-        repos_unchanged=row.repos_unchanged or 0,
-        quants_analysed=row.quants_analysed or 0,
-        files_analysed=row.files_analysed or 0,
-        requests=row.requests or 0,
-        bytes_fetched=row.bytes_fetched or 0,
-        errors=row.errors or 0,
+        **{name: getattr(row, name) or 0 for name in SCAN_COUNTERS},
         message=row.message,
     )
 

@@ -11,7 +11,7 @@ ORM rows never leave this module.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,9 +40,11 @@ from crawler.catalog.tensor_tables import (
 from crawler.grouping import FileKind, RepoLayout
 
 __all__ = [
+    "SCAN_COUNTERS",
     "ErrorRecord",
     "RepoMeta",
     "RepoWrite",
+    "ScanSummary",
     "ScanTotals",
     "StoredQuantTables",
     "StoredRepo",
@@ -143,7 +145,7 @@ class StoredRepo:
 
 @dataclass(frozen=True, slots=True)
 class ScanTotals:
-    """Counters written to the ``scans`` row."""
+    """Counters written to the ``scans`` row (same names as its columns)."""
 
     repos_seen: int = 0
     repos_new: int = 0
@@ -154,6 +156,39 @@ class ScanTotals:
     requests: int = 0
     bytes_fetched: int = 0
     errors: int = 0
+
+    def counters(self) -> dict[str, int]:
+        """The counters by name, in field order (the JSON of ``crawl`` and ``scans``)."""
+        return {name: getattr(self, name) for name in SCAN_COUNTERS}
+
+
+#: The names of :class:`ScanTotals`' counters (columns of ``scans``).
+SCAN_COUNTERS = tuple(f.name for f in fields(ScanTotals))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanSummary(ScanTotals):
+    """What one pass did (``crawler.scan.run_once``). ``to_json`` gives the keys of DESIGN.md
+    section 3 (and a few more)."""
+
+    scan_id: int
+    status: str
+    #: Ranged GETs made for headers (redirect hops not counted) and bytes those returned.
+    header_reads: int = 0
+    header_bytes_fetched: int = 0
+    #: Bytes the analysed headers span (what a perfect reader would fetch).
+    header_bytes: int = 0
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The crawl summary JSON (sizes in bytes)."""
+        return {
+            "scan_id": self.scan_id,
+            "status": self.status,
+            **self.counters(),
+            "header_reads": self.header_reads,
+            "header_bytes": self.header_bytes,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,8 +309,8 @@ def finish_scan(
         scan.finished_at = _now()
         scan.status = status
         scan.message = message
-        for name in ScanTotals.__dataclass_fields__:
-            setattr(scan, name, getattr(totals, name))
+        for name, value in totals.counters().items():
+            setattr(scan, name, value)
 
 
 def record_errors(catalog: Catalog, scan_id: int, errors: Iterable[ErrorRecord]) -> None:

@@ -9,10 +9,9 @@ through :meth:`Transport.fetch` instead, with the same statuses and backoff sche
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -35,6 +34,7 @@ from crawler.hub.status import (
     origin,
     retry_wait,
 )
+from crawler.tally import Tally
 
 logger = logging.getLogger("crawler.hub")
 
@@ -76,19 +76,6 @@ class _Retry(Exception):
         self.status = status
 
 
-@dataclass(slots=True)
-class _Counters:
-    requests: int = 0
-    api_requests: int = 0
-    resolver_requests: int = 0
-    cdn_requests: int = 0
-    bytes_fetched: int = 0
-    retries: int = 0
-    waited_s: float = 0.0
-    range_ignored: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
 class Transport:
     """Sends requests for one client: thread-safe, with shared stats, limiter and budget."""
 
@@ -110,23 +97,12 @@ class Transport:
         self._max_retries = max_retries
         self._sleep = sleep
         self._limiter = limiter or RateLimiter.for_hub(authenticated=bool(self._token), clock=clock)
-        self._counters = _Counters()
+        self._stats = Tally(HubStats())
 
     @property
     def stats(self) -> HubStats:
         """A snapshot of the counters."""
-        c = self._counters
-        with c.lock:
-            return HubStats(
-                requests=c.requests,
-                api_requests=c.api_requests,
-                resolver_requests=c.resolver_requests,
-                cdn_requests=c.cdn_requests,
-                bytes_fetched=c.bytes_fetched,
-                retries=c.retries,
-                waited_s=c.waited_s,
-                range_ignored=c.range_ignored,
-            )
+        return self._stats.value
 
     def fetch(
         self,
@@ -196,7 +172,7 @@ class Transport:
             )
         wait = retry.wait_s if retry.wait_s is not None else backoff
         logger.warning("retrying GET %s in %.1f s: %s", url, wait, retry.reason)
-        self._charge(retries=1)
+        self._stats.add(retries=1)
         if retry.wait_s is not None:
             # The Hub named the wait: block the bucket, so this thread (at its next reserve())
             # and every other thread on the bucket honour it.
@@ -284,7 +260,7 @@ class Transport:
                 raise _Retry(f"Content-Range does not start at {byte_range[0]}")
             limit, skip = byte_range[1], 0
         else:
-            self._charge(range_ignored=1)
+            self._stats.add(range_ignored=1)
             logger.warning("server ignored Range for %s; streaming the prefix only", url)
             limit, skip = byte_range[0] + byte_range[1], byte_range[0]
         chunks: list[bytes] = []
@@ -292,7 +268,7 @@ class Transport:
         for chunk in response.iter_bytes():  # as received, so the deadline check runs
             take = chunk[: max(0, limit - got)]
             got += len(take)
-            self._charge(bytes_fetched=len(chunk))
+            self._stats.add(bytes_fetched=len(chunk))
             chunks.append(take)
             if self._max_bytes is not None and self.stats.bytes_fetched > self._max_bytes:
                 raise HubBudgetExhausted(
@@ -330,17 +306,10 @@ class Transport:
             return "cdn"  # not the Hub's: no Hub quota applies
         return "resolvers" if "/resolve/" in urlsplit(url).path else "api"
 
-    def _charge(self, **deltas: float) -> None:
-        c = self._counters
-        with c.lock:
-            for key, value in deltas.items():
-                setattr(c, key, getattr(c, key) + value)
-
     def _check_budget(self, url: str, repo_id: str | None) -> None:
-        c = self._counters
-        with c.lock:
-            over_requests = self._max_requests is not None and c.requests >= self._max_requests
-            over_bytes = self._max_bytes is not None and c.bytes_fetched >= self._max_bytes
+        c = self._stats.value
+        over_requests = self._max_requests is not None and c.requests >= self._max_requests
+        over_bytes = self._max_bytes is not None and c.bytes_fetched >= self._max_bytes
         if over_requests:
             raise HubBudgetExhausted(
                 f"request budget of {self._max_requests} spent", repo_id=repo_id, url=url
@@ -352,14 +321,14 @@ class Transport:
 
     def _wait(self, seconds: float) -> None:
         if seconds > 0:
-            self._charge(waited_s=seconds)
+            self._stats.add(waited_s=seconds)
             self._sleep(seconds)
 
     def _count_hops(self, response: httpx2.Response, bucket: str) -> int:
         hops = [*response.history, response]
         cdn = sum(1 for r in hops if origin(str(r.url)) != self.hub_origin)
         hub = len(hops) - cdn
-        self._charge(
+        self._stats.add(
             requests=len(hops),
             cdn_requests=cdn,
             api_requests=hub if bucket == "api" else 0,
