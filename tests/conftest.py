@@ -10,10 +10,11 @@ import atexit
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
 
 import pytest
+
+from tests.pg import databases
 
 # huggingface_hub reads these once, at import (constants.py): no telemetry fetch from
 # huggingface.co (utils/_detect_agent.py), no token from the developer's login, a throwaway cache.
@@ -21,8 +22,6 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="quants-test-hf-home-")
 atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
-
-PG_ADMIN_URL = os.environ.get("QUANTS_TEST_PG_URL")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,21 +46,8 @@ def sqlite_url(tmp_path) -> str:
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A new, empty PostgreSQL database (skipped when no server is configured)."""
-    if not PG_ADMIN_URL:
-        pytest.skip("no PostgreSQL server: set QUANTS_TEST_PG_URL (.ci/pg.sh starts one)")
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"quants_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with databases("quants_test") as new:
+        yield new()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

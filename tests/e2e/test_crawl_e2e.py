@@ -17,13 +17,12 @@ from typing import Any
 import pytest
 
 from tests.cli import clean_env, start_quants
-from tests.fixtures.world import WORLD, Quant
+from tests.fixtures.world import FAILING, analysable_quants, quant_key
 from tests.hub.snapshot import integrity_ok, snapshot, sqlite_path
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 
 # The anonymous crawl cannot finish these: a gated repo and files that are not GGUF.
-FAILING = {"google/gemma-3-12b-it-qat-q4_0-gguf", "broken/Malformed-GGUF"}
 SUMMARY_KEYS = {
     "repos_seen",
     "repos_new",
@@ -53,14 +52,6 @@ def crawl(emu: HubEmulator, db: str, tmp: Path) -> dict[str, Any]:
     return result
 
 
-def _quant_key(repo_id: str, q: Quant) -> tuple[str, str]:
-    if q.split:
-        return repo_id, f"{q.path.removesuffix('.gguf')}-00001-of-{q.split:05d}.gguf"
-    if q.parts:
-        return repo_id, f"{q.path}.part1of{q.parts}"
-    return repo_id, q.path
-
-
 def test_crawl_then_sql_shows_every_verdict_and_recrawl_reads_nothing(
     hub: HubEmulator,  # noqa: F811
     tmp_path: Path,
@@ -82,29 +73,24 @@ def test_crawl_then_sql_shows_every_verdict_and_recrawl_reads_nothing(
     assert out.returncode == 0, out.stderr
     rows = {(r["repo_id"], r["path"]): r for r in json.loads(out.stdout)}
     checked = 0
-    for repo in WORLD:
-        if repo.repo_id in FAILING or repo.private:
-            continue
-        for f in repo.files:
-            if not isinstance(f, Quant):
-                continue
-            row = rows.pop(_quant_key(repo.repo_id, f))
-            expect = dict(f.expect)
-            if f.recipe == "Q4_K_M":
-                # world.py's _NO_MTP says attention is preserved, but a Q4_K_M recipe keeps
-                # attn_q/attn_k/attn_output at Q4_K (4 bits) by construction: not preserved.
-                expect["attn_preserved"] = False
-            where = f"{repo.repo_id}/{f.path}"
-            if "mtp" in expect:
-                assert row["mtp_state"] == expect["mtp"], where
-            if "mtp_preserved" in expect:
-                want = expect["mtp_preserved"]
-                assert row["mtp_preserved"] == (None if want is None else int(want)), where
-            if "attn_preserved" in expect:
-                assert row["attn_preserved"] == int(expect["attn_preserved"]), where
-            if "loadable" in expect:
-                assert row["loadable_by_mainline"] == int(expect["loadable"]), where
-            checked += 1
+    for repo, f in analysable_quants():
+        row = rows.pop(quant_key(repo.repo_id, f))
+        expect = dict(f.expect)
+        if f.recipe == "Q4_K_M":
+            # world.py's _NO_MTP says attention is preserved, but a Q4_K_M recipe keeps
+            # attn_q/attn_k/attn_output at Q4_K (4 bits) by construction: not preserved.
+            expect["attn_preserved"] = False
+        where = f"{repo.repo_id}/{f.path}"
+        if "mtp" in expect:
+            assert row["mtp_state"] == expect["mtp"], where
+        if "mtp_preserved" in expect:
+            want = expect["mtp_preserved"]
+            assert row["mtp_preserved"] == (None if want is None else int(want)), where
+        if "attn_preserved" in expect:
+            assert row["attn_preserved"] == int(expect["attn_preserved"]), where
+        if "loadable" in expect:
+            assert row["loadable_by_mainline"] == int(expect["loadable"]), where
+        checked += 1
     assert rows == {}  # nothing the world does not hold
     assert checked == summary["quants_analysed"] == 23
     kinds = quants(

@@ -9,7 +9,6 @@ path (no SQL prefilter, no ranking).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from tests.cli import clean_env, run_quants
 from tests.fixtures.world import REAL_WORLD, WORLD, FileCache, populate
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
+from tests.pg import databases
 
 GIB = 1024**3
 CTX = 262144
@@ -34,12 +34,9 @@ def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     return run_quants(*args, env=clean_env(tmp), timeout=120)
 
 
-@pytest.fixture(scope="module")
-def catalog_db(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path]:  # noqa: F811
-    tmp = tmp_path_factory.mktemp("search-e2e")
-    db = f"sqlite:///{tmp / 'catalog.sqlite'}"
+def _crawled_world(db: str, tmp: Path, cache: FileCache) -> tuple[str, Path]:
     emulator = HubEmulator()
-    populate(emulator.state, world_cache, (*WORLD, *REAL_WORLD))
+    populate(emulator.state, cache, (*WORLD, *REAL_WORLD))
     with emulator:
         out = quants(
             "crawl", "--endpoint", emulator.endpoint, "--db", db, "--all", "--json", tmp=tmp
@@ -49,33 +46,16 @@ def catalog_db(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path]:  #
 
 
 @pytest.fixture(scope="module")
+def catalog_db(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path]:  # noqa: F811
+    tmp = tmp_path_factory.mktemp("search-e2e")
+    return _crawled_world(f"sqlite:///{tmp / 'catalog.sqlite'}", tmp, world_cache)
+
+
+@pytest.fixture(scope="module")
 def pg_catalog_db(tmp_path_factory, world_cache: FileCache):  # noqa: F811
     """The same crawl into a fresh PostgreSQL database (skipped without QUANTS_TEST_PG_URL)."""
-    admin_url = os.environ.get("QUANTS_TEST_PG_URL")
-    if not admin_url:
-        pytest.skip("no PostgreSQL server: set QUANTS_TEST_PG_URL (.ci/pg.sh starts one)")
-    import uuid
-
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"quants_search_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    db = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    tmp = tmp_path_factory.mktemp("search-e2e-pg")
-    emulator = HubEmulator()
-    populate(emulator.state, world_cache, (*WORLD, *REAL_WORLD))
-    with emulator:
-        out = quants(
-            "crawl", "--endpoint", emulator.endpoint, "--db", db, "--all", "--json", tmp=tmp
-        )
-    assert out.returncode == 0, out.stderr
-    yield db, tmp
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with databases("quants_search") as new:
+        yield _crawled_world(new(), tmp_path_factory.mktemp("search-e2e-pg"), world_cache)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

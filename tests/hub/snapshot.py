@@ -71,3 +71,12 @@ def integrity_ok(url: str) -> bool:
         return ok and conn.execute("PRAGMA foreign_key_check").fetchall() == []
     finally:
         conn.close()
+
+
+def rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """The rows of one query on the SQLite catalog at ``url``."""
+    conn = sqlite3.connect(str(sqlite_path(url)))
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()

@@ -7,7 +7,6 @@ catalog as a clean crawl), repos vanishing or changing mid-crawl, stop requests 
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,15 +19,22 @@ from crawler.config import Settings
 from crawler.hub import HubClient
 from crawler.progress import CrawlCounts
 from crawler.scan import ScanSummary, run_once
-from tests.fixtures.world import WORLD, FileCache, Quant, reupload
-from tests.hub.snapshot import integrity_ok, snapshot, sqlite_path
+from tests.fixtures.world import (
+    FAILING,
+    WORLD,
+    FileCache,
+    Quant,
+    analysable_quants,
+    quant_key,
+    reupload,
+)
+from tests.hub.snapshot import integrity_ok, rows, snapshot
 from tests.hub_emulator import Fault, HubEmulator
 
 QWEN8 = "lmstudio-community/Qwen3-8B-GGUF"
 QWEN8_FILE = "Qwen3-8B-Q8_0.gguf"
 UNSLOTH = "unsloth/Qwen3.6-27B-GGUF"
 # Repos the anonymous crawl cannot finish: gated files and files that are not GGUF.
-FAILING = {"google/gemma-3-12b-it-qat-q4_0-gguf", "broken/Malformed-GGUF"}
 
 
 def _crawl(emu: HubEmulator, url: str, client: HubClient, **kw: Any) -> ScanSummary:
@@ -39,14 +45,6 @@ def _crawl(emu: HubEmulator, url: str, client: HubClient, **kw: Any) -> ScanSumm
         return run_once(settings, hub=client, catalog=catalog, **kw)
 
 
-def _rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(str(sqlite_path(url)))
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
 _LIVE_MISMATCHES = (
     "SELECT count(*) FROM quants q JOIN repos r ON r.id = q.repo_pk"
     " WHERE q.live != (q.vanished_at IS NULL AND r.vanished_at IS NULL)"
@@ -55,21 +53,7 @@ _LIVE_MISMATCHES = (
 
 def _expected_quants() -> set[tuple[str, str]]:
     """(repo, quant path) of every quant an anonymous crawl can analyse."""
-    out = set()
-    for repo in WORLD:
-        if repo.repo_id in FAILING or repo.private:
-            continue
-        for f in repo.files:
-            if not isinstance(f, Quant):
-                continue
-            if f.split:
-                stem = f.path.removesuffix(".gguf")
-                out.add((repo.repo_id, f"{stem}-00001-of-{f.split:05d}.gguf"))
-            elif f.parts:
-                out.add((repo.repo_id, f"{f.path}.part1of{f.parts}"))
-            else:
-                out.add((repo.repo_id, f.path))
-    return out
+    return {quant_key(repo.repo_id, f) for repo, f in analysable_quants()}
 
 
 def _resolve_paths(emu: HubEmulator) -> list[str]:
@@ -88,9 +72,9 @@ def test_first_crawl_stores_every_quant_and_records_each_failure(
     assert summary.status == "ok"
     listed = [r for r in WORLD if not r.private and r.repo_id != "Qwen/Qwen3-8B"]
     assert summary.repos_seen == summary.repos_new == len(listed)
-    assert set(_rows(url, "SELECT repo_id, path FROM v_quants")) == _expected_quants()
+    assert set(rows(url, "SELECT repo_id, path FROM v_quants")) == _expected_quants()
     assert summary.quants_analysed == len(_expected_quants())
-    errors = sorted(_rows(url, "SELECT repo_id, path, kind FROM scan_errors"))
+    errors = sorted(rows(url, "SELECT repo_id, path, kind FROM scan_errors"))
     assert errors == [
         ("broken/Malformed-GGUF", "Malformed-Q4_K_M.gguf", "malformed_gguf"),
         ("broken/Malformed-GGUF", "NotReally-Q8_0.gguf", "malformed_gguf"),
@@ -98,11 +82,11 @@ def test_first_crawl_stores_every_quant_and_records_each_failure(
     ]
     assert summary.errors == 3
     # Only repos without failures are marked done.
-    done = dict(_rows(url, "SELECT repo_id, scanned_sha = sha FROM repos"))
+    done = dict(rows(url, "SELECT repo_id, scanned_sha = sha FROM repos"))
     assert {r for r, ok in done.items() if not ok} == FAILING
     # Files: mmproj and parts recorded; imatrix and non-GGUF ignored.
     kinds = dict(
-        _rows(
+        rows(
             url,
             "SELECT f.path, f.kind FROM files f JOIN repos r ON r.id = f.repo_pk"
             " WHERE r.repo_id = ?",
@@ -111,7 +95,7 @@ def test_first_crawl_stores_every_quant_and_records_each_failure(
     )
     assert kinds["mmproj-F16.gguf"] == "mmproj"
     assert "imatrix_unsloth.gguf_file" not in kinds and "README.md" not in kinds
-    parts = _rows(
+    parts = rows(
         url,
         "SELECT f.path, f.kind, f.analysed_oid IS NOT NULL FROM files f"
         " JOIN repos r ON r.id = f.repo_pk WHERE r.repo_id = ? AND f.kind = 'part'"
@@ -120,7 +104,7 @@ def test_first_crawl_stores_every_quant_and_records_each_failure(
     )
     assert [(p[0].rsplit(".", 1)[1], p[2]) for p in parts] == [("part1of2", 1), ("part2of2", 1)]
     # The split quant: both shards' tensor tables stored, decodable, with every tensor.
-    (data, encoding, n) = _rows(
+    (data, encoding, n) = rows(
         url,
         "SELECT t.data, t.encoding, t.n_tensors FROM tensor_tables t"
         " JOIN quants q ON q.id = t.quant_id WHERE q.path LIKE 'UD-Q4_K_XL/%'",
@@ -132,9 +116,9 @@ def test_first_crawl_stores_every_quant_and_records_each_failure(
     assert all(len(v) <= 4096 for v in meta.values() if isinstance(v, list))
     # Memory models and history: one of each per analysed quant.
     n_quants = len(_expected_quants())
-    assert _rows(url, "SELECT count(*) FROM memory_models")[0][0] == n_quants
-    assert _rows(url, "SELECT count(*) FROM quant_versions")[0][0] == n_quants
-    scan = _rows(url, "SELECT status, repos_seen, quants_analysed, errors FROM scans")
+    assert rows(url, "SELECT count(*) FROM memory_models")[0][0] == n_quants
+    assert rows(url, "SELECT count(*) FROM quant_versions")[0][0] == n_quants
+    scan = rows(url, "SELECT status, repos_seen, quants_analysed, errors FROM scans")
     assert scan == [("ok", summary.repos_seen, n_quants, 3)]
     assert integrity_ok(url)
 
@@ -174,14 +158,14 @@ def test_reupload_under_the_same_name_is_detected_and_reread(
     assert [p for p in _resolve_paths(hub) if UNSLOTH in p] == [
         f"/{UNSLOTH}/resolve/{hub.state.get(UNSLOTH).head.sha}/{path}"
     ]
-    versions = _rows(
+    versions = rows(
         url,
         "SELECT v.content_key FROM quant_versions v JOIN quants q ON q.id = v.quant_id"
         " WHERE q.path = ? ORDER BY v.id",
         path,
     )
     assert len(versions) == 2 and versions[0] != versions[1]
-    (attn,) = _rows(
+    (attn,) = rows(
         url, "SELECT attn_preserved FROM v_quants WHERE repo_id = ? AND path = ?", UNSLOTH, path
     )
     assert attn == (0,)
@@ -190,7 +174,7 @@ def test_reupload_under_the_same_name_is_detected_and_reread(
     hub.clear_log()
     _crawl(hub, url, make_client(hub))
     assert not [p for p in _resolve_paths(hub) if UNSLOTH in p]
-    assert _rows(url, "SELECT scanned_sha = sha FROM repos WHERE repo_id = ?", UNSLOTH) == [(1,)]
+    assert rows(url, "SELECT scanned_sha = sha FROM repos WHERE repo_id = ?", UNSLOTH) == [(1,)]
 
 
 def test_size_hint_makes_each_later_quant_one_range_read(
@@ -201,9 +185,7 @@ def test_size_hint_makes_each_later_quant_one_range_read(
     # One ranged GET per file, and past the first (probe) file only header + margin.
     cdn = hub.requests(origin="cdn")
     assert len(cdn) == 4 == summary.header_reads
-    headers = dict(
-        _rows(url, "SELECT path, header_bytes FROM files WHERE header_bytes IS NOT NULL")
-    )
+    headers = dict(rows(url, "SELECT path, header_bytes FROM files WHERE header_bytes IS NOT NULL"))
     hinted = sorted(cdn, key=lambda r: r.at)[1:]
     for rec in hinted:
         assert rec.bytes_sent <= max(headers.values()) * 1.01 + 8192 + 64
@@ -251,11 +233,11 @@ def test_each_fault_is_recorded_and_the_next_pass_heals_it(
         times=None if persistent else 1,
     )
     summary = _crawl(hub, faulty, make_client(hub, max_retries=1, timeout_s=0.5), **scope)
-    errors = _rows(faulty, "SELECT repo_id, path, kind FROM scan_errors")
+    errors = rows(faulty, "SELECT repo_id, path, kind FROM scan_errors")
     assert rule.fired >= 1
     if persistent and kind is not None:
         assert errors == [(QWEN8, QWEN8_FILE, kind)], name
-        assert _rows(faulty, "SELECT scanned_sha FROM repos WHERE repo_id = ?", QWEN8) == [(None,)]
+        assert rows(faulty, "SELECT scanned_sha FROM repos WHERE repo_id = ?", QWEN8) == [(None,)]
         assert summary.status == "ok" and summary.errors == 1
     elif kind in ("private", "gated"):
         # Access errors are not retried within a pass: even once is recorded, then healed.
@@ -281,20 +263,20 @@ def test_repo_vanishing_mid_crawl_is_marked_and_the_pass_goes_on(
     hub.faults.add(Fault.run(lambda: hub.state.delete_repo(UNSLOTH)), path=f"{UNSLOTH}/tree/")
     summary = _crawl(hub, url, make_client(hub))
     assert summary.status == "ok"
-    assert _rows(url, "SELECT kind FROM scan_errors WHERE repo_id = ?", UNSLOTH) == [("vanished",)]
-    assert _rows(url, "SELECT vanished_at IS NOT NULL FROM repos WHERE repo_id = ?", UNSLOTH) == [
+    assert rows(url, "SELECT kind FROM scan_errors WHERE repo_id = ?", UNSLOTH) == [("vanished",)]
+    assert rows(url, "SELECT vanished_at IS NOT NULL FROM repos WHERE repo_id = ?", UNSLOTH) == [
         (1,)
     ]
-    assert _rows(url, "SELECT count(*) FROM v_quants WHERE repo_id = ?", UNSLOTH) == [(0,)]
-    assert _rows(
+    assert rows(url, "SELECT count(*) FROM v_quants WHERE repo_id = ?", UNSLOTH) == [(0,)]
+    assert rows(
         url,
         "SELECT count(*) FROM quants q JOIN repos r ON r.id = q.repo_pk"
         " WHERE r.repo_id = ? AND q.vanished_at IS NULL",
         UNSLOTH,
     ) == [(0,)]
     # The search's live flag follows the vanished columns (crawler.catalog.store).
-    assert _rows(url, _LIVE_MISMATCHES) == [(0,)]
-    assert _rows(url, "SELECT count(*) FROM quants WHERE live") != [(0,)]
+    assert rows(url, _LIVE_MISMATCHES) == [(0,)]
+    assert rows(url, "SELECT count(*) FROM quants WHERE live") != [(0,)]
 
 
 def test_repo_changing_mid_crawl_is_read_at_the_listed_revision_then_updated(
@@ -308,12 +290,12 @@ def test_repo_changing_mid_crawl_is_read_at_the_listed_revision_then_updated(
         times=1,
     )
     _crawl(hub, url, make_client(hub))
-    listed_sha = _rows(url, "SELECT sha FROM repos WHERE repo_id = ?", UNSLOTH)[0][0]
+    listed_sha = rows(url, "SELECT sha FROM repos WHERE repo_id = ?", UNSLOTH)[0][0]
     assert listed_sha != hub.state.get(UNSLOTH).head.sha
-    (before,) = _rows(url, "SELECT mtp_preserved FROM v_quants WHERE path = ?", path)
+    (before,) = rows(url, "SELECT mtp_preserved FROM v_quants WHERE path = ?", path)
     assert before == (1,)
     _crawl(hub, url, make_client(hub))
-    (after,) = _rows(url, "SELECT revision, mtp_preserved FROM v_quants WHERE path = ?", path)
+    (after,) = rows(url, "SELECT revision, mtp_preserved FROM v_quants WHERE path = ?", path)
     assert after == (hub.state.get(UNSLOTH).head.sha, 0)
 
 
@@ -323,12 +305,12 @@ def test_full_listing_marks_deleted_repos_vanished(
     _crawl(hub, url, make_client(hub))
     hub.state.delete_repo(QWEN8)
     _crawl(hub, url, make_client(hub), full=False)
-    assert _rows(url, "SELECT vanished_at IS NULL FROM repos WHERE repo_id = ?", QWEN8) == [(1,)]
+    assert rows(url, "SELECT vanished_at IS NULL FROM repos WHERE repo_id = ?", QWEN8) == [(1,)]
     _crawl(hub, url, make_client(hub), full=True)
-    assert _rows(url, "SELECT vanished_at IS NULL FROM repos WHERE repo_id = ?", QWEN8) == [(0,)]
-    assert _rows(url, "SELECT count(*) FROM v_quants WHERE repo_id = ?", QWEN8) == [(0,)]
-    assert _rows(url, _LIVE_MISMATCHES) == [(0,)]
-    assert _rows(
+    assert rows(url, "SELECT vanished_at IS NULL FROM repos WHERE repo_id = ?", QWEN8) == [(0,)]
+    assert rows(url, "SELECT count(*) FROM v_quants WHERE repo_id = ?", QWEN8) == [(0,)]
+    assert rows(url, _LIVE_MISMATCHES) == [(0,)]
+    assert rows(
         url,
         "SELECT count(*) FROM quants q JOIN repos r ON r.id = q.repo_pk"
         " WHERE r.repo_id = ? AND q.live",
@@ -364,10 +346,10 @@ def test_stop_finishes_repos_in_flight_marks_interrupted_and_next_pass_completes
     summary = _crawl(hub, url, make_client(hub), stop=stop, progress=_StopAfter(stop, 2))
     assert summary.status == "interrupted"
     assert 2 <= summary.repos_seen < len(WORLD) - 2
-    assert _rows(url, "SELECT status FROM scans") == [("interrupted",)]
+    assert rows(url, "SELECT status FROM scans") == [("interrupted",)]
     # No half-written repo: every repo row is either done or failing.
     assert integrity_ok(url)
-    assert _rows(url, "SELECT value FROM crawl_state WHERE key LIKE 'watermark:%'") == []
+    assert rows(url, "SELECT value FROM crawl_state WHERE key LIKE 'watermark:%'") == []
     hub.clear_log()
     _crawl(hub, url, make_client(hub))
     assert snapshot(url) == snapshot(clean)
@@ -379,7 +361,7 @@ def test_budget_stops_the_pass_and_is_recorded(
     summary = _crawl(hub, url, make_client(hub, max_requests=12))
     assert summary.status == "interrupted"
     assert "budget" in (summary.message or "")
-    kinds = {k for (k,) in _rows(url, "SELECT kind FROM scan_errors")}
+    kinds = {k for (k,) in rows(url, "SELECT kind FROM scan_errors")}
     assert "budget" in kinds
     assert integrity_ok(url)
 

@@ -23,7 +23,6 @@ import os
 import random
 import signal
 import subprocess
-import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,12 +34,12 @@ from tests.cli import clean_env, run_quants, start_quants
 from tests.hub.snapshot import _QUERIES, integrity_ok, snapshot
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
+from tests.pg import databases
 from tests.reliability.conftest import count
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLHOOK = Path(__file__).resolve().parent / "killhook"
 FULL = os.environ.get("QUANTS_RELIABILITY_FULL", "") not in ("", "0")
-PG_ADMIN_URL = os.environ.get("QUANTS_TEST_PG_URL")
 
 
 def _env(tmp: Path, kill_at: str | None) -> dict[str, str]:
@@ -119,27 +118,8 @@ def new_db(request, tmp_path: Path) -> Iterator[Callable[[], str]]:
 
         yield make
         return
-    if not PG_ADMIN_URL:
-        pytest.skip("no PostgreSQL server: set QUANTS_TEST_PG_URL (.ci/pg.sh starts one)")
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-
-    def make_pg() -> str:
-        name = f"quants_kill_{uuid.uuid4().hex[:12]}"
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        made.append(name)
-        return make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-
-    try:
-        yield make_pg
-    finally:
-        with admin.connect() as conn:
-            for name in made:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with databases("quants_kill") as new:
+        yield new
 
 
 def _points(rng: random.Random, counts: dict[str, int], n: int) -> list[tuple[str, int]]:

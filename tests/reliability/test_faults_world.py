@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ from crawler.config import Settings
 from crawler.hub import HubClient
 from crawler.scan import ScanSummary, run_once
 from tests.fixtures.world import WORLD, FileCache, Quant, reupload
-from tests.hub.snapshot import integrity_ok, snapshot, sqlite_path
+from tests.hub.snapshot import integrity_ok, rows, snapshot
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import _shared_hub, hub, shared_hub, world_cache  # noqa: F401
 from tests.reliability.conftest import count
@@ -69,27 +68,19 @@ def _crawl(emu: HubEmulator, url: str, **client: Any) -> ScanSummary:
         return run_once(settings, hub=hub_client, catalog=catalog, authors=(), searches=())
 
 
-def _rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(str(sqlite_path(url)))
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
 def _quant_paths(url: str) -> set[tuple[str, str]]:
-    return set(_rows(url, "SELECT repo_id, path FROM v_quants"))
+    return set(rows(url, "SELECT repo_id, path FROM v_quants"))
 
 
 def assert_every_failure_recorded(url: str, clean: str, summary: ScanSummary) -> None:
     """What the faulty crawl lacks is accounted for by scan_errors rows of its scan."""
     scan_id = summary.scan_id
-    errors = _rows(url, "SELECT repo_id, path, kind FROM scan_errors WHERE scan_id = ?", scan_id)
+    errors = rows(url, "SELECT repo_id, path, kind FROM scan_errors WHERE scan_id = ?", scan_id)
     assert len(errors) == summary.errors
     failed_repos = {r for r, _, _ in errors}
     unfinished = {
         r
-        for (r,) in _rows(
+        for (r,) in rows(
             url, "SELECT repo_id FROM repos WHERE scanned_sha IS NULL OR scanned_sha != sha"
         )
     }
@@ -101,7 +92,7 @@ def assert_every_failure_recorded(url: str, clean: str, summary: ScanSummary) ->
     assert missing_repos <= failed_repos or listing_failed, missing_repos - failed_repos
     # Finished repos hold exactly the clean crawl's quants.
     done = {
-        r for (r,) in _rows(url, "SELECT repo_id FROM repos WHERE scanned_sha = sha")
+        r for (r,) in rows(url, "SELECT repo_id FROM repos WHERE scanned_sha = sha")
     } - failed_repos
     assert {q for q in _quant_paths(url) if q[0] in done} == {
         q for q in _quant_paths(clean) if q[0] in done
@@ -156,7 +147,7 @@ def test_one_fault_kind_at_a_high_rate_then_heal(
 
 def _expected_persistent_errors(clean_url: str) -> int:
     # The world's own failures (gated repo, malformed files) stay errors on every pass.
-    (n,) = _rows(clean_url, "SELECT count(*) FROM scan_errors")[0]
+    (n,) = rows(clean_url, "SELECT count(*) FROM scan_errors")[0]
     return int(n)
 
 
@@ -195,7 +186,7 @@ def test_every_fault_kind_mixed_with_a_reupload_then_heal(
     assert_every_failure_recorded(url, clean_url, summary)
     _crawl(hub, url)
     assert _facts(snapshot(url)) == _facts(snapshot(clean_url))
-    (revision,) = _rows(url, "SELECT revision FROM v_quants WHERE path = ?", new.path)[0]
+    (revision,) = rows(url, "SELECT revision FROM v_quants WHERE path = ?", new.path)[0]
     assert revision == hub.state.get(repo).head.sha
     assert integrity_ok(url)
 

@@ -1,0 +1,43 @@
+"""Throwaway PostgreSQL databases on the test server that QUANTS_TEST_PG_URL names.
+
+``.ci/pg.sh`` starts that server and ``.ci/run`` sets the variable; without it the test that asks
+for a database is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+ADMIN_URL = os.environ.get("QUANTS_TEST_PG_URL")
+
+
+@contextmanager
+def databases(prefix: str) -> Iterator[Callable[[], str]]:
+    """A maker of URLs of new, empty databases named ``prefix_<random>``; all dropped at exit."""
+    if not ADMIN_URL:
+        pytest.skip("no PostgreSQL server: set QUANTS_TEST_PG_URL (.ci/pg.sh starts one)")
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    made: list[str] = []
+
+    def new() -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        made.append(name)
+        return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+
+    try:
+        yield new
+    finally:
+        with admin.connect() as conn:
+            for name in made:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
