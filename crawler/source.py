@@ -14,10 +14,10 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import unquote, urlsplit
 
+from crawler.closing import Closing
 from crawler.config import Settings
 from crawler.errors import HubNotFound, HubUnavailable, QuantsError, UsageError
 from crawler.gguf import GGUFHeader, read_header
@@ -76,7 +76,7 @@ class FileReader:
         self._fh.close()
 
 
-class UrlReader:
+class UrlReader(Closing):
     """``ReadAt`` over an http(s) URL with ``Range`` requests (no credentials sent).
 
     A server that ignores ``Range`` (200 and the whole body) is not allowed to make us download
@@ -182,14 +182,6 @@ class UrlReader:
         self._drop_stream()
         if self._own:
             self._client.close()
-
-    def __enter__(self) -> UrlReader:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def _content_range_start(value: str | None) -> int:

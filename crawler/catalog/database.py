@@ -14,7 +14,6 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, event, text
@@ -23,6 +22,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
+from crawler.closing import Closing
 from crawler.errors import CatalogError, QueryError, ReadOnlyViolation, SchemaOutOfDate
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-class Catalog:
+class Catalog(Closing):
     """An open catalog database. Use as a context manager or call :meth:`close`."""
 
     def __init__(self, engine: Engine, url: str) -> None:
@@ -155,17 +155,6 @@ class Catalog:
             engine.dispose()
             raise
         return catalog
-
-    def __enter__(self) -> Catalog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Release all connections."""

@@ -24,10 +24,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote, unquote
 
+from crawler.closing import Closing
 from crawler.errors import CatalogError, SchemaOutOfDate
 
 __all__ = ["SCHEMA_HEAD", "Reader", "as_bool", "as_datetime", "placeholders", "reading"]
@@ -40,7 +40,7 @@ _SQLITE_TIMEOUT_S = 30.0
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
-class Reader:
+class Reader(Closing):
     """One DBAPI connection used only to read. Use as a context manager or call :meth:`close`."""
 
     def __init__(self, conn: Any, dialect: str, *, owned: bool = True) -> None:
@@ -92,17 +92,6 @@ class Reader:
                 f"catalog schema is at {revision or 'nothing'}, not {SCHEMA_HEAD}"
             )
         return reader
-
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """End the read transaction; close the connection if this reader opened it."""
