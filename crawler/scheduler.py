@@ -1,6 +1,6 @@
 """apscheduler wiring for ``quants schedule``: the crawl pass on a cron trigger, in the foreground.
 
-Only wiring: the pass itself is ``scan.run_once``, the watches are ``crawler.watch``. One job,
+Only wiring: the pass itself (lock, ``scan.run_once``, watches) is ``crawler.crawl_pass``. One job,
 coalesced, one instance at a time, with a misfire grace time and jitter. The crawl lock keeps a
 manual ``quants crawl`` and a scheduled pass apart; a second lock keeps one scheduler per
 catalog. SIGTERM/SIGINT set a stop event that the pass checks between repos, so the repo in
@@ -10,7 +10,6 @@ progress is finished, the scan is recorded as interrupted and the process exits 
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import signal
 import threading
 import time
@@ -18,9 +17,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crawler.crawl_pass import (
+    AfterScanFn,
+    CrawlFn,
+    CrawlScope,
+    locked_pass,
+    scan_step,
+    watch_step,
+)
 from crawler.errors import ConfigError, LockHeld, QuantsError
 from crawler.lock import crawl_lock
 
@@ -28,28 +34,21 @@ if TYPE_CHECKING:
     from apscheduler.triggers.base import BaseTrigger
 
     from crawler.config import Settings
-    from crawler.progress import CrawlCounts, Progress
+    from crawler.progress import CrawlCounts
+    from crawler.watch import SearchFn
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_CRON",
     "CrawlJob",
-    "CrawlScope",
     "LoggingProgress",
     "ScheduleOptions",
     "build_trigger",
-    "configure_logging",
-    "crawl_pass",
     "run_scheduler",
 ]
 
 DEFAULT_CRON = "0 3 * * *"
-
-# A crawl pass: (settings, stop event, progress) -> summary (whatever run_once returns).
-CrawlFn = Callable[["Settings", threading.Event, "Progress"], Any]
-# Called after each pass that ran: (settings, summary).
-AfterScanFn = Callable[["Settings", Any], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,29 +63,6 @@ class ScheduleOptions:
     jitter_s: int = 300
     # A run missed by up to this much (machine asleep, process paused) still runs once.
     misfire_grace_s: int = 3600
-
-
-@dataclass(frozen=True, slots=True)
-class CrawlScope:
-    """What each scheduled pass crawls (``quants crawl``'s ``--author``/``--search``/``--limit``).
-
-    ``authors`` and ``searches`` both None: the crawler's default lists.
-    """
-
-    authors: tuple[str, ...] | None = None
-    searches: tuple[str, ...] | None = None
-    limit: int | None = None
-
-    def crawl_args(self) -> list[str]:
-        """The same scope as ``quants crawl`` options (for a unit file or crontab)."""
-        args: list[str] = []
-        for author in self.authors or ():
-            args += ["--author", author]
-        for term in self.searches or ():
-            args += ["--search", term]
-        if self.limit is not None:
-            args += ["--limit", str(self.limit)]
-        return args
 
 
 def build_trigger(options: ScheduleOptions) -> BaseTrigger:
@@ -165,36 +141,13 @@ class LoggingProgress:
         )
 
 
-def crawl_pass(scope: CrawlScope) -> CrawlFn:
-    """The real crawl pass (``scan.run_once``) over ``scope``, as a :data:`CrawlFn`."""
-
-    def crawl(settings: Settings, stop: threading.Event, progress: Progress) -> Any:
-        from crawler.scan import run_once
-
-        return run_once(
-            settings,
-            progress=progress,
-            stop=stop,
-            trigger="schedule",
-            authors=scope.authors,
-            searches=scope.searches,
-            limit=scope.limit,
-        )
-
-    return crawl
-
-
-def _default_after_scan(settings: Settings, summary: Any) -> None:
-    from crawler.watch import evaluate_after_scan
-
-    evaluate_after_scan(settings, summary)
-
-
 class CrawlJob:
-    """The scheduled job: take the crawl lock, run one pass, then evaluate the watches.
+    """The scheduled job: one :func:`~crawler.crawl_pass.locked_pass` (lock, scan, watches).
 
     A pass that finds the lock taken (a manual ``quants crawl`` is running) is skipped with a
-    warning; a failed pass is logged and the scheduler carries on with the next one.
+    warning; a failed pass is logged and the scheduler carries on with the next one. ``crawl``
+    defaults to a scan of the default scope; ``after_scan`` to the watches run with ``search``
+    (one of the two must be given: the search belongs to the CLI).
     """
 
     def __init__(
@@ -204,11 +157,16 @@ class CrawlJob:
         stop: threading.Event,
         crawl: CrawlFn | None = None,
         after_scan: AfterScanFn | None = None,
+        search: SearchFn | None = None,
     ) -> None:
+        if after_scan is None:
+            if search is None:
+                raise TypeError("CrawlJob needs after_scan or search")
+            after_scan = watch_step(search)
         self.settings = settings
         self.stop = stop
-        self._crawl = crawl or crawl_pass(CrawlScope())
-        self._after_scan = after_scan or _default_after_scan
+        self._crawl = crawl or scan_step(CrawlScope(), trigger="schedule")
+        self._after_scan = after_scan
         self.runs = 0
         self.skipped = 0
         self.last_summary: Any = None
@@ -218,20 +176,29 @@ class CrawlJob:
         if self.stop.is_set():
             return
         try:
-            with crawl_lock(self.settings, command="quants schedule"):
-                self.runs += 1
-                summary = self._crawl(self.settings, self.stop, LoggingProgress())
+            locked_pass(
+                self.settings,
+                command="quants schedule",
+                scan=self._counted_scan,
+                after_scan=self._logged_after_scan,
+                stop=self.stop,
+                progress=LoggingProgress(),
+            )
         except LockHeld as exc:
             self.skipped += 1
             logger.warning("scheduled crawl skipped: %s", exc)
-            return
         except QuantsError as exc:
             logger.error("scheduled crawl failed: %s", exc)
-            return
+
+    def _counted_scan(self, settings: Settings, stop: threading.Event, progress: Any) -> Any:
+        self.runs += 1
+        return self._crawl(settings, stop, progress)
+
+    def _logged_after_scan(self, settings: Settings, summary: Any) -> None:
         self.last_summary = summary
         logger.info("scheduled crawl done: %s", summary)
         try:
-            self._after_scan(self.settings, summary)
+            self._after_scan(settings, summary)
         except QuantsError as exc:
             logger.error("evaluating watches failed: %s", exc)
 
@@ -271,11 +238,13 @@ def run_scheduler(
     stop: threading.Event | None = None,
     job: Callable[[], None] | None = None,
     scope: CrawlScope | None = None,
+    search: SearchFn | None = None,
 ) -> None:
     """Run scheduled crawl passes in the foreground until ``stop`` is set (or SIGTERM/SIGINT).
 
     ``trigger`` and ``job`` default to the cron trigger of ``options`` and a :class:`CrawlJob`
-    crawling ``scope``; tests inject a short trigger instead of waiting for the wall clock.
+    crawling ``scope`` and running the watches with ``search``; tests inject a short trigger
+    instead of waiting for the wall clock.
     Raises LockHeld when another scheduler already runs on this catalog.
 
     apscheduler's BackgroundScheduler runs the job in its thread pool while this thread waits
@@ -287,7 +256,11 @@ def run_scheduler(
 
     stop = stop or threading.Event()
     trigger = trigger or build_trigger(options)
-    job = job or CrawlJob(settings, stop=stop, crawl=crawl_pass(scope or CrawlScope()))
+    if job is None:
+        if search is None:
+            raise TypeError("run_scheduler needs job or search")
+        scan = scan_step(scope or CrawlScope(), trigger="schedule")
+        job = CrawlJob(settings, stop=stop, crawl=scan, search=search)
     with crawl_lock(settings, command="quants schedule", name="schedule"):
         from crawler.catalog import Catalog
 
@@ -325,28 +298,3 @@ def run_scheduler(
                 logger.info("scheduler stopping; waiting for the crawl in progress to end")
                 scheduler.shutdown(wait=True)
     logger.info("scheduler stopped")
-
-
-def configure_logging(level: str, log_file: Path | None = None) -> None:
-    """Log to stderr, and to ``log_file`` if given (reopened when logrotate moves it).
-
-    The scheduler's own lines are at INFO whatever ``level`` says, so a nightly log shows each
-    run; ``level`` (QUANTS_LOG_LEVEL) governs everything else, e.g. one line per Hub request.
-    """
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
-    if log_file is not None:
-        try:
-            log_file.parent.mkdir(parents=True, exist_ok=True)
-            handlers.append(logging.handlers.WatchedFileHandler(log_file, encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"cannot write the log file {log_file}: {exc.strerror}") from None
-    root = logging.getLogger()
-    for handler in handlers:
-        handler.setFormatter(fmt)
-        root.addHandler(handler)
-    numeric = logging.getLevelName(level.upper())
-    root.setLevel(numeric if isinstance(numeric, int) else logging.WARNING)
-    for name in ("crawler.scheduler", "crawler.watch", "apscheduler"):
-        named = logging.getLogger(name)
-        named.setLevel(min(logging.INFO, root.level))

@@ -1,6 +1,7 @@
 """Watches: saved searches evaluated after every scan, whose new results go to a feed.
 
-A watch is the argv of ``quants search`` (parsed by the search command's own parser). After a
+A watch is the argv of ``quants search``, run by a :data:`SearchFn` that the caller passes in (the
+CLI passes the search command's own parser; the library never imports the CLI). After a
 scan each watch runs; a result fires when its key ``repo:path@content_key`` is new to the watch,
 so a quant fires once, and again only when it is re-uploaded with other content (an improved
 result). Fired results are recorded in the catalog (``watch_hits``) and appended to the feed in
@@ -53,12 +54,6 @@ _ATOM_NS = "http://www.w3.org/2005/Atom"
 _XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def _default_search(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
-    from crawler.cli.search_cmd import search_argv
-
-    return search_argv(catalog, argv)
-
-
 def feed_paths(settings: Settings) -> tuple[Path, Path]:
     """(Atom file, JSON-lines file) in the data directory."""
     feeds = settings.resolved_data_dir / "feeds"
@@ -96,7 +91,7 @@ def add_watch(
     name: str,
     argv: Sequence[str],
     *,
-    search: SearchFn | None = None,
+    search: SearchFn,
 ) -> tuple[WatchRecord, int]:
     """Save a watch after checking its options; return it and its number of current results.
 
@@ -105,7 +100,7 @@ def add_watch(
     """
     from crawler.catalog import watches
 
-    results = _run_search(catalog, argv, search or _default_search)  # raises on bad options
+    results = _run_search(catalog, argv, search)  # raises on bad options
     record = watches.add_watch(catalog, name, argv)
     watches.record_hits(
         catalog,
@@ -121,7 +116,7 @@ def evaluate_watches(
     catalog: Catalog,
     *,
     scan_id: int | None,
-    search: SearchFn | None = None,
+    search: SearchFn,
     now: datetime | None = None,
 ) -> list[WatchHitRecord]:
     """Run every watch; record and feed the results each has not seen; return them.
@@ -135,7 +130,7 @@ def evaluate_watches(
     fired: list[WatchHitRecord] = []
     for watch in watches.list_watches(catalog):
         try:
-            results = _run_search(catalog, watch.args, search or _default_search)
+            results = _run_search(catalog, watch.args, search)
         except QuantsError as exc:
             logger.error("watch %s: search failed: %s", watch.name, exc)
             continue
@@ -167,7 +162,9 @@ def _news(catalog: Catalog, payload: dict[str, Any], *, reupload: bool) -> dict[
     return {**payload, "reason": "reupload", "changes": list(changes)}
 
 
-def evaluate_after_scan(settings: Settings, summary: Any) -> list[WatchHitRecord]:
+def evaluate_after_scan(
+    settings: Settings, summary: Any, *, search: SearchFn
+) -> list[WatchHitRecord]:
     """Evaluate the watches after a crawl pass (skipped when the pass failed)."""
     from crawler.catalog import Catalog
 
@@ -175,7 +172,9 @@ def evaluate_after_scan(settings: Settings, summary: Any) -> list[WatchHitRecord
         logger.warning("scan failed: watches not evaluated")
         return []
     with Catalog.open(settings.resolved_db_url) as catalog:
-        return evaluate_watches(settings, catalog, scan_id=getattr(summary, "scan_id", None))
+        return evaluate_watches(
+            settings, catalog, scan_id=getattr(summary, "scan_id", None), search=search
+        )
 
 
 def append_jsonl(path: Path, hits: Iterable[WatchHitRecord]) -> None:

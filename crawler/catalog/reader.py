@@ -11,8 +11,8 @@ style and is rewritten to psycopg's ``%(name)s`` here.
 SQLite read-only (``mode=ro``: a missing file is an error, never created) or PostgreSQL through
 libpq's URI form, its session read-only; either way in one snapshot until :meth:`Reader.close`.
 It reads ``alembic_version`` and refuses a schema other than :data:`SCHEMA_HEAD`, so a caller
-(:func:`reading`) falls back to :meth:`crawler.catalog.Catalog.open`, which creates or migrates
-the catalog, and then reads through :meth:`Catalog.reader
+(:func:`crawler.catalog.reading.reading`) falls back to :meth:`crawler.catalog.Catalog.open`,
+which creates or migrates the catalog, and then reads through :meth:`Catalog.reader
 <crawler.catalog.database.Catalog.reader>` on its connection pool.
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from urllib.parse import quote, unquote
 from crawler.closing import Closing
 from crawler.errors import CatalogError, SchemaOutOfDate
 
-__all__ = ["SCHEMA_HEAD", "Reader", "as_bool", "as_datetime", "placeholders", "reading"]
+__all__ = ["SCHEMA_HEAD", "Reader", "as_bool", "as_datetime", "placeholders"]
 
 #: The Alembic revision this version of quants reads and writes (a test checks it is the head).
 SCHEMA_HEAD = "0004"
@@ -164,23 +163,6 @@ class Reader(Closing):
                 native = sql
             self._sql[sql] = native
         return native
-
-
-@contextmanager
-def reading(url: str) -> Iterator[Reader]:
-    """A reader on the catalog at ``url``: :meth:`Reader.open` (no SQLAlchemy import), or, when
-    that cannot serve it (no file yet, another schema version, a URL it does not handle), the
-    catalog opened the normal way, which creates, migrates or explains, and a reader on it."""
-    try:
-        reader = Reader.open(url)
-    except CatalogError:
-        from crawler.catalog.database import Catalog
-
-        with Catalog.open(url) as catalog, catalog.reader() as fallback:
-            yield fallback
-        return
-    with reader:
-        yield reader
 
 
 def placeholders(prefix: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:

@@ -34,7 +34,7 @@ def compare(
 ) -> None:
     """One base model's quants side by side: uploader, size and the bits of each tensor group."""
     from crawler.catalog.comparison import load_comparison
-    from crawler.catalog.reader import reading
+    from crawler.catalog.reading import reading
     from crawler.cli._output import print_json
     from crawler.config import Settings
 

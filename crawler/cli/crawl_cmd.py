@@ -70,42 +70,35 @@ def crawl(
     import threading
 
     from crawler.cli._output import human_bytes, print_json
+    from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
-    from crawler.lock import crawl_lock
+    from crawler.crawl_pass import CrawlScope, configure_logging, crawl_pass
     from crawler.progress import StderrProgress
-    from crawler.scan import run_once
 
     settings = Settings.from_env().replace(
         db_url=db,
         hf_endpoint=endpoint.rstrip("/") if endpoint else None,
         concurrency=concurrency,
     )
-    if settings.log_level != "WARNING":
-        # QUANTS_LOG_LEVEL (README): e.g. DEBUG/INFO shows one line per Hub request on stderr.
-        import logging
-
-        logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
-        from crawler.redact import redact_logs
-
-        redact_logs(settings.hf_token)
+    configure_logging(settings)
+    scope = CrawlScope(
+        authors=() if all_repos else (tuple(author) if author else None),
+        searches=() if all_repos else (tuple(search) if search else None),
+        limit=limit,
+    )
     stop = threading.Event()
     # SIGTERM (service managers, `kill`): finish the repos in flight, record "interrupted".
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with crawl_lock(settings, command="quants crawl"):
-            summary = run_once(
-                settings,
-                progress=StderrProgress(),
-                stop=stop,
-                authors=() if all_repos else (author or None),
-                searches=() if all_repos else (search or None),
-                limit=limit,
-                full=True if full else None,
-            )
-            # Watches are evaluated after every scan, manual or scheduled (issue 7).
-            from crawler.watch import evaluate_after_scan
-
-            evaluate_after_scan(settings, summary)
+        # Watches are evaluated after every scan, manual or scheduled (issue 7).
+        summary = crawl_pass(
+            settings,
+            search=search_argv,
+            scope=scope,
+            full=True if full else None,
+            stop=stop,
+            progress=StderrProgress(),
+        )
     finally:
         signal.signal(signal.SIGTERM, previous)
     data = summary.to_json()

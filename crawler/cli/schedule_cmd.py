@@ -112,17 +112,12 @@ def schedule(
     records a scan, then evaluates the watches. `--print-systemd` / `--print-cron` print an
     entry for the OS scheduler instead, running `quants crawl` on the same schedule.
     """
+    from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
+    from crawler.crawl_pass import CrawlScope, configure_logging
     from crawler.cron import crontab_text, parse_cron, systemd_units
     from crawler.errors import UsageError
-    from crawler.redact import redact_logs
-    from crawler.scheduler import (
-        CrawlScope,
-        ScheduleOptions,
-        build_trigger,
-        configure_logging,
-        run_scheduler,
-    )
+    from crawler.scheduler import ScheduleOptions, build_trigger, run_scheduler
 
     settings = Settings.from_env().replace(db_url=db)
     options = ScheduleOptions(
@@ -166,6 +161,5 @@ def schedule(
             nl=False,
         )
         return
-    configure_logging(settings.log_level, log_file)
-    redact_logs(settings.hf_token)
-    run_scheduler(settings, options, scope=scope)
+    configure_logging(settings, service=True, log_file=log_file)
+    run_scheduler(settings, options, scope=scope, search=search_argv)

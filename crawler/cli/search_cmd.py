@@ -79,7 +79,7 @@ def search(
     db: DbOpt = None,
 ) -> None:
     """List the GGUF quants that fit a VRAM budget at a context, best first, with commands."""
-    from crawler.catalog.reader import reading
+    from crawler.catalog.reading import reading
     from crawler.cli._output import print_json
     from crawler.config import Settings
     from crawler.search import search as run_search

@@ -58,6 +58,7 @@ def add(
     """Save a search, e.g. `quants watch add 4090 -- --vram 24 --ctx 262144 --mtp`."""
     from crawler.catalog import Catalog
     from crawler.cli._output import safe_text
+    from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
     from crawler.errors import UsageError
     from crawler.watch import add_watch
@@ -66,7 +67,7 @@ def add(
         raise UsageError("give the search options after `--`, e.g. -- --vram 24 --ctx 262144")
     settings = Settings.from_env().replace(db_url=db)
     with Catalog.open(settings.resolved_db_url) as catalog:
-        record, baseline = add_watch(settings, catalog, name, search_args)
+        record, baseline = add_watch(settings, catalog, name, search_args, search=search_argv)
     typer.echo(
         f"watch {safe_text(record.name)} saved; {baseline} current results taken as its "
         "baseline: from now on it reports new and re-uploaded results"
@@ -146,12 +147,13 @@ def run(as_json: JsonOpt = False, db: DbOpt = None) -> None:
     """Evaluate every watch now (a crawl does this after each scan); print what fired."""
     from crawler.catalog import Catalog
     from crawler.cli._output import format_table, print_json
+    from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
     from crawler.watch import evaluate_watches
 
     settings = Settings.from_env().replace(db_url=db)
     with Catalog.open(settings.resolved_db_url) as catalog:
-        hits = evaluate_watches(settings, catalog, scan_id=None)
+        hits = evaluate_watches(settings, catalog, scan_id=None, search=search_argv)
     if as_json:
         print_json([h.to_json() for h in hits])
         return

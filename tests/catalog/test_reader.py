@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from crawler.catalog import Catalog
-from crawler.catalog.reader import SCHEMA_HEAD, Reader, reading
+from crawler.catalog.reader import SCHEMA_HEAD, Reader
+from crawler.catalog.reading import reading
 from crawler.errors import CatalogError, SchemaOutOfDate
 
 
