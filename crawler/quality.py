@@ -36,10 +36,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
+from crawler.ranking.groups import GroupStats
+
 __all__ = [
     "SENSITIVITY",
     "CalibrationReport",
-    "GroupPrecision",
     "QualityEstimate",
     "QualityInputs",
     "calibration_report",
@@ -138,29 +139,10 @@ MMLU_BY_SIZE: tuple[tuple[str, float, float], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class GroupPrecision:
-    """One tensor group of a quant as the catalog stores it (``tensor_groups``)."""
-
-    name: str
-    n_params: int
-    n_bytes: int
-    bpw: float | None = None
-
-    @property
-    def bits(self) -> float | None:
-        """Storage bits per weight: ``bpw``, else bytes over parameters."""
-        if self.bpw is not None:
-            return self.bpw
-        if self.n_params > 0 and self.n_bytes > 0:
-            return self.n_bytes * 8 / self.n_params
-        return None
-
-
-@dataclass(frozen=True, slots=True)
 class QualityInputs:
     """What the model needs about one quant; all from the catalog's profile and header."""
 
-    groups: tuple[GroupPrecision, ...]
+    groups: tuple[GroupStats, ...]
     n_expert: int = 0
     n_expert_used: int = 0
     n_embd: int = 0
@@ -292,7 +274,7 @@ def capability(params: float) -> float:
 # --- the estimate ----------------------------------------------------------------------------
 
 
-def _active_params(g: GroupPrecision, x: QualityInputs) -> float:
+def _active_params(g: GroupStats, x: QualityInputs) -> float:
     if g.name == "ffn_exps" and x.n_expert > 0:
         return g.n_params * max(x.n_expert_used, 1) / x.n_expert
     if g.name == "token_embd" and x.n_vocab > 0 and x.n_embd > 0:

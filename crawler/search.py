@@ -1,7 +1,7 @@
 """``quants search`` as a library call: budget (VRAM or GPU), catalog candidates, ranking, JSON.
 
 Orchestration only (like ``scan``): the GPU table (:mod:`crawler.gpus`), the catalog read path
-(:mod:`crawler.catalog.candidates`) and the pure ranking (:mod:`crawler.rank`). Raises
+(:mod:`crawler.catalog.candidates`) and the pure ranking (:mod:`crawler.ranking`). Raises
 :class:`~crawler.errors.NothingFits` (exit 3) when no candidate fits, with counts that say why.
 """
 
@@ -13,14 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.errors import NothingFits, UsageError
 from crawler.gpus import GPUMatch, resolve_gpu
-from crawler.rank import (
-    Budget,
-    Filters,
-    Ranked,
-    RunSpec,
-    SearchOutcome,
-    rank_candidates,
-)
+from crawler.ranking.model import Budget, Filters, Ranked, RunSpec, SearchOutcome
+from crawler.ranking.rank import rank_candidates
 
 if TYPE_CHECKING:
     from crawler.catalog.reader import Reader

@@ -354,7 +354,7 @@ class SpeedBound:
     def tok_s(
         self, read_bytes: int, n_moe_layers: int, draft_bytes: int, verify_experts: float = 0.0
     ) -> float:
-        """The bound for one quant (what ``crawler.catalog.candidates.speed_bound_sql`` computes).
+        """The bound for one quant (what ``crawler.ranking.bounds.speed_bound_sql`` computes).
 
         With routed experts the estimate adds their bytes in a separate float step, so the bound
         is raised by :data:`MOE_BOUND_SLACK` to stay above it whatever the rounding.

@@ -4,16 +4,17 @@ Plain SQL through a :class:`~crawler.catalog.reader.Reader` (no SQLAlchemy: see 
 The cheap, exact-safe part of the search runs in the database
 (:mod:`crawler.catalog.ordered` puts it together per sort):
 
-* the memory prefilter: :func:`crawler.rank.lower_bound_bytes` written in SQL over the quants'
-  ``fit_*`` columns (weights + experts + MTP block and draft KV + KV per token x ctx + fixed +
-  compute floor + CUDA constants <= budget). It is a lower bound of the exact estimate, so it
-  never drops a quant that fits; the exact estimate in :func:`crawler.rank.rank_candidates`
+* the memory prefilter: :func:`crawler.ranking.bounds.lower_bound_bytes` written in SQL
+  (:func:`crawler.ranking.bounds.bound_sql`) over the quants' ``fit_*`` columns (weights +
+  experts + MTP block and draft KV + KV per token x ctx + fixed + compute floor + CUDA
+  constants <= budget). It is a lower bound of the exact estimate, so it
+  never drops a quant that fits; the exact estimate in :func:`crawler.ranking.rank.rank_candidates`
   decides the rest;
 * the column filters (architecture, author, base model, label, loadable, MTP, attention bits);
-* for query tokens that contain a digit (which :class:`~crawler.rank.QueryMatcher` matches only
+* for query tokens that contain a digit (which :class:`~crawler.query.QueryMatcher` matches only
   exactly), a substring test, so "qwen3.6 27b" narrows the scan in SQL;
-* the upper bounds ``--sort speed|margin|ctx`` stream by (:func:`speed_bound_sql`,
-  :func:`bound_sql`, :func:`ctx_bound_sql`).
+* the upper bounds ``--sort speed|margin|ctx`` stream by
+  (:mod:`crawler.ranking.bounds`: ``speed_bound_sql``, ``bound_sql``, ``ctx_bound_sql``).
 
 Rows become partial candidates; :func:`materializer` parses the coefficient JSON and loads the
 tensor groups only for the candidates ranking estimates.
@@ -29,20 +30,19 @@ from typing import Any
 
 from crawler.catalog.reader import Reader, as_bool, as_datetime, placeholders
 from crawler.fit import MemoryCoefficients
-from crawler.rank import Budget, Candidate, Filters, GroupStats, RunSpec, prefilter_terms
+from crawler.ranking.bounds import bound_sql
+from crawler.ranking.groups import GroupStats
+from crawler.ranking.model import Budget, Candidate, Filters, RunSpec
 
 __all__ = [
     "CANDIDATE_COLUMNS",
     "VERDICT_COLUMNS",
     "Where",
-    "bound_sql",
     "candidate_from_row",
-    "ctx_bound_sql",
     "filter_sql",
     "load_groups",
     "materializer",
     "sibling_lookup",
-    "speed_bound_sql",
     "verdicts",
 ]
 
@@ -132,103 +132,6 @@ def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
-    """(expression, params): :func:`crawler.rank.lower_bound_bytes` over the quants' ``fit_*``
-    columns less its constant, which the condition ``expression <= :bound_limit`` accounts for.
-
-    Those are copies of ``memory_models``' scalar columns, NULL unless its status is "ok", so the
-    comparison is not true for unmodelled quants and the search indexes cover it. Floats on
-    purpose: they keep SQLite and PostgreSQL integer rules out of the comparison.
-    """
-    t = prefilter_terms(spec)
-    fixed, per_token, params = _bound_terms(spec)
-    params.update(bound_ctx=float(t.ctx), bound_limit=float(budget.device_bytes - t.constant))
-    return f"{fixed} + ({per_token}) * :bound_ctx", params
-
-
-def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
-    """(expression, params): an upper bound of the largest context that fits
-    (:func:`crawler.rank._with_max_ctx`), for ``--sort ctx``.
-
-    At the largest context ``n`` that fits, the lower bound is within the budget:
-    ``fixed + n * (per_token + mask) <= budget - constants`` once ``n >= 512`` (the FA mask
-    counts from there), so ``n <= max(512, room / (per_token + mask))``; and ``n`` is capped
-    at the trained context (1 Mi tokens when unknown) or the requested one, whichever is larger.
-    """
-    t = prefilter_terms(spec)
-    fixed, per_token, params = _bound_terms(spec)
-    cfg_ctx = float(t.ctx)
-    params.update(
-        ctx_room=float(budget.device_bytes - t.base_constant),
-        ctx_mask=float(t.mask_per_token),
-        ctx_cfg=cfg_ctx,
-        ctx_untrained=max(float(1 << 20), cfg_ctx),
-    )
-    room = f"(:ctx_room - ({fixed})) / ({per_token} + :ctx_mask)"
-    cap = (
-        "CASE WHEN COALESCE(q.fit_ctx_train, 0) <= 0 THEN :ctx_untrained"
-        " WHEN q.fit_ctx_train < :ctx_cfg THEN :ctx_cfg"
-        " ELSE CAST(q.fit_ctx_train AS DOUBLE PRECISION) END"
-    )
-    return (
-        f"CASE WHEN {room} < 512.0 THEN 512.0 WHEN {room} < {cap} THEN {room} ELSE {cap} END",
-        params,
-    )
-
-
-def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
-    """(expression, params): :meth:`crawler.speed.SpeedBound.tok_s` over the quants' columns,
-    an upper bound of the estimated tok/s, for ``--sort speed`` (needs the GPU's bandwidth)."""
-    from crawler.speed import MOE_BOUND_SLACK, VERIFY_EXPERTS_K, speed_bound
-
-    if budget.bandwidth_gb_s is None:
-        raise ValueError("--sort speed needs the GPU's bandwidth")
-    b = speed_bound(
-        budget.bandwidth_gb_s,
-        mtp=spec.mtp,
-        draft_n_max=spec.spec_draft_n_max,
-        experts_on_host=spec.cpu_moe,
-    )
-    rb, layers = "COALESCE(q.fit_read_bytes, 0)", "COALESCE(q.fit_moe_layers, 0)"
-    seconds = f"({rb} / :speed_bw + {layers} * :speed_tau)"
-    cost = (
-        f"(:speed_base + :speed_k * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
-        " + :speed_verify * COALESCE(q.fit_verify_experts, 0.0))"
-    )
-    slack = f"CASE WHEN {layers} > 0 THEN :speed_slack ELSE 1.0 END"
-    expr = (
-        f"CASE WHEN {seconds} <= 0 THEN 1e300"
-        f" ELSE (:speed_expected / {cost}) / {seconds} * {slack} END"
-    )
-    return expr, {
-        "speed_bw": b.bw,
-        "speed_tau": b.moe_layer_seconds,
-        "speed_base": b.base_cost,
-        "speed_k": float(b.draft_n_max),
-        "speed_verify": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
-        "speed_expected": b.expected,
-        "speed_slack": MOE_BOUND_SLACK,
-    }
-
-
-def _bound_terms(spec: RunSpec) -> tuple[str, str, dict[str, Any]]:
-    """(context-independent bytes, bytes per context token, params) of the lower bound."""
-    t = prefilter_terms(spec)
-    fixed = ["q.fit_weights_bytes"]
-    per_token = ["COALESCE(q.fit_kv_per_token, 0) * :bound_kv"]
-    params: dict[str, Any] = {"bound_kv": float(t.kv_ratio), "bound_fixed": float(t.fixed_ratio)}
-    if not spec.cpu_moe:
-        fixed.append("COALESCE(q.fit_expert_bytes, 0)")
-    if spec.mtp:
-        fixed.append("COALESCE(q.fit_mtp_bytes, 0)")
-        per_token.append("COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp")
-        params["bound_mtp"] = float(t.mtp_kv_ratio)
-    fixed.append("COALESCE(q.fit_fixed_bytes, 0) * :bound_fixed")
-    fixed.append("COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch")
-    params["bound_ubatch"] = float(t.ubatch)
-    return " + ".join(fixed), " + ".join(per_token), params
-
-
 def bounded(filters: Filters, spec: RunSpec, budget: Budget) -> Where:
     """The filters and the memory bound."""
     w = filter_sql(filters)
@@ -308,7 +211,7 @@ def materializer(reader: Reader) -> Callable[[Sequence[Candidate]], list[Candida
     """Complete partial candidates (full coefficients, tensor groups) with two queries a batch.
 
     Identical coefficient JSON (re-uploads and mirrors of one file) is parsed once and shared,
-    so ranking estimates it once (:func:`crawler.rank.rank_candidates` keys on the object).
+    so ranking estimates it once (:func:`crawler.ranking.rank.rank_candidates` keys on the object).
     """
     parsed: dict[str, MemoryCoefficients] = {}
 

@@ -38,6 +38,8 @@ from crawler.catalog.tensor_tables import (
     encode_tensor_table,
 )
 from crawler.grouping import FileKind, RepoLayout
+from crawler.ranking.columns import search_columns, search_scalars
+from crawler.ranking.groups import GroupStats
 
 __all__ = [
     "SCAN_COUNTERS",
@@ -48,19 +50,15 @@ __all__ = [
     "ScanTotals",
     "StoredQuantTables",
     "StoredRepo",
-    "draft_head_bytes",
     "finish_scan",
-    "fit_extras",
     "get_state",
     "iter_tensor_tables",
     "live_sql",
     "load_repo",
     "mark_repos_vanished",
     "pending_repo_ids",
-    "quality_score_of",
     "record_errors",
     "refresh_live",
-    "search_scalars",
     "search_text_sql",
     "set_state",
     "start_scan",
@@ -496,117 +494,11 @@ def _group_rows(quant_id: int, profile: Mapping[str, Any]) -> list[TensorGroup]:
     ]
 
 
-#: The coefficients the search reads before the exact estimate, copied into scalar columns.
-SEARCH_SCALARS = ("n_expert", "n_expert_used", "n_embd", "n_vocab")
-
-
-def search_scalars(coefficients: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``memory_models``' copies of the coefficients the search needs before estimating.
-
-    Missing keys are 0 / False, as :meth:`crawler.fit.MemoryCoefficients.from_json` defaults.
-    """
-    co = coefficients or {}
-    out: dict[str, Any] = {k: _opt_int(co.get(k)) or 0 for k in SEARCH_SCALARS}
-    out["mtp_available"] = bool(co.get("mtp_available", False))
-    return out
-
-
-def quality_score_of(
-    groups: Iterable[tuple[str, int, int, float | None]], coefficients: Mapping[str, Any] | None
-) -> float | None:
-    """The stored ``quants.quality_score``: :func:`crawler.quality.estimate_quality`'s score.
-
-    ``groups`` are (name, n_params, n_bytes, bpw) as ``tensor_groups`` stores them, in
-    ``group_name`` order (the order ranking loads them in, so the float sums are identical);
-    ``coefficients`` the memory model's JSON. Ranking recomputes the same function for the
-    quants it returns (:func:`crawler.rank.rank_candidates`); a test checks they agree.
-    """
-    from crawler.quality import GroupPrecision, QualityInputs, estimate_quality
-
-    precisions = tuple(GroupPrecision(n, p, b, bpw) for n, p, b, bpw in groups)
-    if not precisions:
-        return None
-    co = search_scalars(coefficients)
-    est = estimate_quality(
-        QualityInputs(
-            groups=precisions,
-            n_expert=co["n_expert"],
-            n_expert_used=co["n_expert_used"],
-            n_embd=co["n_embd"],
-            n_vocab=co["n_vocab"],
-        )
-    )
-    return est.score if est is not None else None
-
-
-def _quality_of_rows(rows: Sequence[TensorGroup], m: MemoryRecord) -> float | None:
-    ordered = sorted(rows, key=lambda g: g.group_name)
-    return quality_score_of(
-        ((g.group_name, g.n_params, g.n_bytes, g.bpw) for g in ordered), m.coefficients
-    )
-
-
-def _apply_fit(q: Quant, m: MemoryRecord, groups: Sequence[TensorGroup]) -> None:
-    # The search's copies of the prefilter columns: NULL unless the memory rules are modelled.
-    ok = m.status == "ok"
-    q.fit_weights_bytes = m.weights_bytes if ok else None
-    q.fit_expert_bytes = m.expert_bytes if ok else None
-    q.fit_mtp_bytes = m.mtp_weights_bytes if ok else None
-    q.fit_kv_per_token = m.kv_bytes_per_token_f16 if ok else None
-    q.fit_fixed_bytes = m.fixed_bytes_f16 if ok else None
-    head = draft_head_bytes((g.group_name, g.n_bytes) for g in groups)
-    for name, value in fit_extras(m.coefficients if ok else None, head).items():
+def _apply_search_columns(q: Quant, groups: Sequence[TensorGroup], m: MemoryRecord) -> None:
+    """Write the search columns (computed by :mod:`crawler.ranking.columns`)."""
+    stats = [GroupStats(g.group_name, g.n_params, g.n_bytes, g.bpw) for g in groups]
+    for name, value in search_columns(stats, m).items():
         setattr(q, name, value)
-
-
-#: The ``quants`` columns :func:`fit_extras` fills (migration 0004).
-FIT_EXTRAS = (
-    "fit_mtp_kv_per_token",
-    "fit_read_bytes",
-    "fit_moe_layers",
-    "fit_ctx_train",
-    "fit_ubatch_bytes",
-    "fit_draft_bytes",
-    "fit_verify_experts",
-)
-
-
-def draft_head_bytes(groups: Iterable[tuple[str, int]]) -> int:
-    """Bytes of the head an MTP draft pass reads: the ``output`` group, else ``token_embd``
-    (tied embeddings), as ``crawler.rank`` gives the speed estimate; ``groups`` are
-    (group_name, n_bytes)."""
-    found = dict(groups)
-    return int(found.get("output") or found.get("token_embd") or 0)
-
-
-def fit_extras(
-    coefficients: Mapping[str, Any] | None, draft_head: int = 0
-) -> dict[str, float | None]:
-    """:data:`FIT_EXTRAS` from a memory model's coefficient JSON and :func:`draft_head_bytes`
-    (None for all when there is no JSON: memory rules not modelled)."""
-    from crawler.fit import MemoryCoefficients
-    from crawler.fit.cuda import context_floor_per_ubatch
-    from crawler.speed import read_bytes_floor, verify_experts_floor
-
-    if not coefficients:
-        return dict.fromkeys(FIT_EXTRAS)
-    co = MemoryCoefficients.from_json(dict(coefficients))
-    read = read_bytes_floor(
-        co.weights_bytes, co.expert_bytes, co.n_expert, co.n_expert_used, co.recurrent_bytes_per_seq
-    )
-    return {
-        "fit_mtp_kv_per_token": co.mtp_kv_bytes_per_token_f16,
-        "fit_read_bytes": read,
-        # The MoE layers estimate_speed charges a fixed cost for (as crawler.rank._speed counts).
-        "fit_moe_layers": sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
-        "fit_ctx_train": co.n_ctx_train or None,
-        "fit_ubatch_bytes": context_floor_per_ubatch(co),
-        # What one MTP draft pass reads (crawler.speed.SpeedBound): the MTP block and the head.
-        "fit_draft_bytes": co.mtp_weights_bytes + draft_head,
-        "fit_verify_experts": verify_experts_floor(
-            read, co.expert_bytes, co.n_expert, co.n_expert_used
-        ),
-    }
 
 
 def _memory_row(quant_id: int, m: MemoryRecord) -> MemoryModel:
@@ -662,8 +554,7 @@ def _write_analyses(
             q.analysed_at = now
             q.content_key = content_key
             group_rows = _group_rows(q.id, a.profile)
-            q.quality_score = _quality_of_rows(group_rows, a.memory)
-            _apply_fit(q, a.memory, group_rows)
+            _apply_search_columns(q, group_rows, a.memory)
             rows += group_rows
             rows.append(_memory_row(q.id, a.memory))
             rows.append(
@@ -856,8 +747,7 @@ def update_analysis(
         _apply_profile(q, profile)
         _replace_children(s, [q.id], (TensorGroup, MemoryModel))
         group_rows = _group_rows(q.id, profile)
-        q.quality_score = _quality_of_rows(group_rows, memory)
-        _apply_fit(q, memory, group_rows)
+        _apply_search_columns(q, group_rows, memory)
         s.add_all([*group_rows, _memory_row(q.id, memory)])
         _refresh_live(s, [q.repo_pk])  # label and architecture may have changed
         return changed

@@ -122,7 +122,7 @@ class Quant(Base):
     fit_mtp_bytes: Mapped[int | None] = mapped_column(BigInteger)
     fit_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
     fit_fixed_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    # Migration 0004, from the coefficient JSON (crawler.catalog.store.fit_extras): the MTP draft
+    # Migration 0004, from the coefficient JSON (crawler.ranking.columns.fit_extras): the MTP draft
     # cache's f16 bytes per token (the --mtp bound), the fewest bytes a decoded token reads and
     # its MoE layers (the --sort speed bound), the trained context (the --sort ctx bound) ...
     fit_mtp_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
@@ -320,7 +320,7 @@ class WatchHit(Base):
 
 
 Index("ix_quants_live", Quant.vanished_at, Quant.size_bytes)
-#: What the memory bound reads (crawler.catalog.candidates.bound_sql), and the name test's text.
+#: What the memory bound reads (crawler.ranking.bounds.bound_sql), and the name test's text.
 _BOUND_COLUMNS = (
     Quant.fit_weights_bytes,
     Quant.fit_expert_bytes,

@@ -65,7 +65,7 @@ def estimate_cmd(
     from crawler.cli._output import print_json
     from crawler.config import Settings
     from crawler.fit import RunConfig, coefficients, estimate, max_ctx
-    from crawler.rank import Budget
+    from crawler.ranking.model import Budget
     from crawler.source import read_target
 
     settings = Settings.from_env()
@@ -120,12 +120,13 @@ def estimate_cmd(
 
 def _command(read: HeaderRead, cfg: RunConfig) -> str:
     """The llama-server command for ``cfg`` that loads this target: a local path as ``-m``, a URL
-    as ``-mu`` (common/arg.cpp ``--model-url``), a Hub file as ``-hf`` (crawler.launch)."""
+    as ``-mu`` (common/arg.cpp ``--model-url``), a Hub file as ``-hf``
+    (crawler.ranking.commands)."""
     import shlex
 
     from crawler.fit import command
     from crawler.labels import parse_quant_label
-    from crawler.launch import llama_server_command
+    from crawler.ranking.commands import llama_server_command
 
     if read.repo_id is not None:
         path = read.shards[0] if read.shards else read.file_name

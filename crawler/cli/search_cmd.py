@@ -124,7 +124,7 @@ def _request(
     sort: str,
     limit: int,
 ) -> SearchRequest:
-    from crawler.rank import Filters, RunSpec
+    from crawler.ranking.model import Filters, RunSpec
     from crawler.search import SearchRequest
 
     spec = RunSpec(

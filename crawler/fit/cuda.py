@@ -95,7 +95,8 @@ def compute_bytes(c: MemoryCoefficients, x: ComputeInputs) -> int:
 def context_floor_per_ubatch(c: MemoryCoefficients) -> int:
     """Bytes per ubatch token that the main context's compute buffer and runtime overhead hold at
     least, for any cache type and context with FA on (the search's lower bound,
-    ``crawler.rank.lower_bound_bytes``, adds ``ubatch`` of them and :data:`RUNTIME_FLOOR_BYTES`).
+    ``crawler.ranking.bounds.lower_bound_bytes``, adds ``ubatch`` of them and
+    :data:`RUNTIME_FLOOR_BYTES`).
 
     :func:`compute_bytes` is at least ``max(base, attention)`` (the mask, cache copies, logits
     and expert copies are >= 0; the mask is counted apart), each linear in ubatch; the

@@ -60,7 +60,8 @@ def upgrade() -> None:
 
 
 def _backfill() -> None:
-    from crawler.catalog.store import live_sql, quality_score_of, search_scalars, search_text_sql
+    from crawler.catalog.store import live_sql, search_text_sql
+    from crawler.ranking.columns import quality_score_of, search_scalars
 
     bind = op.get_bind()
     repos = sa.table(

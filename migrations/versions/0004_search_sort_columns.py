@@ -78,7 +78,7 @@ def upgrade() -> None:
 
 
 def _backfill() -> None:
-    from crawler.catalog.store import draft_head_bytes, fit_extras
+    from crawler.ranking.columns import draft_head_bytes, fit_extras
 
     bind = op.get_bind()
     quants = sa.table("quants", sa.column("id"), *(sa.column(c) for c in _NEW))

@@ -16,7 +16,8 @@ from crawler.catalog.candidates import materializer
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import Reader
 from crawler.errors import NothingFits
-from crawler.rank import SORT_KEYS, Budget, Candidate, Filters, RunSpec, rank_candidates
+from crawler.ranking.model import SORT_KEYS, Budget, Candidate, Filters, RunSpec
+from crawler.ranking.rank import rank_candidates
 from crawler.search import SearchRequest, resolve_budget, search
 
 SPECS = [

@@ -326,8 +326,9 @@ def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
     # score crawler.quality computes from the loaded groups (what ranking shows), exactly.
     from crawler.catalog.candidates import materializer
     from crawler.catalog.ordered import stream_candidates
-    from crawler.quality import GroupPrecision, QualityInputs, estimate_quality
-    from crawler.rank import Budget, Filters, RunSpec
+    from crawler.quality import QualityInputs, estimate_quality
+    from crawler.ranking.groups import GroupStats
+    from crawler.ranking.model import Budget, Filters, RunSpec
 
     spec, budget = RunSpec(ctx=4096), Budget.from_gib(1000)
     with Catalog.open(any_catalog_db[0]) as catalog, catalog.reader() as reader:
@@ -341,7 +342,7 @@ def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
     for c in full:
         assert c.groups  # completed by the materializer
         co = c.coefficients
-        groups = tuple(GroupPrecision(g.name, g.n_params, g.n_bytes, g.bpw) for g in c.groups)
+        groups = tuple(GroupStats(g.name, g.n_params, g.n_bytes, g.bpw) for g in c.groups)
         q = estimate_quality(
             QualityInputs(
                 groups=groups,
@@ -378,7 +379,7 @@ def _copy(catalog_db, tmp_path: Path) -> str:
 
 
 def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
-    from crawler.catalog.store import draft_head_bytes, fit_extras
+    from crawler.ranking.columns import draft_head_bytes, fit_extras
 
     rows = _search_columns(catalog_db[0])
     with Catalog.open(catalog_db[0]) as catalog:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from crawler.fit import KVGroup, MemoryCoefficients
-from crawler.rank import Candidate, GroupStats
+from crawler.ranking.groups import GroupStats
+from crawler.ranking.model import Candidate
 
 GIB = 1024**3
 

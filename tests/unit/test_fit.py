@@ -348,10 +348,11 @@ def test_cli_estimate_from_the_hub(tmp_path, world_cache):  # noqa: F811
     cpu_moe=st.booleans(),
 )
 def test_search_lower_bound_never_exceeds_the_estimate(coeffs, name, ctx, cache, mtp, cpu_moe):
-    # The catalog's SQL prefilter drops quants above crawler.rank.lower_bound_bytes, and the
-    # streamed sorts stop on bounds derived from it: on every measured architecture it must stay
-    # at or below the exact estimate of each configuration the search can pick.
-    from crawler.rank import RunSpec, lower_bound_bytes
+    # The catalog's SQL prefilter drops quants above crawler.ranking.bounds.lower_bound_bytes, and
+    # the streamed sorts stop on bounds derived from it: on every measured architecture it must
+    # stay at or below the exact estimate of each configuration the search can pick.
+    from crawler.ranking.bounds import lower_bound_bytes
+    from crawler.ranking.model import RunSpec
 
     c = coeffs[name]
     mtp = mtp and c.mtp_available

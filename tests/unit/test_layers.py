@@ -16,14 +16,13 @@ PURE = [
     "profile",
     "labels",
     "fit",
-    "rank",
+    "ranking",
     "quality",
     "speed",
     "grouping",
     "analysis",
     "diff",
     "cron",
-    "launch",
     "query",
 ]
 FORBIDDEN = {

@@ -9,23 +9,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawler.quality import (
-    GroupPrecision,
     QualityInputs,
     calibration_report,
     capability,
     estimate_quality,
     kld_from_bits,
 )
+from crawler.ranking.groups import GroupStats
 
 
 def _dense(attn: float, ffn: float, *, mtp: float = 8.5, embd: float = 6.5625, params=20e9):
     return QualityInputs(
         groups=(
-            GroupPrecision("attn", int(params / 8), 0, attn),
-            GroupPrecision("ffn", int(params), 0, ffn),
-            GroupPrecision("output", int(1e9), 0, embd),
-            GroupPrecision("token_embd", int(1e9), 0, embd),
-            GroupPrecision("mtp", int(3e8), 0, mtp),
+            GroupStats("attn", int(params / 8), 0, attn),
+            GroupStats("ffn", int(params), 0, ffn),
+            GroupStats("output", int(1e9), 0, embd),
+            GroupStats("token_embd", int(1e9), 0, embd),
+            GroupStats("mtp", int(3e8), 0, mtp),
         ),
         n_embd=5120,
         n_vocab=248320,
@@ -74,12 +74,12 @@ def test_moe_attention_matters_more_than_in_dense_models():
     def moe(attn: float, shexp: float, exps: float) -> QualityInputs:
         return QualityInputs(
             groups=(
-                GroupPrecision("attn", int(0.6e9), 0, attn),
-                GroupPrecision("linear_attn", int(0.9e9), 0, attn),
-                GroupPrecision("ffn_shexp", int(0.3e9), 0, shexp),
-                GroupPrecision("ffn_exps", int(32e9), 0, exps),
-                GroupPrecision("output", int(0.5e9), 0, 6.5625),
-                GroupPrecision("token_embd", int(0.5e9), 0, 6.5625),
+                GroupStats("attn", int(0.6e9), 0, attn),
+                GroupStats("linear_attn", int(0.9e9), 0, attn),
+                GroupStats("ffn_shexp", int(0.3e9), 0, shexp),
+                GroupStats("ffn_exps", int(32e9), 0, exps),
+                GroupStats("output", int(0.5e9), 0, 6.5625),
+                GroupStats("token_embd", int(0.5e9), 0, 6.5625),
             ),
             n_expert=256,
             n_expert_used=8,
@@ -104,7 +104,7 @@ def test_bigger_models_score_higher_at_the_same_bits():
 
 
 def test_no_known_bits_means_no_estimate():
-    assert estimate_quality(QualityInputs(groups=(GroupPrecision("attn", 10, 0, None),))) is None
+    assert estimate_quality(QualityInputs(groups=(GroupStats("attn", 10, 0, None),))) is None
     assert estimate_quality(QualityInputs(groups=())) is None
 
 

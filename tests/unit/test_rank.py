@@ -11,16 +11,11 @@ from hypothesis import strategies as st
 
 from crawler.errors import UsageError
 from crawler.fit import RunConfig, estimate
-from crawler.launch import hf_args, lmstudio_command, ollama_command
 from crawler.query import QueryMatcher
-from crawler.rank import (
-    SORT_KEYS,
-    Budget,
-    Filters,
-    RunSpec,
-    lower_bound_bytes,
-    rank_candidates,
-)
+from crawler.ranking.bounds import lower_bound_bytes
+from crawler.ranking.commands import hf_args, lmstudio_command, ollama_command
+from crawler.ranking.model import SORT_KEYS, Budget, Filters, RunSpec
+from crawler.ranking.rank import rank_candidates
 from tests.unit.rank_helpers import GIB, candidate, dense_hybrid, moe
 
 CTX = 262144
@@ -386,7 +381,8 @@ def test_early_stop_returns_the_same_top_rows_as_a_full_ranking(cands, vram, sor
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cands=_cands(), vram=st.floats(4.0, 80.0), limit=st.integers(1, 4))
 def test_a_presorted_stream_is_read_only_until_ranking_can_stop(cands, vram, limit):
-    from crawler.rank import EARLY_STOP_SORTS, pre_key
+    from crawler.ranking.model import EARLY_STOP_SORTS
+    from crawler.ranking.rank import pre_key
 
     budget, spec = Budget.from_gib(vram), RunSpec(ctx=32768)
     for sort in EARLY_STOP_SORTS:
@@ -418,7 +414,8 @@ def test_bounded_sorts_stop_early_and_return_the_head_of_a_full_ranking(cands, c
     # The tightest bound a catalog can send is the value itself, and identical copies (same
     # coefficients, quality, size, downloads; only repo and path differ) tie on everything the
     # stream knows: ranking may skip or stop only where the full ranking agrees.
-    from crawler.rank import BOUNDED_SORTS, pre_key
+    from crawler.ranking.model import BOUNDED_SORTS
+    from crawler.ranking.rank import pre_key
 
     budget = Budget.from_gib(vram, bandwidth_gb_s=1008.0)
     spec = RunSpec(ctx=32768)

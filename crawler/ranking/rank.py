@@ -19,359 +19,38 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from crawler.errors import EstimateError, UsageError
 from crawler.fit import (
-    CACHE_TYPES,
     FitEstimate,
     MemoryCoefficients,
     RunConfig,
-    cache_type,
     cheapest_cache_for,
     estimate,
     max_ctx,
 )
-from crawler.fit.cuda import (
-    CUDA_CONTEXT_BYTES,
-    LAZY_KERNELS_BYTES,
-    PAGE_ROUNDING_BYTES,
-    RUNTIME_FLOOR_BYTES,
-    context_floor_per_ubatch,
+from crawler.quality import QualityEstimate, QualityInputs, estimate_quality
+from crawler.ranking.commands import llama_server_command, lmstudio_command, ollama_command
+from crawler.ranking.model import (
+    BOUNDED_SORTS,
+    EARLY_STOP_SORTS,
+    SORT_KEYS,
+    TIE_BREAKS,
+    Budget,
+    Candidate,
+    Filters,
+    Ranked,
+    RunSpec,
+    SearchOutcome,
 )
-from crawler.launch import llama_server_command, lmstudio_command, ollama_command
-from crawler.quality import GroupPrecision, QualityEstimate, QualityInputs, estimate_quality
-from crawler.query import QueryMatcher
 from crawler.speed import SpeedEstimate, SpeedInputs, estimate_speed
 
 __all__ = [
-    "DEFAULT_HEADROOM_GIB",
-    "MIN_CTX",
-    "SORT_KEYS",
-    "TIE_BREAKS",
-    "Budget",
-    "Candidate",
-    "Filters",
-    "GroupStats",
-    "Ranked",
-    "RunSpec",
-    "SearchOutcome",
-    "lower_bound_bytes",
+    "pre_key",
     "rank_candidates",
+    "sort_key",
 ]
-
-GIB = 1024**3
-#: Memory left free for everything that is not llama.cpp: the desktop/compositor on the same GPU,
-#: a browser. The estimate already includes the CUDA context and llama.cpp's runtime buffers.
-DEFAULT_HEADROOM_GIB = 0.5
-#: Without ``--ctx``, a quant "fits" when at least this context fits: llama.cpp's own ``--fit-ctx``
-#: default minimum (common/common.h, llama.cpp 0c1e57098).
-MIN_CTX = 4096
-SORT_KEYS = ("quality", "speed", "size", "margin", "ctx", "downloads", "updated")
-#: After the primary key, ties are broken by these, in order (then repo_id, path ascending).
-TIE_BREAKS = ("quality", "size", "downloads", "speed")
-#: Mask bytes per context token of the FA-on compute buffer at ubatch 512 (llamacpp-cuda-oracle.md
-#: section 3.1: ``n_ctx * ubatch * 2``): part of the SQL prefilter's lower bound.
-_MASK_BYTES_PER_TOKEN = 512 * 2
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """Device memory for one search: ``vram_bytes - headroom_bytes`` is what may be used."""
-
-    vram_bytes: int
-    headroom_bytes: int = int(DEFAULT_HEADROOM_GIB * GIB)
-    ram_bytes: int | None = None  # host memory for --cpu-moe
-    bandwidth_gb_s: float | None = None  # for the speed estimate (from --gpu)
-    gpu_name: str | None = None
-
-    @property
-    def device_bytes(self) -> int:
-        """The bytes a quant's estimate may total."""
-        return self.vram_bytes - self.headroom_bytes
-
-    @classmethod
-    def from_gib(
-        cls,
-        vram_gib: float,
-        *,
-        headroom_gib: float = DEFAULT_HEADROOM_GIB,
-        ram_gib: float | None = None,
-        bandwidth_gb_s: float | None = None,
-        gpu_name: str | None = None,
-    ) -> Budget:
-        """Build from GiB figures (the one place GiB become bytes)."""
-        if vram_gib <= 0:
-            raise UsageError("--vram must be positive")
-        if headroom_gib < 0 or headroom_gib >= vram_gib:
-            raise UsageError("--headroom must be >= 0 and smaller than the VRAM")
-        return cls(
-            vram_bytes=int(vram_gib * GIB),
-            headroom_bytes=int(headroom_gib * GIB),
-            ram_bytes=None if ram_gib is None else int(ram_gib * GIB),
-            bandwidth_gb_s=bandwidth_gb_s,
-            gpu_name=gpu_name,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class GroupStats:
-    """One coarse tensor group of a quant (``v_tensor_groups``)."""
-
-    name: str
-    n_params: int
-    n_bytes: int
-    bpw: float | None = None
-    min_bits: float | None = None
-    max_bits: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A quant as ranking sees it: catalog columns, tensor groups and memory coefficients."""
-
-    quant_id: int
-    repo_id: str
-    path: str
-    size_bytes: int
-    coefficients: MemoryCoefficients
-    quant_label: str | None = None
-    architecture: str | None = None
-    base_model: str | None = None
-    author: str | None = None
-    n_params: int | None = None
-    mtp_present: bool | None = None
-    mtp_state: str | None = None
-    mtp_preserved: bool | None = None
-    mtp_min_bits: float | None = None
-    attn_min_bits: float | None = None
-    attn_preserved: bool | None = None
-    loadable_by_mainline: bool | None = None
-    dynamic: bool | None = None
-    downloads: int | None = None
-    likes: int | None = None
-    last_modified: datetime | None = None
-    groups: tuple[GroupStats, ...] = ()
-    #: Other model paths of the same repo, to tell whether ``-hf repo:LABEL`` picks this file.
-    sibling_paths: tuple[str, ...] = ()
-    #: The quality score computed by the catalog (``quality.score_from_sums`` over SQL sums)
-    #: when ``groups`` were not loaded; ranking orders by it before estimating.
-    quality_hint: float | None = None
-    #: For :data:`BOUNDED_SORTS`: an upper bound of this candidate's sort value (tok/s, margin,
-    #: max ctx) from the catalog, which streams candidates in that bound's order.
-    bound_hint: float | None = None
-
-    def group(self, name: str) -> GroupStats | None:
-        """The named group, if the profile has it."""
-        for g in self.groups:
-            if g.name == name:
-                return g
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class RunSpec:
-    """The llama-server configuration asked for (one per search, resolved per candidate)."""
-
-    ctx: int | None = None  # None: show each candidate's largest context
-    type_k: str = "f16"
-    type_v: str = "f16"
-    auto_cache: bool = False  # per candidate, the least lossy cache that reaches ctx
-    mtp: bool = False
-    spec_draft_n_max: int = 3
-    cpu_moe: bool = False
-
-    def validated(self) -> RunSpec:
-        """Raise UsageError for values llama.cpp's argument parser would refuse."""
-        if self.ctx is not None and self.ctx < 1:
-            raise UsageError("--ctx must be at least 1")
-        for name in (self.type_k, self.type_v):
-            if name.lower() not in CACHE_TYPES:
-                raise UsageError(f"unknown cache type {name!r}; one of {', '.join(CACHE_TYPES)}")
-        if self.spec_draft_n_max < 0:
-            raise UsageError("--spec-draft-n-max must be >= 0")
-        return self
-
-    def base_config(self) -> RunConfig:
-        """The RunConfig before per-candidate choices (cache ladder, context)."""
-        return RunConfig(
-            ctx=self.ctx or MIN_CTX,
-            type_k=self.type_k.lower(),
-            type_v=self.type_v.lower(),
-            flash_attn="on",
-            parallel=1,
-            mtp=self.mtp,
-            spec_draft_n_max=self.spec_draft_n_max,
-            cpu_moe=self.cpu_moe,
-        )
-
-
-def _ci_equal(a: str | None, b: str) -> bool:
-    return a is not None and a.lower() == b.lower()
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """Search filters. ``accepts`` is the reference; the catalog pushes the same tests into SQL."""
-
-    query: str | None = None
-    mtp: bool = False  # MTP head present (in the file) and preserved (>= 6 bits)
-    min_attn_bits: float | None = None
-    arch: str | None = None
-    author: str | None = None
-    base: str | None = None
-    label: str | None = None
-    loadable: bool = False
-    _matcher: QueryMatcher | None = field(default=None, compare=False, repr=False)
-
-    def matcher(self) -> QueryMatcher | None:
-        """The (cached) query matcher, or None without a query."""
-        if not self.query:
-            return None
-        if self._matcher is None or self._matcher.query != self.query:  # built once per Filters
-            object.__setattr__(self, "_matcher", QueryMatcher(self.query))
-        return self._matcher
-
-    def accepts(self, c: Candidate) -> bool:
-        """True when ``c`` passes every filter (query included)."""
-        if self.mtp and not (c.mtp_present and c.mtp_preserved and c.coefficients.mtp_available):
-            return False
-        if self.min_attn_bits is not None and (
-            c.attn_min_bits is None or c.attn_min_bits < self.min_attn_bits
-        ):
-            return False
-        if self.arch and not _ci_equal(c.architecture, self.arch):
-            return False
-        if self.author and not _ci_equal(c.author, self.author):
-            return False
-        if self.base and not _base_matches(c.base_model, self.base):
-            return False
-        if self.label and not _ci_equal(c.quant_label, self.label):
-            return False
-        if self.loadable and c.loadable_by_mainline is not True:
-            return False
-        m = self.matcher()
-        return m is None or m.matches_names(
-            c.repo_id, c.base_model, c.path, c.quant_label, c.architecture
-        )
-
-
-def _base_matches(base_model: str | None, wanted: str) -> bool:
-    """``--base`` matches the id exactly or its name after the owner (case-insensitive)."""
-    if base_model is None:
-        return False
-    b, w = base_model.lower(), wanted.lower()
-    return b == w or b.endswith("/" + w)
-
-
-@dataclass(frozen=True, slots=True)
-class Ranked:
-    """One result: the candidate, the configuration that fits, and the evidence."""
-
-    rank: int
-    candidate: Candidate
-    config: RunConfig
-    estimate: FitEstimate
-    margin_bytes: int
-    max_ctx: int | None
-    quality: QualityEstimate | None
-    speed: SpeedEstimate | None
-    command: str  # llama-server
-    ollama: str | None = None  # equivalent, where Ollama can express the configuration
-    lm_studio: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SearchOutcome:
-    """Results plus what was left out and why (for the 'nothing fits' hint)."""
-
-    results: tuple[Ranked, ...]
-    considered: int  # candidates that passed the filters
-    fitting: int  # of those, how many fit
-    unknown_memory: int  # memory rules not modelled (status "unknown")
-    invalid_config: int  # llama.cpp would refuse the configuration for this file
-    too_big: int  # estimated total above the budget
-    smallest_total: int | None  # the smallest estimate among the too-big ones
-    #: Candidates never estimated because none of them could rank above the results
-    #: (:data:`EARLY_STOP_SORTS`); ``fitting`` and ``too_big`` then count the estimated ones.
-    unevaluated: int = 0
-
-
-def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
-    """A lower bound of ``estimate(c, cfg).total`` for any config ``spec`` can resolve to.
-
-    Built only from the catalog's scalar columns, so SQL can apply the same bound; a quant above it
-    cannot fit, one below it gets the exact estimate. Terms: weights (experts unless --cpu-moe,
-    the MTP block and its draft KV cache with --mtp), KV per token at the cheapest cache type
-    allowed, the fixed cache bytes, the compute and runtime floor per ubatch token
-    (:func:`crawler.fit.cuda.context_floor_per_ubatch`), and the constants: CUDA context, lazily
-    loaded kernels, page rounding, the runtime's smallest pool and the FA mask.
-    """
-    t = prefilter_terms(spec)
-    total = c.weights_bytes + (0 if spec.cpu_moe else c.expert_bytes)
-    if spec.mtp:
-        total += c.mtp_weights_bytes + int(c.mtp_kv_bytes_per_token_f16 * t.ctx * t.mtp_kv_ratio)
-    total += int(c.kv_bytes_per_token_f16 * t.ctx * t.kv_ratio)
-    total += int(c.fixed_bytes_f16 * t.fixed_ratio)
-    total += context_floor_per_ubatch(c) * t.ubatch
-    return total + t.constant
-
-
-@dataclass(frozen=True, slots=True)
-class BoundTerms:
-    """The per-search factors of :func:`lower_bound_bytes` (the catalog's SQL applies them)."""
-
-    ctx: int
-    kv_ratio: float  # bytes per element of the cheapest allowed cache type / f16's 2
-    fixed_ratio: float  # the same for the context-independent cache bytes, at most 1
-    mtp_kv_ratio: float  # the cheapest allowed MTP draft cache type / f16 (0 without --mtp)
-    ubatch: int  # llama.cpp's ubatch at this context: min(n_ubatch 512, n_batch, n_ctx)
-    constant: int  # the constants below plus the FA mask at ctx
-
-    #: The constant without the mask: CUDA context, lazily loaded kernels, page rounding, and
-    #: the runtime's smallest pool.
-    base_constant: ClassVar[int] = (
-        CUDA_CONTEXT_BYTES + LAZY_KERNELS_BYTES + PAGE_ROUNDING_BYTES + RUNTIME_FLOOR_BYTES
-    )
-    #: The FA mask's bytes per context token, counted from ctx 512 on.
-    mask_per_token: ClassVar[int] = _MASK_BYTES_PER_TOKEN
-
-
-def prefilter_terms(spec: RunSpec) -> BoundTerms:
-    """The factors of :func:`lower_bound_bytes` for ``spec``."""
-    ctx = spec.ctx or MIN_CTX
-    if spec.auto_cache:
-        names = [n for pair in _auto_ladder() for n in pair]
-    else:
-        names = [spec.type_k, spec.type_v]
-    ratio = _cheapest_ratio(names)
-    # Draft cache: llama-server's default f16 (-ctkd/-ctvd), or what --auto-cache may pick
-    # (crawler.fit.cheapest_cache_for tries q8_0 and q4_0 drafts).
-    base = spec.base_config()
-    drafts = [base.type_k_draft, base.type_v_draft] + (["q8_0", "q4_0"] if spec.auto_cache else [])
-    mask = ctx * _MASK_BYTES_PER_TOKEN if ctx >= 512 else 0
-    return BoundTerms(
-        ctx=ctx,
-        kv_ratio=ratio,
-        fixed_ratio=min(1.0, ratio),
-        mtp_kv_ratio=_cheapest_ratio(drafts) if spec.mtp else 0.0,
-        # n_ctx >= ctx (llama.cpp pads it up), so this is at most the estimate's ubatch.
-        ubatch=min(base.ubatch, base.batch, ctx),
-        constant=BoundTerms.base_constant + mask,
-    )
-
-
-def _cheapest_ratio(names: Sequence[str]) -> float:
-    # kv_bytes_per_token_f16 counts 2 bytes per element
-    return min(cache_type(n).type_size / cache_type(n).blck for n in names) / 2.0
-
-
-def _auto_ladder() -> tuple[tuple[str, str], ...]:
-    from crawler.fit import CACHE_LADDER
-
-    return CACHE_LADDER
 
 
 # --- per-candidate evaluation ---------------------------------------------------------------
@@ -379,12 +58,11 @@ def _auto_ladder() -> tuple[tuple[str, str], ...]:
 
 def _quality(c: Candidate) -> QualityEstimate | None:
     co = c.coefficients
-    groups = tuple(GroupPrecision(g.name, g.n_params, g.n_bytes, g.bpw) for g in c.groups)
-    if not groups:
+    if not c.groups:
         return None
     return estimate_quality(
         QualityInputs(
-            groups=groups,
+            groups=c.groups,
             n_expert=co.n_expert,
             n_expert_used=co.n_expert_used,
             n_embd=co.n_embd,
@@ -474,15 +152,6 @@ def sort_key(key: str) -> Callable[[Ranked], tuple[Any, ...]]:
     return k
 
 
-#: Sort keys whose value is known before the memory estimate (quality comes from the profile).
-#: With these, candidates are estimated best-first and ranking stops once ``limit`` results fit
-#: and no candidate left can rank higher: most of a large catalog is never estimated.
-EARLY_STOP_SORTS = ("quality", "size", "downloads", "updated")
-#: Sort keys known only after the estimate, for which the catalog streams candidates by an upper
-#: bound of the value (``Candidate.bound_hint``), then tie-breaks (:func:`pre_key`): ranking
-#: stops once ``limit`` results fit and the next candidate's (bound, tie-breaks) rank below the
-#: last result's (value, tie-breaks), since nothing after it can do better.
-BOUNDED_SORTS = ("speed", "margin", "ctx")
 #: Largest step of candidates materialized and estimated at once; the first step is ``limit``
 #: (likely the whole answer), then steps double.
 _MAX_BATCH = 256

@@ -1,0 +1,212 @@
+"""The memory and sort-value bounds of a search, each beside its SQL twin (pure: no I/O).
+
+:func:`lower_bound_bytes` bounds a quant's estimated total from below for any configuration a
+:class:`~crawler.ranking.model.RunSpec` can resolve to; :func:`bound_sql` is the same bound over
+the catalog's ``fit_*`` columns, so the SQL prefilter never drops a quant that fits.
+:func:`ctx_bound_sql` and :func:`speed_bound_sql` bound the largest context and the tok/s from
+above, for the catalog to stream candidates in that order. The twins sit side by side here and
+are tested as pairs (tests/unit/test_bounds.py and the search end-to-end tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from crawler.fit import MemoryCoefficients, cache_type
+from crawler.fit.cuda import (
+    CUDA_CONTEXT_BYTES,
+    LAZY_KERNELS_BYTES,
+    PAGE_ROUNDING_BYTES,
+    RUNTIME_FLOOR_BYTES,
+    context_floor_per_ubatch,
+)
+from crawler.ranking.model import MIN_CTX, Budget, RunSpec
+from crawler.speed import MOE_BOUND_SLACK, VERIFY_EXPERTS_K, speed_bound
+
+__all__ = [
+    "BoundTerms",
+    "bound_sql",
+    "ctx_bound_sql",
+    "lower_bound_bytes",
+    "prefilter_terms",
+    "speed_bound_sql",
+]
+
+#: Mask bytes per context token of the FA-on compute buffer at ubatch 512 (llamacpp-cuda-oracle.md
+#: section 3.1: ``n_ctx * ubatch * 2``): part of the SQL prefilter's lower bound.
+_MASK_BYTES_PER_TOKEN = 512 * 2
+
+
+def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
+    """A lower bound of ``estimate(c, cfg).total`` for any config ``spec`` can resolve to.
+
+    Built only from the catalog's scalar columns, so SQL can apply the same bound; a quant above it
+    cannot fit, one below it gets the exact estimate. Terms: weights (experts unless --cpu-moe,
+    the MTP block and its draft KV cache with --mtp), KV per token at the cheapest cache type
+    allowed, the fixed cache bytes, the compute and runtime floor per ubatch token
+    (:func:`crawler.fit.cuda.context_floor_per_ubatch`), and the constants: CUDA context, lazily
+    loaded kernels, page rounding, the runtime's smallest pool and the FA mask.
+    """
+    t = prefilter_terms(spec)
+    total = c.weights_bytes + (0 if spec.cpu_moe else c.expert_bytes)
+    if spec.mtp:
+        total += c.mtp_weights_bytes + int(c.mtp_kv_bytes_per_token_f16 * t.ctx * t.mtp_kv_ratio)
+    total += int(c.kv_bytes_per_token_f16 * t.ctx * t.kv_ratio)
+    total += int(c.fixed_bytes_f16 * t.fixed_ratio)
+    total += context_floor_per_ubatch(c) * t.ubatch
+    return total + t.constant
+
+
+@dataclass(frozen=True, slots=True)
+class BoundTerms:
+    """The per-search factors of :func:`lower_bound_bytes` (the catalog's SQL applies them)."""
+
+    ctx: int
+    kv_ratio: float  # bytes per element of the cheapest allowed cache type / f16's 2
+    fixed_ratio: float  # the same for the context-independent cache bytes, at most 1
+    mtp_kv_ratio: float  # the cheapest allowed MTP draft cache type / f16 (0 without --mtp)
+    ubatch: int  # llama.cpp's ubatch at this context: min(n_ubatch 512, n_batch, n_ctx)
+    constant: int  # the constants below plus the FA mask at ctx
+
+    #: The constant without the mask: CUDA context, lazily loaded kernels, page rounding, and
+    #: the runtime's smallest pool.
+    base_constant: ClassVar[int] = (
+        CUDA_CONTEXT_BYTES + LAZY_KERNELS_BYTES + PAGE_ROUNDING_BYTES + RUNTIME_FLOOR_BYTES
+    )
+    #: The FA mask's bytes per context token, counted from ctx 512 on.
+    mask_per_token: ClassVar[int] = _MASK_BYTES_PER_TOKEN
+
+
+def prefilter_terms(spec: RunSpec) -> BoundTerms:
+    """The factors of :func:`lower_bound_bytes` for ``spec``."""
+    ctx = spec.ctx or MIN_CTX
+    if spec.auto_cache:
+        names = [n for pair in _auto_ladder() for n in pair]
+    else:
+        names = [spec.type_k, spec.type_v]
+    ratio = _cheapest_ratio(names)
+    # Draft cache: llama-server's default f16 (-ctkd/-ctvd), or what --auto-cache may pick
+    # (crawler.fit.cheapest_cache_for tries q8_0 and q4_0 drafts).
+    base = spec.base_config()
+    drafts = [base.type_k_draft, base.type_v_draft] + (["q8_0", "q4_0"] if spec.auto_cache else [])
+    mask = ctx * _MASK_BYTES_PER_TOKEN if ctx >= 512 else 0
+    return BoundTerms(
+        ctx=ctx,
+        kv_ratio=ratio,
+        fixed_ratio=min(1.0, ratio),
+        mtp_kv_ratio=_cheapest_ratio(drafts) if spec.mtp else 0.0,
+        # n_ctx >= ctx (llama.cpp pads it up), so this is at most the estimate's ubatch.
+        ubatch=min(base.ubatch, base.batch, ctx),
+        constant=BoundTerms.base_constant + mask,
+    )
+
+
+def _cheapest_ratio(names: Sequence[str]) -> float:
+    # kv_bytes_per_token_f16 counts 2 bytes per element
+    return min(cache_type(n).type_size / cache_type(n).blck for n in names) / 2.0
+
+
+def _auto_ladder() -> tuple[tuple[str, str], ...]:
+    from crawler.fit import CACHE_LADDER
+
+    return CACHE_LADDER
+
+
+# --- the SQL twins: the same bounds over the catalog's quants.fit_* columns (alias q) ---------
+
+
+def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
+    """(expression, params): :func:`lower_bound_bytes` over the quants' ``fit_*`` columns less
+    its constant, which the condition ``expression <= :bound_limit`` accounts for.
+
+    Those are copies of ``memory_models``' scalar columns, NULL unless its status is "ok", so the
+    comparison is not true for unmodelled quants and the search indexes cover it. Floats on
+    purpose: they keep SQLite and PostgreSQL integer rules out of the comparison.
+    """
+    t = prefilter_terms(spec)
+    fixed, per_token, params = _bound_terms(spec)
+    params.update(bound_ctx=float(t.ctx), bound_limit=float(budget.device_bytes - t.constant))
+    return f"{fixed} + ({per_token}) * :bound_ctx", params
+
+
+def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
+    """(expression, params): an upper bound of the largest context that fits
+    (:func:`crawler.ranking.rank._with_max_ctx`), for ``--sort ctx``.
+
+    At the largest context ``n`` that fits, the lower bound is within the budget:
+    ``fixed + n * (per_token + mask) <= budget - constants`` once ``n >= 512`` (the FA mask
+    counts from there), so ``n <= max(512, room / (per_token + mask))``; and ``n`` is capped
+    at the trained context (1 Mi tokens when unknown) or the requested one, whichever is larger.
+    """
+    t = prefilter_terms(spec)
+    fixed, per_token, params = _bound_terms(spec)
+    cfg_ctx = float(t.ctx)
+    params.update(
+        ctx_room=float(budget.device_bytes - t.base_constant),
+        ctx_mask=float(t.mask_per_token),
+        ctx_cfg=cfg_ctx,
+        ctx_untrained=max(float(1 << 20), cfg_ctx),
+    )
+    room = f"(:ctx_room - ({fixed})) / ({per_token} + :ctx_mask)"
+    cap = (
+        "CASE WHEN COALESCE(q.fit_ctx_train, 0) <= 0 THEN :ctx_untrained"
+        " WHEN q.fit_ctx_train < :ctx_cfg THEN :ctx_cfg"
+        " ELSE CAST(q.fit_ctx_train AS DOUBLE PRECISION) END"
+    )
+    return (
+        f"CASE WHEN {room} < 512.0 THEN 512.0 WHEN {room} < {cap} THEN {room} ELSE {cap} END",
+        params,
+    )
+
+
+def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
+    """(expression, params): :meth:`crawler.speed.SpeedBound.tok_s` over the quants' columns,
+    an upper bound of the estimated tok/s, for ``--sort speed`` (needs the GPU's bandwidth)."""
+    if budget.bandwidth_gb_s is None:
+        raise ValueError("--sort speed needs the GPU's bandwidth")
+    b = speed_bound(
+        budget.bandwidth_gb_s,
+        mtp=spec.mtp,
+        draft_n_max=spec.spec_draft_n_max,
+        experts_on_host=spec.cpu_moe,
+    )
+    rb, layers = "COALESCE(q.fit_read_bytes, 0)", "COALESCE(q.fit_moe_layers, 0)"
+    seconds = f"({rb} / :speed_bw + {layers} * :speed_tau)"
+    cost = (
+        f"(:speed_base + :speed_k * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
+        " + :speed_verify * COALESCE(q.fit_verify_experts, 0.0))"
+    )
+    slack = f"CASE WHEN {layers} > 0 THEN :speed_slack ELSE 1.0 END"
+    expr = (
+        f"CASE WHEN {seconds} <= 0 THEN 1e300"
+        f" ELSE (:speed_expected / {cost}) / {seconds} * {slack} END"
+    )
+    return expr, {
+        "speed_bw": b.bw,
+        "speed_tau": b.moe_layer_seconds,
+        "speed_base": b.base_cost,
+        "speed_k": float(b.draft_n_max),
+        "speed_verify": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
+        "speed_expected": b.expected,
+        "speed_slack": MOE_BOUND_SLACK,
+    }
+
+
+def _bound_terms(spec: RunSpec) -> tuple[str, str, dict[str, Any]]:
+    """(context-independent bytes, bytes per context token, params) of the lower bound."""
+    t = prefilter_terms(spec)
+    fixed = ["q.fit_weights_bytes"]
+    per_token = ["COALESCE(q.fit_kv_per_token, 0) * :bound_kv"]
+    params: dict[str, Any] = {"bound_kv": float(t.kv_ratio), "bound_fixed": float(t.fixed_ratio)}
+    if not spec.cpu_moe:
+        fixed.append("COALESCE(q.fit_expert_bytes, 0)")
+    if spec.mtp:
+        fixed.append("COALESCE(q.fit_mtp_bytes, 0)")
+        per_token.append("COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp")
+        params["bound_mtp"] = float(t.mtp_kv_ratio)
+    fixed.append("COALESCE(q.fit_fixed_bytes, 0) * :bound_fixed")
+    fixed.append("COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch")
+    params["bound_ubatch"] = float(t.ubatch)
+    return " + ".join(fixed), " + ".join(per_token), params

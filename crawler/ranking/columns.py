@@ -1,0 +1,142 @@
+"""The search columns of a quant, computed from its analysis (pure: no I/O).
+
+The catalog copies what the search reads before the exact estimate into narrow columns, so the
+database can filter and order without parsing JSON: the quality score (``quants.quality_score``),
+the memory bound's terms (``quants.fit_*``, which :func:`crawler.ranking.bounds.bound_sql`
+reads) and the scalars of ``memory_models``. They are computed here, by the functions ranking
+itself uses (:mod:`crawler.quality`, :mod:`crawler.speed`, :mod:`crawler.fit`); the catalog only
+writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from crawler.analysis import MemoryRecord
+from crawler.fit import MemoryCoefficients
+from crawler.fit.cuda import context_floor_per_ubatch
+from crawler.quality import QualityInputs, estimate_quality
+from crawler.ranking.groups import GroupStats
+from crawler.speed import read_bytes_floor, verify_experts_floor
+
+__all__ = [
+    "FIT_EXTRAS",
+    "SEARCH_SCALARS",
+    "draft_head_bytes",
+    "fit_extras",
+    "quality_score_of",
+    "search_columns",
+    "search_scalars",
+]
+
+#: The coefficients the search reads before the exact estimate, copied into scalar columns.
+SEARCH_SCALARS = ("n_expert", "n_expert_used", "n_embd", "n_vocab")
+
+#: The ``quants`` columns :func:`fit_extras` fills (migration 0004).
+FIT_EXTRAS = (
+    "fit_mtp_kv_per_token",
+    "fit_read_bytes",
+    "fit_moe_layers",
+    "fit_ctx_train",
+    "fit_ubatch_bytes",
+    "fit_draft_bytes",
+    "fit_verify_experts",
+)
+
+
+def _opt_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def search_scalars(coefficients: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``memory_models``' copies of the coefficients the search needs before estimating.
+
+    Missing keys are 0 / False, as :meth:`crawler.fit.MemoryCoefficients.from_json` defaults.
+    """
+    co = coefficients or {}
+    out: dict[str, Any] = {k: _opt_int(co.get(k)) or 0 for k in SEARCH_SCALARS}
+    out["mtp_available"] = bool(co.get("mtp_available", False))
+    return out
+
+
+def quality_score_of(
+    groups: Iterable[tuple[str, int, int, float | None]], coefficients: Mapping[str, Any] | None
+) -> float | None:
+    """The stored ``quants.quality_score``: :func:`crawler.quality.estimate_quality`'s score.
+
+    ``groups`` are (name, n_params, n_bytes, bpw) as ``tensor_groups`` stores them, in
+    ``group_name`` order (the order ranking loads them in, so the float sums are identical);
+    ``coefficients`` the memory model's JSON. Ranking recomputes the same function for the
+    quants it returns (:func:`crawler.ranking.rank.rank_candidates`); a test checks they agree.
+    """
+    stats = tuple(GroupStats(n, p, b, bpw) for n, p, b, bpw in groups)
+    if not stats:
+        return None
+    co = search_scalars(coefficients)
+    est = estimate_quality(
+        QualityInputs(
+            groups=stats,
+            n_expert=co["n_expert"],
+            n_expert_used=co["n_expert_used"],
+            n_embd=co["n_embd"],
+            n_vocab=co["n_vocab"],
+        )
+    )
+    return est.score if est is not None else None
+
+
+def draft_head_bytes(groups: Iterable[tuple[str, int]]) -> int:
+    """Bytes of the head an MTP draft pass reads: the ``output`` group, else ``token_embd``
+    (tied embeddings), as ranking gives the speed estimate; ``groups`` are
+    (group_name, n_bytes)."""
+    found = dict(groups)
+    return int(found.get("output") or found.get("token_embd") or 0)
+
+
+def fit_extras(
+    coefficients: Mapping[str, Any] | None, draft_head: int = 0
+) -> dict[str, float | None]:
+    """:data:`FIT_EXTRAS` from a memory model's coefficient JSON and :func:`draft_head_bytes`
+    (None for all when there is no JSON: memory rules not modelled)."""
+    if not coefficients:
+        return dict.fromkeys(FIT_EXTRAS)
+    co = MemoryCoefficients.from_json(dict(coefficients))
+    read = read_bytes_floor(
+        co.weights_bytes, co.expert_bytes, co.n_expert, co.n_expert_used, co.recurrent_bytes_per_seq
+    )
+    return {
+        "fit_mtp_kv_per_token": co.mtp_kv_bytes_per_token_f16,
+        "fit_read_bytes": read,
+        # The MoE layers estimate_speed charges a fixed cost for (as ranking's _speed counts).
+        "fit_moe_layers": sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
+        "fit_ctx_train": co.n_ctx_train or None,
+        "fit_ubatch_bytes": context_floor_per_ubatch(co),
+        # What one MTP draft pass reads (crawler.speed.SpeedBound): the MTP block and the head.
+        "fit_draft_bytes": co.mtp_weights_bytes + draft_head,
+        "fit_verify_experts": verify_experts_floor(
+            read, co.expert_bytes, co.n_expert, co.n_expert_used
+        ),
+    }
+
+
+def search_columns(groups: Sequence[GroupStats], memory: MemoryRecord) -> dict[str, Any]:
+    """Every ``quants`` search column of one analysed quant: ``quality_score`` and ``fit_*``.
+
+    ``groups`` are its tensor groups (any order); the ``fit_*`` copies of the prefilter terms
+    are NULL unless the memory rules are modelled (status "ok").
+    """
+    ordered = sorted(groups, key=lambda g: g.name)
+    ok = memory.status == "ok"
+    head = draft_head_bytes((g.name, g.n_bytes) for g in ordered)
+    return {
+        "quality_score": quality_score_of(
+            ((g.name, g.n_params, g.n_bytes, g.bpw) for g in ordered), memory.coefficients
+        ),
+        "fit_weights_bytes": memory.weights_bytes if ok else None,
+        "fit_expert_bytes": memory.expert_bytes if ok else None,
+        "fit_mtp_bytes": memory.mtp_weights_bytes if ok else None,
+        "fit_kv_per_token": memory.kv_bytes_per_token_f16 if ok else None,
+        "fit_fixed_bytes": memory.fixed_bytes_f16 if ok else None,
+        **fit_extras(memory.coefficients if ok else None, head),
+    }

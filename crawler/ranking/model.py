@@ -1,0 +1,267 @@
+"""The ranking's model (pure: no I/O): what a search asks for and what it is given and answers.
+
+:class:`Budget` (device memory), :class:`RunSpec` (the llama-server configuration asked for),
+:class:`Filters`, :class:`Candidate` (a quant as ranking sees it, built by the catalog's read
+path), :class:`Ranked` and :class:`SearchOutcome` (the answer). Frozen dataclasses, so ranking
+is tested without a database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from crawler.errors import UsageError
+from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
+from crawler.quality import QualityEstimate
+from crawler.query import QueryMatcher
+from crawler.ranking.groups import GroupStats
+from crawler.speed import SpeedEstimate
+
+__all__ = [
+    "BOUNDED_SORTS",
+    "DEFAULT_HEADROOM_GIB",
+    "EARLY_STOP_SORTS",
+    "GIB",
+    "MIN_CTX",
+    "SORT_KEYS",
+    "TIE_BREAKS",
+    "Budget",
+    "Candidate",
+    "Filters",
+    "Ranked",
+    "RunSpec",
+    "SearchOutcome",
+]
+
+GIB = 1024**3
+#: Memory left free for everything that is not llama.cpp: the desktop/compositor on the same GPU,
+#: a browser. The estimate already includes the CUDA context and llama.cpp's runtime buffers.
+DEFAULT_HEADROOM_GIB = 0.5
+#: Without ``--ctx``, a quant "fits" when at least this context fits: llama.cpp's own ``--fit-ctx``
+#: default minimum (common/common.h, llama.cpp 0c1e57098).
+MIN_CTX = 4096
+SORT_KEYS = ("quality", "speed", "size", "margin", "ctx", "downloads", "updated")
+#: Sort keys whose value is known before the memory estimate (quality comes from the profile).
+#: With these, candidates are estimated best-first and ranking stops once ``limit`` results fit
+#: and no candidate left can rank higher: most of a large catalog is never estimated.
+EARLY_STOP_SORTS = ("quality", "size", "downloads", "updated")
+#: Sort keys known only after the estimate, for which the catalog streams candidates by an upper
+#: bound of the value (``Candidate.bound_hint``), then tie-breaks (:func:`pre_key`): ranking
+#: stops once ``limit`` results fit and the next candidate's (bound, tie-breaks) rank below the
+#: last result's (value, tie-breaks), since nothing after it can do better.
+BOUNDED_SORTS = ("speed", "margin", "ctx")
+#: After the primary key, ties are broken by these, in order (then repo_id, path ascending).
+TIE_BREAKS = ("quality", "size", "downloads", "speed")
+#: Mask bytes per context token of the FA-on compute buffer at ubatch 512 (llamacpp-cuda-oracle.md
+#: section 3.1: ``n_ctx * ubatch * 2``): part of the SQL prefilter's lower bound.
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Device memory for one search: ``vram_bytes - headroom_bytes`` is what may be used."""
+
+    vram_bytes: int
+    headroom_bytes: int = int(DEFAULT_HEADROOM_GIB * GIB)
+    ram_bytes: int | None = None  # host memory for --cpu-moe
+    bandwidth_gb_s: float | None = None  # for the speed estimate (from --gpu)
+    gpu_name: str | None = None
+
+    @property
+    def device_bytes(self) -> int:
+        """The bytes a quant's estimate may total."""
+        return self.vram_bytes - self.headroom_bytes
+
+    @classmethod
+    def from_gib(
+        cls,
+        vram_gib: float,
+        *,
+        headroom_gib: float = DEFAULT_HEADROOM_GIB,
+        ram_gib: float | None = None,
+        bandwidth_gb_s: float | None = None,
+        gpu_name: str | None = None,
+    ) -> Budget:
+        """Build from GiB figures (the one place GiB become bytes)."""
+        if vram_gib <= 0:
+            raise UsageError("--vram must be positive")
+        if headroom_gib < 0 or headroom_gib >= vram_gib:
+            raise UsageError("--headroom must be >= 0 and smaller than the VRAM")
+        return cls(
+            vram_bytes=int(vram_gib * GIB),
+            headroom_bytes=int(headroom_gib * GIB),
+            ram_bytes=None if ram_gib is None else int(ram_gib * GIB),
+            bandwidth_gb_s=bandwidth_gb_s,
+            gpu_name=gpu_name,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A quant as ranking sees it: catalog columns, tensor groups and memory coefficients."""
+
+    quant_id: int
+    repo_id: str
+    path: str
+    size_bytes: int
+    coefficients: MemoryCoefficients
+    quant_label: str | None = None
+    architecture: str | None = None
+    base_model: str | None = None
+    author: str | None = None
+    n_params: int | None = None
+    mtp_present: bool | None = None
+    mtp_state: str | None = None
+    mtp_preserved: bool | None = None
+    mtp_min_bits: float | None = None
+    attn_min_bits: float | None = None
+    attn_preserved: bool | None = None
+    loadable_by_mainline: bool | None = None
+    dynamic: bool | None = None
+    downloads: int | None = None
+    likes: int | None = None
+    last_modified: datetime | None = None
+    groups: tuple[GroupStats, ...] = ()
+    #: Other model paths of the same repo, to tell whether ``-hf repo:LABEL`` picks this file.
+    sibling_paths: tuple[str, ...] = ()
+    #: The quality score computed by the catalog (``quality.score_from_sums`` over SQL sums)
+    #: when ``groups`` were not loaded; ranking orders by it before estimating.
+    quality_hint: float | None = None
+    #: For :data:`BOUNDED_SORTS`: an upper bound of this candidate's sort value (tok/s, margin,
+    #: max ctx) from the catalog, which streams candidates in that bound's order.
+    bound_hint: float | None = None
+
+    def group(self, name: str) -> GroupStats | None:
+        """The named group, if the profile has it."""
+        for g in self.groups:
+            if g.name == name:
+                return g
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """The llama-server configuration asked for (one per search, resolved per candidate)."""
+
+    ctx: int | None = None  # None: show each candidate's largest context
+    type_k: str = "f16"
+    type_v: str = "f16"
+    auto_cache: bool = False  # per candidate, the least lossy cache that reaches ctx
+    mtp: bool = False
+    spec_draft_n_max: int = 3
+    cpu_moe: bool = False
+
+    def validated(self) -> RunSpec:
+        """Raise UsageError for values llama.cpp's argument parser would refuse."""
+        if self.ctx is not None and self.ctx < 1:
+            raise UsageError("--ctx must be at least 1")
+        for name in (self.type_k, self.type_v):
+            if name.lower() not in CACHE_TYPES:
+                raise UsageError(f"unknown cache type {name!r}; one of {', '.join(CACHE_TYPES)}")
+        if self.spec_draft_n_max < 0:
+            raise UsageError("--spec-draft-n-max must be >= 0")
+        return self
+
+    def base_config(self) -> RunConfig:
+        """The RunConfig before per-candidate choices (cache ladder, context)."""
+        return RunConfig(
+            ctx=self.ctx or MIN_CTX,
+            type_k=self.type_k.lower(),
+            type_v=self.type_v.lower(),
+            flash_attn="on",
+            parallel=1,
+            mtp=self.mtp,
+            spec_draft_n_max=self.spec_draft_n_max,
+            cpu_moe=self.cpu_moe,
+        )
+
+
+def _ci_equal(a: str | None, b: str) -> bool:
+    return a is not None and a.lower() == b.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Search filters. ``accepts`` is the reference; the catalog pushes the same tests into SQL."""
+
+    query: str | None = None
+    mtp: bool = False  # MTP head present (in the file) and preserved (>= 6 bits)
+    min_attn_bits: float | None = None
+    arch: str | None = None
+    author: str | None = None
+    base: str | None = None
+    label: str | None = None
+    loadable: bool = False
+    _matcher: QueryMatcher | None = field(default=None, compare=False, repr=False)
+
+    def matcher(self) -> QueryMatcher | None:
+        """The (cached) query matcher, or None without a query."""
+        if not self.query:
+            return None
+        if self._matcher is None or self._matcher.query != self.query:  # built once per Filters
+            object.__setattr__(self, "_matcher", QueryMatcher(self.query))
+        return self._matcher
+
+    def accepts(self, c: Candidate) -> bool:
+        """True when ``c`` passes every filter (query included)."""
+        if self.mtp and not (c.mtp_present and c.mtp_preserved and c.coefficients.mtp_available):
+            return False
+        if self.min_attn_bits is not None and (
+            c.attn_min_bits is None or c.attn_min_bits < self.min_attn_bits
+        ):
+            return False
+        if self.arch and not _ci_equal(c.architecture, self.arch):
+            return False
+        if self.author and not _ci_equal(c.author, self.author):
+            return False
+        if self.base and not _base_matches(c.base_model, self.base):
+            return False
+        if self.label and not _ci_equal(c.quant_label, self.label):
+            return False
+        if self.loadable and c.loadable_by_mainline is not True:
+            return False
+        m = self.matcher()
+        return m is None or m.matches_names(
+            c.repo_id, c.base_model, c.path, c.quant_label, c.architecture
+        )
+
+
+def _base_matches(base_model: str | None, wanted: str) -> bool:
+    """``--base`` matches the id exactly or its name after the owner (case-insensitive)."""
+    if base_model is None:
+        return False
+    b, w = base_model.lower(), wanted.lower()
+    return b == w or b.endswith("/" + w)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One result: the candidate, the configuration that fits, and the evidence."""
+
+    rank: int
+    candidate: Candidate
+    config: RunConfig
+    estimate: FitEstimate
+    margin_bytes: int
+    max_ctx: int | None
+    quality: QualityEstimate | None
+    speed: SpeedEstimate | None
+    command: str  # llama-server
+    ollama: str | None = None  # equivalent, where Ollama can express the configuration
+    lm_studio: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """Results plus what was left out and why (for the 'nothing fits' hint)."""
+
+    results: tuple[Ranked, ...]
+    considered: int  # candidates that passed the filters
+    fitting: int  # of those, how many fit
+    unknown_memory: int  # memory rules not modelled (status "unknown")
+    invalid_config: int  # llama.cpp would refuse the configuration for this file
+    too_big: int  # estimated total above the budget
+    smallest_total: int | None  # the smallest estimate among the too-big ones
+    #: Candidates never estimated because none of them could rank above the results
+    #: (:data:`EARLY_STOP_SORTS`); ``fitting`` and ``too_big`` then count the estimated ones.
+    unevaluated: int = 0
