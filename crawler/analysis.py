@@ -16,8 +16,16 @@ from crawler.errors import QuantsError
 from crawler.fit import coefficients
 from crawler.gguf import GGUFHeader
 from crawler.profile import build_profile, merge_headers
+from crawler.ranking.groups import GroupStats
 
-__all__ = ["AnalysedShard", "MemoryRecord", "QuantAnalysis", "analyse_quant"]
+__all__ = [
+    "AnalysedShard",
+    "MemoryRecord",
+    "QuantAnalysis",
+    "StoredProfile",
+    "analyse_quant",
+    "stored_profile",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +54,97 @@ class MemoryRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class QuantAnalysis:
-    """A quant analysed now: its profile JSON (inspect's keys), memory model, and shards read."""
+class StoredProfile:
+    """A quant's profile as the catalog stores it: the ``quants`` columns, typed, and the JSON.
 
-    profile: Mapping[str, Any]
+    ``json`` is ``quants inspect --json``'s document (stored as is in ``quants.profile`` and the
+    history); the fields are the verdict columns read from it by :func:`stored_profile`.
+    """
+
+    json: Mapping[str, Any]
+    quant_label: str | None = None
+    architecture: str | None = None
+    n_tensors: int | None = None
+    n_params: int | None = None
+    bpw: float | None = None
+    mtp_present: bool | None = None
+    mtp_state: str | None = None
+    mtp_layers: int | None = None
+    #: "Preserved" speaks of MTP tensors in this file: None when there are none.
+    mtp_min_bits: float | None = None
+    mtp_preserved: bool | None = None
+    attn_min_bits: float | None = None
+    attn_preserved: bool | None = None
+    dynamic: bool | None = None
+    loadable_by_mainline: bool | None = None
+    claims: tuple[Any, ...] = ()
+    #: The coarse tensor groups, in name order.
+    groups: tuple[GroupStats, ...] = ()
+
+
+def _opt_float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _opt_bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def stored_profile(profile: Mapping[str, Any]) -> StoredProfile:
+    """The typed columns of a profile JSON (``quants inspect --json``'s keys); values of the
+    wrong type become None, so a stored document from an older version still loads."""
+    mtp = profile.get("mtp") or {}
+    attn = profile.get("attention") or {}
+    present = _opt_bool(mtp.get("present"))
+    layers = mtp.get("layers")
+    groups = tuple(
+        GroupStats(
+            name=name,
+            n_tensors=_opt_int(g.get("n_tensors")) or 0,
+            n_params=_opt_int(g.get("n_params")) or 0,
+            n_bytes=_opt_int(g.get("n_bytes")) or 0,
+            bpw=_opt_float(g.get("bpw")),
+            min_bits=_opt_float(g.get("min_bits")),
+            max_bits=_opt_float(g.get("max_bits")),
+            types=tuple((g.get("types") or {}).items()),
+        )
+        for name, g in sorted((profile.get("groups") or {}).items())
+    )
+    return StoredProfile(
+        json=profile,
+        quant_label=_opt_str(profile.get("quant_label")),
+        architecture=_opt_str(profile.get("architecture")),
+        n_tensors=_opt_int(profile.get("n_tensors")),
+        n_params=_opt_int(profile.get("n_params")),
+        bpw=_opt_float(profile.get("bpw")),
+        mtp_present=present,
+        mtp_state=_opt_str(mtp.get("state")),
+        # The profile lists the MTP block indexes; the column counts them.
+        mtp_layers=len(layers) if isinstance(layers, list) else _opt_int(layers),
+        mtp_min_bits=_opt_float(mtp.get("min_bits")) if present else None,
+        mtp_preserved=_opt_bool(mtp.get("preserved")) if present else None,
+        attn_min_bits=_opt_float(attn.get("min_bits")),
+        attn_preserved=_opt_bool(attn.get("preserved")),
+        dynamic=_opt_bool(profile.get("dynamic")),
+        loadable_by_mainline=_opt_bool(profile.get("loadable_by_mainline")),
+        claims=tuple(profile.get("claims") or ()),
+        groups=groups,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class QuantAnalysis:
+    """A quant analysed now: its profile (typed, with inspect's JSON), memory model, shards read."""
+
+    profile: StoredProfile
     memory: MemoryRecord
     shards: tuple[AnalysedShard, ...]
     base_model: str | None = None
@@ -113,7 +208,7 @@ def analyse_quant(
         memory = MemoryRecord(status="unknown", reason=str(exc))
     file_type = headers[0].metadata.get("general.file_type")
     return QuantAnalysis(
-        profile=profile_json,
+        profile=stored_profile(profile_json),
         memory=memory,
         shards=tuple(shards),
         base_model=_gguf_base_model(headers[0]),

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import and_, case, delete, func, select, update
 
-from crawler.analysis import AnalysedShard, MemoryRecord, QuantAnalysis
+from crawler.analysis import AnalysedShard, MemoryRecord, QuantAnalysis, StoredProfile
 from crawler.catalog import Catalog
 from crawler.catalog.tables import (
     SEARCH_TEXT_MAX,
@@ -39,7 +39,6 @@ from crawler.catalog.tensor_tables import (
 )
 from crawler.grouping import FileKind, RepoLayout
 from crawler.ranking.columns import search_columns, search_scalars
-from crawler.ranking.groups import GroupStats
 
 __all__ = [
     "SCAN_COUNTERS",
@@ -440,64 +439,45 @@ def _write_layout(s: Any, repo_pk: int, w: RepoWrite, scan_id: int, now: datetim
             row.analysed_at = now
 
 
-def _opt_float(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _apply_profile(q: Quant, p: StoredProfile) -> None:
+    q.quant_label = p.quant_label
+    q.architecture = p.architecture
+    q.n_tensors = p.n_tensors
+    q.n_params = p.n_params
+    q.bpw = p.bpw
+    q.mtp_present = p.mtp_present
+    q.mtp_state = p.mtp_state
+    q.mtp_layers = p.mtp_layers
+    q.mtp_min_bits = p.mtp_min_bits
+    q.mtp_preserved = p.mtp_preserved
+    q.attn_min_bits = p.attn_min_bits
+    q.attn_preserved = p.attn_preserved
+    q.dynamic = p.dynamic
+    q.loadable_by_mainline = p.loadable_by_mainline
+    q.claims = list(p.claims)
+    q.profile = dict(p.json)
 
 
-def _opt_int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _opt_bool(value: Any) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
-def _apply_profile(q: Quant, profile: Mapping[str, Any]) -> None:
-    mtp = profile.get("mtp") or {}
-    attn = profile.get("attention") or {}
-    q.quant_label = profile.get("quant_label")
-    q.architecture = profile.get("architecture")
-    q.n_tensors = _opt_int(profile.get("n_tensors"))
-    q.n_params = _opt_int(profile.get("n_params"))
-    q.bpw = _opt_float(profile.get("bpw"))
-    present = _opt_bool(mtp.get("present"))
-    layers = mtp.get("layers")
-    q.mtp_present = present
-    q.mtp_state = mtp.get("state")
-    # The profile lists the MTP block indexes; the column counts them.
-    q.mtp_layers = len(layers) if isinstance(layers, list) else _opt_int(layers)
-    # "Preserved" speaks of MTP tensors in this file: NULL when there are none.
-    q.mtp_min_bits = _opt_float(mtp.get("min_bits")) if present else None
-    q.mtp_preserved = _opt_bool(mtp.get("preserved")) if present else None
-    q.attn_min_bits = _opt_float(attn.get("min_bits"))
-    q.attn_preserved = _opt_bool(attn.get("preserved"))
-    q.dynamic = _opt_bool(profile.get("dynamic"))
-    q.loadable_by_mainline = _opt_bool(profile.get("loadable_by_mainline"))
-    q.claims = list(profile.get("claims") or [])
-    q.profile = dict(profile)
-
-
-def _group_rows(quant_id: int, profile: Mapping[str, Any]) -> list[TensorGroup]:
+def _group_rows(quant_id: int, p: StoredProfile) -> list[TensorGroup]:
     return [
         TensorGroup(
             quant_id=quant_id,
-            group_name=name,
-            n_tensors=_opt_int(g.get("n_tensors")) or 0,
-            n_params=_opt_int(g.get("n_params")) or 0,
-            n_bytes=_opt_int(g.get("n_bytes")) or 0,
-            bpw=_opt_float(g.get("bpw")),
-            min_bits=_opt_float(g.get("min_bits")),
-            max_bits=_opt_float(g.get("max_bits")),
-            types=dict(g.get("types") or {}),
+            group_name=g.name,
+            n_tensors=g.n_tensors,
+            n_params=g.n_params,
+            n_bytes=g.n_bytes,
+            bpw=g.bpw,
+            min_bits=g.min_bits,
+            max_bits=g.max_bits,
+            types=dict(g.types),
         )
-        for name, g in sorted((profile.get("groups") or {}).items())
+        for g in p.groups
     ]
 
 
-def _apply_search_columns(q: Quant, groups: Sequence[TensorGroup], m: MemoryRecord) -> None:
+def _apply_search_columns(q: Quant, p: StoredProfile, m: MemoryRecord) -> None:
     """Write the search columns (computed by :mod:`crawler.ranking.columns`)."""
-    stats = [GroupStats(g.group_name, g.n_params, g.n_bytes, g.bpw) for g in groups]
-    for name, value in search_columns(stats, m).items():
+    for name, value in search_columns(p.groups, m).items():
         setattr(q, name, value)
 
 
@@ -554,7 +534,7 @@ def _write_analyses(
             q.analysed_at = now
             q.content_key = content_key
             group_rows = _group_rows(q.id, a.profile)
-            _apply_search_columns(q, group_rows, a.memory)
+            _apply_search_columns(q, a.profile, a.memory)
             rows += group_rows
             rows.append(_memory_row(q.id, a.memory))
             rows.append(
@@ -575,7 +555,7 @@ def _write_analyses(
                         revision=revision,
                         content_key=content_key,
                         size_bytes=q.size_bytes,
-                        profile=dict(a.profile),
+                        profile=dict(a.profile.json),
                         analysed_at=now,
                     )
                 )
@@ -733,7 +713,7 @@ def iter_tensor_tables(catalog: Catalog) -> list[StoredQuantTables]:
 
 
 def update_analysis(
-    catalog: Catalog, quant_id: int, profile: Mapping[str, Any], memory: MemoryRecord
+    catalog: Catalog, quant_id: int, profile: StoredProfile, memory: MemoryRecord
 ) -> bool:
     """Replace a quant's profile columns, groups and memory model (``quants reprofile``).
 
@@ -743,11 +723,11 @@ def update_analysis(
         q = s.get(Quant, quant_id)
         if q is None:
             return False
-        changed = (q.profile or {}) != dict(profile)
+        changed = (q.profile or {}) != dict(profile.json)
         _apply_profile(q, profile)
         _replace_children(s, [q.id], (TensorGroup, MemoryModel))
         group_rows = _group_rows(q.id, profile)
-        _apply_search_columns(q, group_rows, memory)
+        _apply_search_columns(q, profile, memory)
         s.add_all([*group_rows, _memory_row(q.id, memory)])
         _refresh_live(s, [q.repo_pk])  # label and architecture may have changed
         return changed

@@ -1,8 +1,9 @@
 """One coarse tensor group's statistics, as the catalog stores them (``tensor_groups``).
 
-The one group type that ranking, the quality model, compare and the search columns share (the
-profile's own per-file :class:`crawler.profile.GroupStats` adds the tensor count and the type
-histogram it aggregates from the tensor table).
+The one group type that the analysis hands the catalog, and that ranking, the quality model,
+compare and the search columns share. (The profile aggregates the tensor table into its own
+:class:`crawler.profile.GroupStats`, whose ``min_bits``/``max_bits`` are a type's integer width,
+and renders it as JSON; :func:`crawler.analysis.stored_profile` turns that into these.)
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ class GroupStats:
     bpw: float | None = None
     min_bits: float | None = None
     max_bits: float | None = None
+    #: Tensors in the group and their quant types (tensor_groups.types); ranking leaves them empty.
+    n_tensors: int = 0
+    types: tuple[tuple[str, int], ...] = ()
 
     @property
     def bits(self) -> float | None:
