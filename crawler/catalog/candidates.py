@@ -117,8 +117,8 @@ def filter_sql(filters: Filters) -> Where:
         w.add("q.loadable_by_mainline = TRUE")
     matcher = filters.matcher()
     if matcher is not None:
-        # quants.search_text (crawler.catalog.store.search_text_sql) is NULL only when too long
-        # to index: those rows pass here and the Python matcher decides, as it does for all.
+        # quants.search_text (crawler.catalog.search_index.search_text_sql) is NULL only when too
+        # long to index: those rows pass here and the Python matcher decides, as it does for all.
         for i, tok in enumerate(matcher.required_substrings):
             w.add(
                 f"q.search_text LIKE :tok{i} ESCAPE '\\' OR q.search_text IS NULL",

@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Catalog", "params_from_pairs", "redact_url", "resource_dir"]
 
+#: The revision from which the search columns exist with values; a catalog migrated from below it
+#: gets them computed (crawler.catalog.search_index.refresh_search_columns).
+_SEARCH_COLUMNS_REVISION = "0004"
 # SQLite waits this long for a writer's lock before "database is locked" (WAL readers never wait).
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Upper bound on rows `quants sql` materialises, so a cross join cannot exhaust memory.
@@ -246,6 +249,13 @@ class Catalog(Closing):
                     conn.exec_driver_sql("BEGIN IMMEDIATE")
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
+                if current is not None and current < _SEARCH_COLUMNS_REVISION:
+                    # Revisions 0003/0004 add the search columns without computing the model's
+                    # values (a migration never calls live model code): fill them now, with
+                    # the functions the crawl uses, in the migration's transaction.
+                    from crawler.catalog.search_index import refresh_search_columns
+
+                    refresh_search_columns(conn)
         except DBAPIError as exc:
             # Another process may have migrated at the same moment; that is fine if we are at head.
             if self.current_revision() != head:

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, select, update
+from sqlalchemy import delete, func, select, update
 
 from crawler.analysis import AnalysedShard, MemoryRecord, QuantAnalysis, StoredProfile
 from crawler.catalog import Catalog
+from crawler.catalog.search_index import refresh_live_rows
 from crawler.catalog.tables import (
-    SEARCH_TEXT_MAX,
     CrawlState,
     File,
     MemoryModel,
@@ -52,13 +52,10 @@ __all__ = [
     "finish_scan",
     "get_state",
     "iter_tensor_tables",
-    "live_sql",
     "load_repo",
     "mark_repos_vanished",
     "pending_repo_ids",
     "record_errors",
-    "refresh_live",
-    "search_text_sql",
     "set_state",
     "start_scan",
     "touch_repos",
@@ -374,7 +371,7 @@ def write_repo(catalog: Catalog, scan_id: int, w: RepoWrite) -> None:
                     .where(model.repo_pk == repo.id, model.vanished_at.is_(None))
                     .values(vanished_at=now)
                 )
-        _refresh_live(s, [repo.id])
+        refresh_live_rows(s, [repo.id])
         _add_errors(s, scan_id, w.errors)
         # Last, in the same transaction: the marker that this sha needs no more work.
         if w.complete and not w.vanished:
@@ -613,69 +610,8 @@ def mark_repos_vanished(
                     .where(model.repo_pk == repo.id, model.vanished_at.is_(None))
                     .values(vanished_at=now)
                 )
-        _refresh_live(s, [r.id for r in gone])
+        refresh_live_rows(s, [r.id for r in gone])
         return [r.repo_id for r in gone]
-
-
-def search_text_sql(quants: Any, repos: Any) -> Any:
-    """SQL for ``quants.search_text`` of a ``quants`` row (correlated with its repo).
-
-    ``quants``/``repos`` are table-like objects with columns (the ORM classes, or the
-    migration's ``sa.table`` stand-ins), so the crawl and migration 0003 store the same text.
-    """
-    from sqlalchemy import String, cast, literal
-
-    def low(col: Any) -> Any:
-        return func.lower(func.coalesce(col, ""))
-
-    text = (
-        low(repos.repo_id)
-        + literal(" ")
-        + low(func.coalesce(quants.base_model, repos.base_model))
-        + literal(" ")
-        + low(quants.path)
-        + literal(" ")
-        + low(quants.quant_label)
-        + literal(" ")
-        + low(quants.architecture)
-    )
-    kept = case((func.length(text) <= SEARCH_TEXT_MAX, text), else_=None)
-    return (
-        select(cast(kept, String(SEARCH_TEXT_MAX)))
-        .where(repos.id == quants.repo_pk)
-        .scalar_subquery()
-    )
-
-
-def live_sql(quants: Any, repos: Any) -> Any:
-    """SQL for ``quants.live``: the quant and its repo have not vanished."""
-    repo_live = select(repos.id).where(repos.id == quants.repo_pk, repos.vanished_at.is_(None))
-    return case((and_(quants.vanished_at.is_(None), repo_live.exists()), True), else_=False)
-
-
-def _refresh_live(s: Any, repo_pks: Sequence[int]) -> None:
-    """Recompute ``quants.live`` and ``quants.search_text`` for the quants of these repos.
-
-    Called in the transaction that changes any ``vanished_at``, base model or profile of those
-    repos or their quants, so the search index never disagrees with the rows it copies.
-    """
-    if not repo_pks:
-        return
-    s.flush()
-    for chunk in range(0, len(repo_pks), 5000):
-        s.execute(
-            update(Quant)
-            .where(Quant.repo_pk.in_(list(repo_pks[chunk : chunk + 5000])))
-            .values(live=live_sql(Quant, Repo), search_text=search_text_sql(Quant, Repo))
-            .execution_options(synchronize_session=False)
-        )
-
-
-def refresh_live(catalog: Catalog) -> None:
-    """Recompute ``quants.live`` and ``search_text`` of every quant (rows written elsewhere)."""
-    with catalog.session() as s:
-        pks = list(s.scalars(select(Repo.id)))
-        _refresh_live(s, pks)
 
 
 # -- reprofile -------------------------------------------------------------------------------
@@ -729,7 +665,7 @@ def update_analysis(
         group_rows = _group_rows(q.id, profile)
         _apply_search_columns(q, profile, memory)
         s.add_all([*group_rows, _memory_row(q.id, memory)])
-        _refresh_live(s, [q.repo_pk])  # label and architecture may have changed
+        refresh_live_rows(s, [q.repo_pk])  # label and architecture may have changed
         return changed
 
 

@@ -10,8 +10,13 @@ the quant nor its repo vanished), ``quants.fit_*`` (copies of memory_models' pre
 ``quants.search_text`` (the lowercased names the query words are matched in), one index over
 them all (the quality order, covering the memory bound and name test), and in memory_models
 copies of the scalar coefficients the search reads before the exact estimate.
-Existing rows are filled here; the quality score goes through the same function the crawl uses
-(``crawler.catalog.store.quality_score_of``), so a catalog migrated here matches a new crawl.
+Existing rows are filled here with plain SQL and this revision's own copies of what it computes
+(``live``, ``search_text``, the ``fit_*`` copies, the scalar coefficients). The quality score is
+the quality model's (``crawler.ranking.columns.quality_score_of``), which a migration must not
+call (an applied revision does the same thing whatever the model becomes): this revision leaves
+it NULL, ``Catalog.upgrade`` fills it after migrating a catalog from below 0004
+(``crawler.catalog.search_index.refresh_search_columns``, in the same transaction), and
+``quants reprofile`` recomputes it.
 """
 
 from __future__ import annotations
@@ -59,10 +64,55 @@ def upgrade() -> None:
     _backfill()
 
 
-def _backfill() -> None:
-    from crawler.catalog.store import live_sql, search_text_sql
-    from crawler.ranking.columns import quality_score_of, search_scalars
+# crawler.catalog.tables.SEARCH_TEXT_MAX at this revision.
+_SEARCH_TEXT_MAX = 512
+# crawler.ranking.columns.SEARCH_SCALARS at this revision.
+_SCALARS = ("n_expert", "n_expert_used", "n_embd", "n_vocab")
 
+
+def _live_sql(quants: Any, repos: Any) -> Any:
+    # crawler.catalog.search_index.live_sql at this revision.
+    repo_live = sa.select(repos.id).where(repos.id == quants.repo_pk, repos.vanished_at.is_(None))
+    return sa.case((sa.and_(quants.vanished_at.is_(None), repo_live.exists()), True), else_=False)
+
+
+def _search_text_sql(quants: Any, repos: Any) -> Any:
+    # crawler.catalog.search_index.search_text_sql at this revision.
+    def low(col: Any) -> Any:
+        return sa.func.lower(sa.func.coalesce(col, ""))
+
+    text = (
+        low(repos.repo_id)
+        + sa.literal(" ")
+        + low(sa.func.coalesce(quants.base_model, repos.base_model))
+        + sa.literal(" ")
+        + low(quants.path)
+        + sa.literal(" ")
+        + low(quants.quant_label)
+        + sa.literal(" ")
+        + low(quants.architecture)
+    )
+    kept = sa.case((sa.func.length(text) <= _SEARCH_TEXT_MAX, text), else_=None)
+    return (
+        sa.select(sa.cast(kept, sa.String(_SEARCH_TEXT_MAX)))
+        .where(repos.id == quants.repo_pk)
+        .scalar_subquery()
+    )
+
+
+def _scalars(coefficients: Any) -> dict[str, Any]:
+    # crawler.ranking.columns.search_scalars at this revision.
+    co = coefficients or {}
+
+    def opt_int(value: Any) -> int | None:
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+    out: dict[str, Any] = {k: opt_int(co.get(k)) or 0 for k in _SCALARS}
+    out["mtp_available"] = bool(co.get("mtp_available", False))
+    return out
+
+
+def _backfill() -> None:
     bind = op.get_bind()
     repos = sa.table(
         "repos",
@@ -82,7 +132,6 @@ def _backfill() -> None:
         sa.column("quant_label"),
         sa.column("architecture"),
         sa.column("search_text"),
-        sa.column("quality_score", sa.Float()),
         *(sa.column(c) for c in _FIT_COLUMNS),
     )
     memory = sa.table(
@@ -92,17 +141,9 @@ def _backfill() -> None:
         *(sa.column(c) for c in ("n_expert", "n_expert_used", "n_embd", "n_vocab")),
         sa.column("mtp_available", sa.Boolean()),
     )
-    groups = sa.table(
-        "tensor_groups",
-        sa.column("quant_id"),
-        sa.column("group_name"),
-        sa.column("n_params"),
-        sa.column("n_bytes"),
-        sa.column("bpw"),
-    )
     bind.execute(
         sa.update(quants).values(
-            live=live_sql(quants.c, repos.c), search_text=search_text_sql(quants.c, repos.c)
+            live=_live_sql(quants.c, repos.c), search_text=_search_text_sql(quants.c, repos.c)
         )
     )
     mem = sa.table(
@@ -131,35 +172,12 @@ def _backfill() -> None:
                 )
             ).all()
         )
-        by_quant: dict[int, list[tuple[str, int, int, float | None]]] = {}
-        for qid, name, n_params, n_bytes, bpw in bind.execute(
-            sa.select(
-                groups.c.quant_id,
-                groups.c.group_name,
-                groups.c.n_params,
-                groups.c.n_bytes,
-                groups.c.bpw,
-            )
-            .where(groups.c.quant_id.in_(chunk))
-            .order_by(groups.c.quant_id, groups.c.group_name)
-        ):
-            by_quant.setdefault(qid, []).append((name, n_params, n_bytes, bpw))
-        scalars = [{"b_id": qid, **search_scalars(coefficients.get(qid))} for qid in chunk]
+        scalars = [{"b_id": qid, **_scalars(coefficients.get(qid))} for qid in chunk]
         bind.execute(
             sa.update(memory)
             .where(memory.c.quant_id == sa.bindparam("b_id"))
             .values({k: sa.bindparam(k) for k in scalars[0] if k != "b_id"}),
             scalars,
-        )
-        scores = [
-            {"b_id": qid, "score": quality_score_of(by_quant.get(qid, []), coefficients.get(qid))}
-            for qid in chunk
-        ]
-        bind.execute(
-            sa.update(quants)
-            .where(quants.c.id == sa.bindparam("b_id"))
-            .values(quality_score=sa.bindparam("score")),
-            scores,
         )
 
 

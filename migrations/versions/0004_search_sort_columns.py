@@ -4,9 +4,12 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-02
 
-New ``quants`` columns, from the coefficient JSON (and the output head's tensor group) through
-``crawler.catalog.store.fit_extras``, the function the crawl uses, so a catalog migrated here
-matches a new crawl:
+New ``quants`` columns, computed from the coefficient JSON (and the output head's tensor group) by
+``crawler.ranking.columns.fit_extras``, the function the crawl uses. This revision only adds them
+(NULL): a migration never calls live model code, so that an applied revision does the same thing
+whatever the model becomes. ``Catalog.upgrade`` fills them after migrating a catalog from below
+0004 (``crawler.catalog.search_index.refresh_search_columns``, in the same transaction), and
+``quants reprofile`` recomputes them:
 ``fit_mtp_kv_per_token`` (the MTP draft's KV cache in the ``--mtp`` memory bound),
 ``fit_ubatch_bytes`` (the compute and runtime floor per ubatch token in every memory bound),
 ``fit_read_bytes``, ``fit_moe_layers``, ``fit_draft_bytes`` and ``fit_verify_experts`` (the fewest
@@ -21,8 +24,6 @@ the downloads order.
 
 from __future__ import annotations
 
-from typing import Any
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -31,8 +32,7 @@ down_revision = "0003"
 branch_labels = None
 depends_on = None
 
-_BATCH = 5000
-# crawler.catalog.store.FIT_EXTRAS at this revision (a migration keeps its own copy).
+# crawler.ranking.columns.FIT_EXTRAS at this revision (a migration keeps its own copy).
 _NEW = (
     "fit_mtp_kv_per_token",
     "fit_read_bytes",
@@ -74,60 +74,6 @@ def upgrade() -> None:
             ],
         )
     op.create_index("ix_repos_downloads", "repos", ["downloads"])
-    _backfill()
-
-
-def _backfill() -> None:
-    from crawler.ranking.columns import draft_head_bytes, fit_extras
-
-    bind = op.get_bind()
-    quants = sa.table("quants", sa.column("id"), *(sa.column(c) for c in _NEW))
-    memory = sa.table(
-        "memory_models",
-        sa.column("quant_id"),
-        sa.column("status"),
-        sa.column("coefficients", sa.JSON()),
-    )
-    groups = sa.table(
-        "tensor_groups", sa.column("quant_id"), sa.column("group_name"), sa.column("n_bytes")
-    )
-    ids = [
-        row[0]
-        for row in bind.execute(
-            sa.select(memory.c.quant_id).where(memory.c.status == "ok").order_by("quant_id")
-        )
-    ]
-    for i in range(0, len(ids), _BATCH):
-        chunk = ids[i : i + _BATCH]
-        heads: dict[int, list[tuple[str, int]]] = {}
-        for qid, name, n_bytes in bind.execute(
-            sa.select(groups.c.quant_id, groups.c.group_name, groups.c.n_bytes).where(
-                groups.c.quant_id.in_(chunk), groups.c.group_name.in_(("output", "token_embd"))
-            )
-        ):
-            heads.setdefault(qid, []).append((name, n_bytes))
-        rows: list[dict[str, Any]] = [
-            {
-                "b_id": qid,
-                **{
-                    k: v
-                    for k, v in fit_extras(co, draft_head_bytes(heads.get(qid, []))).items()
-                    if k in _NEW
-                },
-            }
-            for qid, co in bind.execute(
-                sa.select(memory.c.quant_id, memory.c.coefficients).where(
-                    memory.c.quant_id.in_(chunk)
-                )
-            )
-        ]
-        if rows:
-            bind.execute(
-                sa.update(quants)
-                .where(quants.c.id == sa.bindparam("b_id"))
-                .values({name: sa.bindparam(name) for name in _NEW}),
-                rows,
-            )
 
 
 def downgrade() -> None:

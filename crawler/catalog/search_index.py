@@ -1,0 +1,140 @@
+"""The search index's copies in ``quants``: kept in step with the rows they copy.
+
+``quants.live`` and ``quants.search_text`` (recomputed in the transaction that changes what they
+copy), and the search columns (``quality_score``, ``fit_*``) of every stored quant, recomputed by
+:func:`refresh_search_columns` from ``tensor_groups`` and ``memory_models`` with the functions of
+:mod:`crawler.ranking.columns` the crawl uses. :meth:`crawler.catalog.Catalog.upgrade` runs it
+after migrating a catalog across revisions 0003/0004, which add those columns (a migration never
+calls live model code: an applied revision must do the same thing whatever the model becomes).
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import and_, case, func, select, update
+
+from crawler.catalog import Catalog
+from crawler.catalog.tables import SEARCH_TEXT_MAX, MemoryModel, Quant, Repo, TensorGroup
+from crawler.ranking.columns import FIT_EXTRAS, draft_head_bytes, fit_extras, quality_score_of
+
+__all__ = [
+    "live_sql",
+    "refresh_live",
+    "refresh_live_rows",
+    "refresh_search_columns",
+    "search_text_sql",
+]
+
+_BATCH = 5000
+
+
+def search_text_sql(quants: Any, repos: Any) -> Any:
+    """SQL for ``quants.search_text`` of a ``quants`` row (correlated with its repo).
+
+    ``quants``/``repos`` are table-like objects with columns (the ORM classes, or the
+    migration's ``sa.table`` stand-ins), so the crawl and migration 0003 store the same text.
+    """
+    from sqlalchemy import String, cast, literal
+
+    def low(col: Any) -> Any:
+        return func.lower(func.coalesce(col, ""))
+
+    text = (
+        low(repos.repo_id)
+        + literal(" ")
+        + low(func.coalesce(quants.base_model, repos.base_model))
+        + literal(" ")
+        + low(quants.path)
+        + literal(" ")
+        + low(quants.quant_label)
+        + literal(" ")
+        + low(quants.architecture)
+    )
+    kept = case((func.length(text) <= SEARCH_TEXT_MAX, text), else_=None)
+    return (
+        select(cast(kept, String(SEARCH_TEXT_MAX)))
+        .where(repos.id == quants.repo_pk)
+        .scalar_subquery()
+    )
+
+
+def live_sql(quants: Any, repos: Any) -> Any:
+    """SQL for ``quants.live``: the quant and its repo have not vanished."""
+    repo_live = select(repos.id).where(repos.id == quants.repo_pk, repos.vanished_at.is_(None))
+    return case((and_(quants.vanished_at.is_(None), repo_live.exists()), True), else_=False)
+
+
+def refresh_live_rows(s: Any, repo_pks: Sequence[int]) -> None:
+    """Recompute ``quants.live`` and ``quants.search_text`` for the quants of these repos.
+
+    Called in the transaction that changes any ``vanished_at``, base model or profile of those
+    repos or their quants, so the search index never disagrees with the rows it copies.
+    """
+    if not repo_pks:
+        return
+    s.flush()
+    for chunk in range(0, len(repo_pks), 5000):
+        s.execute(
+            update(Quant)
+            .where(Quant.repo_pk.in_(list(repo_pks[chunk : chunk + 5000])))
+            .values(live=live_sql(Quant, Repo), search_text=search_text_sql(Quant, Repo))
+            .execution_options(synchronize_session=False)
+        )
+
+
+def refresh_live(catalog: Catalog) -> None:
+    """Recompute ``quants.live`` and ``search_text`` of every quant (rows written elsewhere)."""
+    with catalog.session() as s:
+        pks = list(s.scalars(select(Repo.id)))
+        refresh_live_rows(s, pks)
+
+
+def refresh_search_columns(conn: sa.Connection) -> int:
+    """Recompute ``quants.quality_score`` and the ``fit_*`` extras of every quant that has a
+    memory model, on ``conn`` (in its transaction); return how many quants were written.
+
+    The same values a crawl stores (:func:`crawler.ranking.columns.search_columns`): the score
+    from the tensor groups in name order and the coefficients whatever their status, the extras
+    only where the memory rules are modelled.
+    """
+    q, m, g = (typing.cast(sa.Table, t.__table__) for t in (Quant, MemoryModel, TensorGroup))
+    ids = [row[0] for row in conn.execute(select(m.c.quant_id).order_by(m.c.quant_id))]
+    for i in range(0, len(ids), _BATCH):
+        chunk = ids[i : i + _BATCH]
+        memory = {
+            qid: (status, co)
+            for qid, status, co in conn.execute(
+                select(m.c.quant_id, m.c.status, m.c.coefficients).where(m.c.quant_id.in_(chunk))
+            )
+        }
+        groups: dict[int, list[tuple[str, int, int, float | None]]] = {}
+        for qid, name, n_params, n_bytes, bpw in conn.execute(
+            select(g.c.quant_id, g.c.group_name, g.c.n_params, g.c.n_bytes, g.c.bpw)
+            .where(g.c.quant_id.in_(chunk))
+            .order_by(g.c.quant_id, g.c.group_name)
+        ):
+            groups.setdefault(qid, []).append((name, n_params, n_bytes, bpw))
+        rows: list[dict[str, Any]] = []
+        for qid in chunk:
+            status, co = memory[qid]
+            mine = groups.get(qid, [])
+            head = draft_head_bytes((name, n_bytes) for name, _p, n_bytes, _b in mine)
+            rows.append(
+                {
+                    "b_id": qid,
+                    "quality_score": quality_score_of(mine, co),
+                    **fit_extras(co if status == "ok" else None, head),
+                }
+            )
+        if rows:
+            conn.execute(
+                update(q)
+                .where(q.c.id == sa.bindparam("b_id"))
+                .values({name: sa.bindparam(name) for name in ("quality_score", *FIT_EXTRAS)}),
+                rows,
+            )
+    return len(ids)
