@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.analysis import AnalysedShard, QuantAnalysis, analyse_quant
-from crawler.catalog import store
-from crawler.catalog.store import ErrorRecord, RepoMeta, RepoWrite, ScanSummary, StoredRepo
+from crawler.catalog import scans, store
+from crawler.catalog.scans import ErrorRecord, ScanSummary
+from crawler.catalog.store import RepoMeta, RepoWrite, StoredRepo
 from crawler.errors import (
     CatalogError,
     ConfigError,
@@ -234,7 +235,7 @@ class RepoScanner:
         if errors:
             self.counts.add(errors=len(errors))
             with self.write_lock:
-                store.record_errors(self.catalog, self.scan_id, errors)
+                scans.record_errors(self.catalog, self.scan_id, errors)
 
     def flush_touch(self) -> None:
         """Write the batched downloads/likes refresh of unchanged repos."""

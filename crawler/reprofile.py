@@ -14,7 +14,7 @@ from typing import Any
 
 from crawler.analysis import analyse_quant
 from crawler.catalog import Catalog
-from crawler.catalog.store import iter_tensor_tables, update_analysis
+from crawler.catalog.analyses import iter_tensor_tables, update_analysis
 from crawler.errors import CatalogError, ConfigError, GGUFError, QuantsError
 
 logger = logging.getLogger(__name__)

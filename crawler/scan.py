@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from crawler.catalog import store
-from crawler.catalog.store import ScanSummary
+from crawler.catalog import scans, store
+from crawler.catalog.scans import ScanSummary
 from crawler.errors import CatalogError, ConfigError, HubError, HubUnavailable
 from crawler.progress import NullProgress, Progress
 from crawler.repo_scan import RepoScanner, ScanHub, as_utc, error_kind, error_record
@@ -87,7 +87,7 @@ def run_once(
         client: ScanHub = HubClient(settings, sleep=_interruptible_sleep(stop))
         hub = client
     try:
-        scan_id = store.start_scan(
+        scan_id = scans.start_scan(
             catalog,
             trigger=trigger,
             endpoint=settings.hf_endpoint,
@@ -109,7 +109,7 @@ def run_once(
                 logger.debug("shutdown after failure also failed", exc_info=True)
             # Ctrl-C: the repos in flight were finished above, as for a stop request.
             interrupted = isinstance(exc, KeyboardInterrupt)
-            store.finish_scan(
+            scans.finish_scan(
                 catalog,
                 scan_id,
                 _totals(state),
@@ -119,7 +119,7 @@ def run_once(
             raise
         finally:
             progress.finish()
-        store.finish_scan(
+        scans.finish_scan(
             catalog, scan_id, _totals(state), status=summary.status, message=summary.message
         )
         return summary
@@ -151,8 +151,8 @@ def _run(
 ) -> ScanSummary:
     key = _cursor_key(authors, searches)
     now = datetime.now(UTC)
-    watermark = _parse_dt(store.get_state(p.catalog, f"watermark:{key}"))
-    last_full = _parse_dt(store.get_state(p.catalog, f"full_listing:{key}"))
+    watermark = _parse_dt(scans.get_state(p.catalog, f"watermark:{key}"))
+    last_full = _parse_dt(scans.get_state(p.catalog, f"full_listing:{key}"))
     if full is None:
         full = watermark is None or last_full is None or now - last_full > REFRESH_INTERVAL
     since = None if full or watermark is None else watermark - OVERLAP
@@ -202,9 +202,9 @@ def _run(
     stopped = p.stop.is_set()
     if complete and not stopped:
         if newest is not None and (watermark is None or newest > watermark):
-            store.set_state(p.catalog, f"watermark:{key}", newest.isoformat())
+            scans.set_state(p.catalog, f"watermark:{key}", newest.isoformat())
         if full:
-            store.set_state(p.catalog, f"full_listing:{key}", now.isoformat())
+            scans.set_state(p.catalog, f"full_listing:{key}", now.isoformat())
             scope: Sequence[str] | None = authors if authors else None
             if authors or not searches:
                 gone = store.mark_repos_vanished(p.catalog, seen=p.handled, authors=scope)

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from crawler.catalog import Catalog
-from crawler.catalog.store import SCAN_COUNTERS, ScanTotals
+from crawler.catalog.scans import SCAN_COUNTERS, ScanTotals
 from crawler.catalog.tables import Scan
 from crawler.errors import UsageError
 

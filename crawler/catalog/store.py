@@ -11,64 +11,43 @@ ORM rows never leave this module.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import func, select, update
 
-from crawler.analysis import AnalysedShard, MemoryRecord, QuantAnalysis, StoredProfile
+from crawler.analysis import QuantAnalysis
 from crawler.catalog import Catalog
+from crawler.catalog.analyses import write_analyses
+from crawler.catalog.scans import ErrorRecord, add_errors
 from crawler.catalog.search_index import refresh_live_rows
 from crawler.catalog.tables import (
-    CrawlState,
     File,
     MemoryModel,
     Quant,
     QuantVersion,
     Repo,
-    Scan,
-    ScanError,
     TensorGroup,
     TensorTable,
 )
-from crawler.catalog.tensor_tables import (
-    TENSOR_TABLE_ENCODING,
-    decode_tensor_table,
-    encode_tensor_table,
-)
 from crawler.grouping import FileKind, RepoLayout
-from crawler.ranking.columns import search_columns, search_scalars
 
 __all__ = [
-    "SCAN_COUNTERS",
-    "ErrorRecord",
     "RepoMeta",
     "RepoWrite",
-    "ScanSummary",
-    "ScanTotals",
-    "StoredQuantTables",
     "StoredRepo",
-    "finish_scan",
-    "get_state",
-    "iter_tensor_tables",
+    "count_rows",
     "load_repo",
     "mark_repos_vanished",
     "pending_repo_ids",
-    "record_errors",
-    "set_state",
-    "start_scan",
     "touch_repos",
-    "update_analysis",
     "write_repo",
 ]
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-# -- values ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +66,6 @@ class RepoMeta:
     base_model: str | None = None
     tags: tuple[str, ...] = ()
     card_data: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorRecord:
-    """One ``scan_errors`` row."""
-
-    kind: str
-    message: str
-    repo_id: str | None = None
-    path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,70 +104,6 @@ class StoredRepo:
     def done(self) -> bool:
         """True when the repo's current sha was fully analysed."""
         return self.sha is not None and self.scanned_sha == self.sha and not self.vanished
-
-
-@dataclass(frozen=True, slots=True)
-class ScanTotals:
-    """Counters written to the ``scans`` row (same names as its columns)."""
-
-    repos_seen: int = 0
-    repos_new: int = 0
-    repos_changed: int = 0
-    repos_unchanged: int = 0
-    quants_analysed: int = 0
-    files_analysed: int = 0
-    requests: int = 0
-    bytes_fetched: int = 0
-    errors: int = 0
-
-    def counters(self) -> dict[str, int]:
-        """The counters by name, in field order (the JSON of ``crawl`` and ``scans``)."""
-        return {name: getattr(self, name) for name in SCAN_COUNTERS}
-
-
-#: The names of :class:`ScanTotals`' counters (columns of ``scans``).
-SCAN_COUNTERS = tuple(f.name for f in fields(ScanTotals))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScanSummary(ScanTotals):
-    """What one pass did (``crawler.scan.run_once``). ``to_json`` gives the keys of DESIGN.md
-    section 3 (and a few more)."""
-
-    scan_id: int
-    status: str
-    #: Ranged GETs made for headers (redirect hops not counted) and bytes those returned.
-    header_reads: int = 0
-    header_bytes_fetched: int = 0
-    #: Bytes the analysed headers span (what a perfect reader would fetch).
-    header_bytes: int = 0
-    message: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The crawl summary JSON (sizes in bytes)."""
-        return {
-            "scan_id": self.scan_id,
-            "status": self.status,
-            **self.counters(),
-            "header_reads": self.header_reads,
-            "header_bytes": self.header_bytes,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class StoredQuantTables:
-    """A stored quant's raw headers, for ``quants reprofile``."""
-
-    quant_id: int
-    repo_id: str
-    path: str
-    revision: str | None
-    size_bytes: int
-    repo_files: tuple[str, ...]
-    shards: tuple[AnalysedShard, ...]
-
-
-# -- tensor tables ---------------------------------------------------------------------------
 
 
 def load_repo(catalog: Catalog, repo_id: str) -> StoredRepo | None:
@@ -251,89 +156,6 @@ def pending_repo_ids(catalog: Catalog, *, exclude: Iterable[str] = ()) -> list[s
         return [r for r in rows if r not in skip]
 
 
-def get_state(catalog: Catalog, key: str) -> str | None:
-    """A ``crawl_state`` value."""
-    with catalog.session() as s:
-        row = s.get(CrawlState, key)
-        return row.value if row is not None else None
-
-
-def set_state(catalog: Catalog, key: str, value: str) -> None:
-    """Set a ``crawl_state`` value."""
-    with catalog.session() as s:
-        s.merge(CrawlState(key=key, value=value))
-
-
-# -- scans -----------------------------------------------------------------------------------
-
-
-def start_scan(
-    catalog: Catalog, *, trigger: str, endpoint: str | None, params: Mapping[str, Any]
-) -> int:
-    """Insert a ``running`` scan row; return its id.
-
-    Callers hold the crawl lock, so any other ``running`` row belongs to a process that died
-    (SIGKILL, power loss): it is closed as ``failed`` rather than left running forever.
-    """
-    with catalog.session() as s:
-        for stale in s.scalars(select(Scan).where(Scan.status == "running")):
-            stale.status = "failed"
-            stale.finished_at = stale.finished_at or _now()
-            stale.message = "abandoned: the crawl process ended without finishing"
-        scan = Scan(
-            started_at=_now(),
-            status="running",
-            trigger=trigger,
-            endpoint=endpoint,
-            params=dict(params),
-        )
-        s.add(scan)
-        s.flush()
-        return scan.id
-
-
-def finish_scan(
-    catalog: Catalog, scan_id: int, totals: ScanTotals, *, status: str, message: str | None
-) -> None:
-    """Record the pass's totals and final status (ok, interrupted, failed)."""
-    with catalog.session() as s:
-        scan = s.get(Scan, scan_id)
-        if scan is None:
-            return
-        scan.finished_at = _now()
-        scan.status = status
-        scan.message = message
-        for name, value in totals.counters().items():
-            setattr(scan, name, value)
-
-
-def record_errors(catalog: Catalog, scan_id: int, errors: Iterable[ErrorRecord]) -> None:
-    """Insert ``scan_errors`` rows in their own transaction."""
-    rows = list(errors)
-    if not rows:
-        return
-    with catalog.session() as s:
-        _add_errors(s, scan_id, rows)
-
-
-def _add_errors(s: Any, scan_id: int, errors: Iterable[ErrorRecord]) -> None:
-    at = _now()
-    for e in errors:
-        s.add(
-            ScanError(
-                scan_id=scan_id,
-                repo_id=e.repo_id,
-                path=e.path,
-                kind=e.kind,
-                message=e.message[:2000],
-                at=at,
-            )
-        )
-
-
-# -- the write path --------------------------------------------------------------------------
-
-
 def _apply_meta(repo: Repo, meta: RepoMeta, now: datetime) -> None:
     repo.author = meta.author
     repo.sha = meta.sha
@@ -372,7 +194,7 @@ def write_repo(catalog: Catalog, scan_id: int, w: RepoWrite) -> None:
                     .values(vanished_at=now)
                 )
         refresh_live_rows(s, [repo.id])
-        _add_errors(s, scan_id, w.errors)
+        add_errors(s, scan_id, w.errors)
         # Last, in the same transaction: the marker that this sha needs no more work.
         if w.complete and not w.vanished:
             repo.scanned_sha = w.meta.sha
@@ -403,7 +225,7 @@ def _write_layout(s: Any, repo_pk: int, w: RepoWrite, scan_id: int, now: datetim
         for path, a in sorted(w.analyses.items())
         if path in groups
     ]
-    _write_analyses(s, analysed_quants, w.meta.sha, scan_id, now)
+    write_analyses(s, analysed_quants, w.meta.sha, scan_id, now)
     files = {f.path: f for f in s.scalars(select(File).where(File.repo_pk == repo_pk))}
     live_files = {f.path for f in layout.files}
     for f in files.values():
@@ -434,129 +256,6 @@ def _write_layout(s: Any, repo_pk: int, w: RepoWrite, scan_id: int, now: datetim
             row.revision = w.meta.sha
             row.analysed_oid = gf.content_key[:64]
             row.analysed_at = now
-
-
-def _apply_profile(q: Quant, p: StoredProfile) -> None:
-    q.quant_label = p.quant_label
-    q.architecture = p.architecture
-    q.n_tensors = p.n_tensors
-    q.n_params = p.n_params
-    q.bpw = p.bpw
-    q.mtp_present = p.mtp_present
-    q.mtp_state = p.mtp_state
-    q.mtp_layers = p.mtp_layers
-    q.mtp_min_bits = p.mtp_min_bits
-    q.mtp_preserved = p.mtp_preserved
-    q.attn_min_bits = p.attn_min_bits
-    q.attn_preserved = p.attn_preserved
-    q.dynamic = p.dynamic
-    q.loadable_by_mainline = p.loadable_by_mainline
-    q.claims = list(p.claims)
-    q.profile = dict(p.json)
-
-
-def _group_rows(quant_id: int, p: StoredProfile) -> list[TensorGroup]:
-    return [
-        TensorGroup(
-            quant_id=quant_id,
-            group_name=g.name,
-            n_tensors=g.n_tensors,
-            n_params=g.n_params,
-            n_bytes=g.n_bytes,
-            bpw=g.bpw,
-            min_bits=g.min_bits,
-            max_bits=g.max_bits,
-            types=dict(g.types),
-        )
-        for g in p.groups
-    ]
-
-
-def _apply_search_columns(q: Quant, p: StoredProfile, m: MemoryRecord) -> None:
-    """Write the search columns (computed by :mod:`crawler.ranking.columns`)."""
-    for name, value in search_columns(p.groups, m).items():
-        setattr(q, name, value)
-
-
-def _memory_row(quant_id: int, m: MemoryRecord) -> MemoryModel:
-    return MemoryModel(
-        **search_scalars(m.coefficients),
-        quant_id=quant_id,
-        status=m.status,
-        reason=m.reason,
-        weights_bytes=m.weights_bytes,
-        mtp_weights_bytes=m.mtp_weights_bytes,
-        expert_bytes=m.expert_bytes,
-        host_bytes=m.host_bytes,
-        kv_bytes_per_token_f16=m.kv_bytes_per_token_f16,
-        fixed_bytes_f16=m.fixed_bytes_f16,
-        coefficients=dict(m.coefficients) if m.coefficients is not None else None,
-    )
-
-
-def _replace_children(s: Any, quant_ids: list[int], tables: Sequence[Any]) -> None:
-    # One DELETE per table for all the repo's re-analysed quants (no per-row merge/SELECT).
-    for model in tables:
-        s.execute(delete(model).where(model.quant_id.in_(quant_ids)))
-
-
-def _write_analyses(
-    s: Any,
-    items: Sequence[tuple[Quant, QuantAnalysis, str]],
-    revision: str | None,
-    scan_id: int | None,
-    now: datetime,
-) -> None:
-    if not items:
-        return
-    ids = [q.id for q, _, _ in items]
-    with s.no_autoflush:
-        _replace_children(s, ids, (TensorGroup, MemoryModel, TensorTable))
-        # Ordered by id, so each quant's entry ends as its latest version's key.
-        last_key: dict[int, str | None] = {
-            row.quant_id: row.content_key
-            for row in s.execute(
-                select(QuantVersion.quant_id, QuantVersion.content_key)
-                .where(QuantVersion.quant_id.in_(ids))
-                .order_by(QuantVersion.id)
-            )
-        }
-        rows: list[Any] = []
-        for q, a, content_key in items:
-            _apply_profile(q, a.profile)
-            q.revision = revision
-            q.base_model = a.base_model
-            q.file_type = a.file_type
-            q.header_bytes = sum(sh.header_bytes for sh in a.shards)
-            q.analysed_at = now
-            q.content_key = content_key
-            group_rows = _group_rows(q.id, a.profile)
-            _apply_search_columns(q, a.profile, a.memory)
-            rows += group_rows
-            rows.append(_memory_row(q.id, a.memory))
-            rows.append(
-                TensorTable(
-                    quant_id=q.id,
-                    revision=revision,
-                    encoding=TENSOR_TABLE_ENCODING,
-                    n_tensors=sum(len(sh.header.tensors) for sh in a.shards),
-                    data=encode_tensor_table(a.shards),
-                )
-            )
-            # History: a row per distinct content (a re-upload under the same name adds one).
-            if last_key.get(q.id) != content_key:
-                rows.append(
-                    QuantVersion(
-                        quant_id=q.id,
-                        scan_id=scan_id,
-                        revision=revision,
-                        content_key=content_key,
-                        size_bytes=q.size_bytes,
-                        profile=dict(a.profile.json),
-                        analysed_at=now,
-                    )
-                )
-        s.add_all(rows)
 
 
 def touch_repos(catalog: Catalog, metas: Sequence[RepoMeta]) -> None:
@@ -612,61 +311,6 @@ def mark_repos_vanished(
                 )
         refresh_live_rows(s, [r.id for r in gone])
         return [r.repo_id for r in gone]
-
-
-# -- reprofile -------------------------------------------------------------------------------
-
-
-def iter_tensor_tables(catalog: Catalog) -> list[StoredQuantTables]:
-    """Every live quant's stored headers (decoded), with its repo's live GGUF file names."""
-    out: list[StoredQuantTables] = []
-    with catalog.session() as s:
-        files_by_repo: dict[int, list[str]] = {}
-        for repo_pk, path in s.execute(
-            select(File.repo_pk, File.path).where(File.vanished_at.is_(None))
-        ):
-            files_by_repo.setdefault(repo_pk, []).append(path)
-        rows = s.execute(
-            select(Quant, Repo.repo_id, TensorTable)
-            .join(Repo, Quant.repo_pk == Repo.id)
-            .join(TensorTable, TensorTable.quant_id == Quant.id)
-            .where(Quant.vanished_at.is_(None))
-            .order_by(Repo.repo_id, Quant.path)
-        )
-        for q, repo_id, table in rows:
-            out.append(
-                StoredQuantTables(
-                    quant_id=q.id,
-                    repo_id=repo_id,
-                    path=q.path,
-                    revision=q.revision,
-                    size_bytes=q.size_bytes,
-                    repo_files=tuple(sorted(files_by_repo.get(q.repo_pk, []))),
-                    shards=tuple(decode_tensor_table(table.data, table.encoding)),
-                )
-            )
-    return out
-
-
-def update_analysis(
-    catalog: Catalog, quant_id: int, profile: StoredProfile, memory: MemoryRecord
-) -> bool:
-    """Replace a quant's profile columns, groups and memory model (``quants reprofile``).
-
-    Returns True when the profile changed. History gets no row: the content did not change.
-    """
-    with catalog.session() as s:
-        q = s.get(Quant, quant_id)
-        if q is None:
-            return False
-        changed = (q.profile or {}) != dict(profile.json)
-        _apply_profile(q, profile)
-        _replace_children(s, [q.id], (TensorGroup, MemoryModel))
-        group_rows = _group_rows(q.id, profile)
-        _apply_search_columns(q, profile, memory)
-        s.add_all([*group_rows, _memory_row(q.id, memory)])
-        refresh_live_rows(s, [q.repo_pk])  # label and architecture may have changed
-        return changed
 
 
 def count_rows(catalog: Catalog) -> dict[str, int]:

@@ -1,0 +1,174 @@
+"""The crawl's bookkeeping in the catalog: scan records, their errors, and the crawl state.
+
+A pass opens a ``scans`` row (:func:`start_scan`), records per-repo errors and closes it with
+its counters (:func:`finish_scan`, :class:`ScanSummary`); ``crawl_state`` keeps the listing
+watermarks between passes. Takes and returns frozen dataclasses; ORM rows never leave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from crawler.catalog import Catalog
+from crawler.catalog.tables import (
+    CrawlState,
+    Scan,
+    ScanError,
+)
+
+__all__ = [
+    "SCAN_COUNTERS",
+    "ErrorRecord",
+    "ScanSummary",
+    "ScanTotals",
+    "add_errors",
+    "finish_scan",
+    "get_state",
+    "record_errors",
+    "set_state",
+    "start_scan",
+]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRecord:
+    """One ``scan_errors`` row."""
+
+    kind: str
+    message: str
+    repo_id: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanTotals:
+    """Counters written to the ``scans`` row (same names as its columns)."""
+
+    repos_seen: int = 0
+    repos_new: int = 0
+    repos_changed: int = 0
+    repos_unchanged: int = 0
+    quants_analysed: int = 0
+    files_analysed: int = 0
+    requests: int = 0
+    bytes_fetched: int = 0
+    errors: int = 0
+
+    def counters(self) -> dict[str, int]:
+        """The counters by name, in field order (the JSON of ``crawl`` and ``scans``)."""
+        return {name: getattr(self, name) for name in SCAN_COUNTERS}
+
+
+#: The names of :class:`ScanTotals`' counters (columns of ``scans``).
+SCAN_COUNTERS = tuple(f.name for f in fields(ScanTotals))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanSummary(ScanTotals):
+    """What one pass did (``crawler.scan.run_once``). ``to_json`` gives the keys of DESIGN.md
+    section 3 (and a few more)."""
+
+    scan_id: int
+    status: str
+    #: Ranged GETs made for headers (redirect hops not counted) and bytes those returned.
+    header_reads: int = 0
+    header_bytes_fetched: int = 0
+    #: Bytes the analysed headers span (what a perfect reader would fetch).
+    header_bytes: int = 0
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The crawl summary JSON (sizes in bytes)."""
+        return {
+            "scan_id": self.scan_id,
+            "status": self.status,
+            **self.counters(),
+            "header_reads": self.header_reads,
+            "header_bytes": self.header_bytes,
+        }
+
+
+def get_state(catalog: Catalog, key: str) -> str | None:
+    """A ``crawl_state`` value."""
+    with catalog.session() as s:
+        row = s.get(CrawlState, key)
+        return row.value if row is not None else None
+
+
+def set_state(catalog: Catalog, key: str, value: str) -> None:
+    """Set a ``crawl_state`` value."""
+    with catalog.session() as s:
+        s.merge(CrawlState(key=key, value=value))
+
+
+def start_scan(
+    catalog: Catalog, *, trigger: str, endpoint: str | None, params: Mapping[str, Any]
+) -> int:
+    """Insert a ``running`` scan row; return its id.
+
+    Callers hold the crawl lock, so any other ``running`` row belongs to a process that died
+    (SIGKILL, power loss): it is closed as ``failed`` rather than left running forever.
+    """
+    with catalog.session() as s:
+        for stale in s.scalars(select(Scan).where(Scan.status == "running")):
+            stale.status = "failed"
+            stale.finished_at = stale.finished_at or _now()
+            stale.message = "abandoned: the crawl process ended without finishing"
+        scan = Scan(
+            started_at=_now(),
+            status="running",
+            trigger=trigger,
+            endpoint=endpoint,
+            params=dict(params),
+        )
+        s.add(scan)
+        s.flush()
+        return scan.id
+
+
+def finish_scan(
+    catalog: Catalog, scan_id: int, totals: ScanTotals, *, status: str, message: str | None
+) -> None:
+    """Record the pass's totals and final status (ok, interrupted, failed)."""
+    with catalog.session() as s:
+        scan = s.get(Scan, scan_id)
+        if scan is None:
+            return
+        scan.finished_at = _now()
+        scan.status = status
+        scan.message = message
+        for name, value in totals.counters().items():
+            setattr(scan, name, value)
+
+
+def record_errors(catalog: Catalog, scan_id: int, errors: Iterable[ErrorRecord]) -> None:
+    """Insert ``scan_errors`` rows in their own transaction."""
+    rows = list(errors)
+    if not rows:
+        return
+    with catalog.session() as s:
+        add_errors(s, scan_id, rows)
+
+
+def add_errors(s: Any, scan_id: int, errors: Iterable[ErrorRecord]) -> None:
+    at = _now()
+    for e in errors:
+        s.add(
+            ScanError(
+                scan_id=scan_id,
+                repo_id=e.repo_id,
+                path=e.path,
+                kind=e.kind,
+                message=e.message[:2000],
+                at=at,
+            )
+        )
