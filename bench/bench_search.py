@@ -28,7 +28,7 @@ from sqlalchemy import insert
 
 from crawler.catalog import Catalog
 from crawler.catalog.reader import Reader
-from crawler.catalog.search_index import refresh_live
+from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.errors import NothingFits
 from crawler.fit import KVGroup, MemoryCoefficients

@@ -17,13 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import and_, case, func, select, update
 
-from crawler.catalog import Catalog
 from crawler.catalog.tables import SEARCH_TEXT_MAX, MemoryModel, Quant, Repo, TensorGroup
 from crawler.ranking.columns import FIT_EXTRAS, draft_head_bytes, fit_extras, quality_score_of
 
 __all__ = [
     "live_sql",
-    "refresh_live",
     "refresh_live_rows",
     "refresh_search_columns",
     "search_text_sql",
@@ -84,13 +82,6 @@ def refresh_live_rows(s: Any, repo_pks: Sequence[int]) -> None:
             .values(live=live_sql(Quant, Repo), search_text=search_text_sql(Quant, Repo))
             .execution_options(synchronize_session=False)
         )
-
-
-def refresh_live(catalog: Catalog) -> None:
-    """Recompute ``quants.live`` and ``search_text`` of every quant (rows written elsewhere)."""
-    with catalog.session() as s:
-        pks = list(s.scalars(select(Repo.id)))
-        refresh_live_rows(s, pks)
 
 
 def refresh_search_columns(conn: sa.Connection) -> int:

@@ -41,6 +41,7 @@ __all__ = [
     "load_repo",
     "mark_repos_vanished",
     "pending_repo_ids",
+    "refresh_live",
     "touch_repos",
     "write_repo",
 ]
@@ -320,3 +321,10 @@ def count_rows(catalog: Catalog) -> dict[str, int]:
             model.__tablename__: s.scalar(select(func.count()).select_from(model)) or 0
             for model in (Repo, Quant, File, TensorGroup, TensorTable, MemoryModel, QuantVersion)
         }
+
+
+def refresh_live(catalog: Catalog) -> None:
+    """Recompute ``quants.live`` and ``search_text`` of every quant (rows written elsewhere)."""
+    with catalog.session() as s:
+        pks = list(s.scalars(select(Repo.id)))
+        refresh_live_rows(s, pks)
