@@ -111,3 +111,20 @@ def test_every_command_has_help_and_is_in_the_readme():
         help_out = quants(command, "--help")
         assert help_out.returncode == 0
         assert len(help_out.stdout.splitlines()) > 3
+
+
+def test_every_relative_link_in_the_docs_points_at_a_file():
+    import re
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(pages) >= 8
+    checked = 0
+    for page in pages:
+        text = page.read_text("utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # an absolute URL, or an anchor in the same page
+            path = target.split("#", 1)[0]
+            assert (page.parent / path).exists(), f"{page.name}: broken link {target}"
+            checked += 1
+    assert checked >= 9  # the README's table of docs pages at least

@@ -1,4 +1,4 @@
-"""Figures of the reliability tests (RELIABILITY.md), written as JSON at the end of the session
+"""Figures of the reliability tests (docs/reliability.md), written as JSON at the end of the session
 to ``$QUANTS_RELIABILITY_REPORT`` when it is set::
 
     QUANTS_RELIABILITY_FULL=1 QUANTS_RELIABILITY_REPORT=figures.json pytest tests/reliability

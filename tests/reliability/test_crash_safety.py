@@ -13,7 +13,7 @@ The two catalog kinds use tests/reliability/killhook/sitecustomize.py, which SQL
 hooks load into the real CLI process. After each kill: SQLite ``integrity_check`` and foreign keys
 are ok, the next ``quants crawl`` exits 0, and the catalog's canonical dump (every analysis fact,
 no timestamps or row ids: tests/hub/snapshot.py) equals a clean crawl's.
-``QUANTS_RELIABILITY_FULL=1`` draws 24 points per backend (figures in RELIABILITY.md).
+``QUANTS_RELIABILITY_FULL=1`` draws 24 points per backend (figures in docs/reliability.md).
 """
 
 from __future__ import annotations

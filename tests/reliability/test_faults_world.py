@@ -12,7 +12,7 @@ world mutation (a re-upload mid-crawl). After each faulty crawl:
   (tests/hub/snapshot.py: every analysis fact, no timestamps or row ids).
 
 The client's retries sleep on a fake clock; timeouts are real (0.5 s). ``QUANTS_RELIABILITY_FULL=1``
-runs more seeds at higher rates (figures in RELIABILITY.md).
+runs more seeds at higher rates (figures in docs/reliability.md).
 """
 
 from __future__ import annotations

@@ -249,7 +249,7 @@ def test_search_and_compare_print_hostile_names_literally(crawled: dict[str, Any
 
 @pytest.mark.postgres
 def test_postgres_stores_hostile_text_intact_but_nul(pg_url: str, tmp_path: Path) -> None:
-    # PostgreSQL text cannot hold NUL: the catalog stores it as U+FFFD there (RELIABILITY.md).
+    # PostgreSQL text cannot hold NUL: the catalog stores it as U+FFFD there (docs/reliability.md).
     with hostile_hub(tmp_path / "files", ARCH_BYTES) as emulator:
         run = quants("crawl", "--endpoint", emulator.endpoint, "--db", pg_url, "--all",
                      "--json", tmp=tmp_path)  # fmt: skip
