@@ -1,7 +1,8 @@
 """The header fuzzer in CI: its regressions and seeds replayed, then a short real fuzz run.
 
 The full run (10^6 inputs, figures in docs/reliability.md) is
-``python -m fuzz.header --runs 1000000``; this smoke run checks the harness itself works and that nothing escapes in its first inputs.
+``python -m fuzz.header --runs 1000000``; this smoke run checks the harness itself works and
+that nothing escapes in its first inputs.
 """
 
 from __future__ import annotations
