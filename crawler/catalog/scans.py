@@ -29,13 +29,15 @@ __all__ = [
     "add_errors",
     "finish_scan",
     "get_state",
+    "now_utc",
     "record_errors",
     "set_state",
     "start_scan",
 ]
 
 
-def _now() -> datetime:
+def now_utc() -> datetime:
+    """The time the catalog records (aware, UTC)."""
     return datetime.now(UTC)
 
 
@@ -121,10 +123,10 @@ def start_scan(
     with catalog.session() as s:
         for stale in s.scalars(select(Scan).where(Scan.status == "running")):
             stale.status = "failed"
-            stale.finished_at = stale.finished_at or _now()
+            stale.finished_at = stale.finished_at or now_utc()
             stale.message = "abandoned: the crawl process ended without finishing"
         scan = Scan(
-            started_at=_now(),
+            started_at=now_utc(),
             status="running",
             trigger=trigger,
             endpoint=endpoint,
@@ -143,7 +145,7 @@ def finish_scan(
         scan = s.get(Scan, scan_id)
         if scan is None:
             return
-        scan.finished_at = _now()
+        scan.finished_at = now_utc()
         scan.status = status
         scan.message = message
         for name, value in totals.counters().items():
@@ -160,7 +162,7 @@ def record_errors(catalog: Catalog, scan_id: int, errors: Iterable[ErrorRecord])
 
 
 def add_errors(s: Any, scan_id: int, errors: Iterable[ErrorRecord]) -> None:
-    at = _now()
+    at = now_utc()
     for e in errors:
         s.add(
             ScanError(

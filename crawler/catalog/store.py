@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -20,7 +20,7 @@ from sqlalchemy import func, select, update
 from crawler.analysis import QuantAnalysis
 from crawler.catalog import Catalog
 from crawler.catalog.analyses import write_analyses
-from crawler.catalog.scans import ErrorRecord, add_errors
+from crawler.catalog.scans import ErrorRecord, add_errors, now_utc
 from crawler.catalog.search_index import refresh_live_rows
 from crawler.catalog.tables import (
     File,
@@ -45,10 +45,6 @@ __all__ = [
     "touch_repos",
     "write_repo",
 ]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +172,7 @@ def _apply_meta(repo: Repo, meta: RepoMeta, now: datetime) -> None:
 
 def write_repo(catalog: Catalog, scan_id: int, w: RepoWrite) -> None:
     """Write one repo (see the module docstring) in one transaction."""
-    now = _now()
+    now = now_utc()
     with catalog.session() as s:
         repo = s.scalar(select(Repo).where(Repo.repo_id == w.meta.repo_id))
         if repo is None:
@@ -263,7 +259,7 @@ def touch_repos(catalog: Catalog, metas: Sequence[RepoMeta]) -> None:
     """Refresh listing fields (downloads, likes, last seen) of repos known and unchanged."""
     if not metas:
         return
-    now = _now()
+    now = now_utc()
     with catalog.session() as s:
         by_id = {
             r.repo_id: r
@@ -294,7 +290,7 @@ def mark_repos_vanished(
     check to those repo ids (a repo the Hub answered 404 for).
     """
     seen_set = set(seen)
-    now = _now()
+    now = now_utc()
     with catalog.session() as s:
         query = select(Repo).where(Repo.vanished_at.is_(None))
         if authors is not None:
