@@ -15,8 +15,8 @@ from typing import Any
 from crawler.errors import QuantsError
 from crawler.fit import coefficients
 from crawler.gguf import GGUFHeader
+from crawler.group_stats import GroupStats
 from crawler.profile import build_profile, merge_headers
-from crawler.ranking.groups import GroupStats
 
 __all__ = [
     "AnalysedShard",

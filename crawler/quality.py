@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from crawler.ranking.groups import GroupStats
+from crawler.group_stats import GroupStats
 
 __all__ = [
     "SENSITIVITY",

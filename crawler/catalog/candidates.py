@@ -30,8 +30,8 @@ from typing import Any
 
 from crawler.catalog.reader import Reader, as_bool, as_datetime, placeholders
 from crawler.fit import MemoryCoefficients
+from crawler.group_stats import GroupStats
 from crawler.ranking.bounds import bound_sql
-from crawler.ranking.groups import GroupStats
 from crawler.ranking.model import Budget, Candidate, Filters, RunSpec
 
 __all__ = [

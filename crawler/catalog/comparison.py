@@ -11,7 +11,7 @@ from typing import Any
 
 from crawler.catalog.candidates import VERDICT_COLUMNS, escape_like, load_groups, verdicts
 from crawler.catalog.reader import Reader
-from crawler.ranking.groups import GroupStats
+from crawler.group_stats import GroupStats
 
 __all__ = ["ComparedQuant", "Comparison", "load_comparison"]
 

@@ -16,8 +16,8 @@ from typing import Any
 from crawler.analysis import MemoryRecord
 from crawler.fit import MemoryCoefficients
 from crawler.fit.cuda import context_floor_per_ubatch
+from crawler.group_stats import GroupStats
 from crawler.quality import QualityInputs, estimate_quality
-from crawler.ranking.groups import GroupStats
 from crawler.speed import read_bytes_floor, verify_experts_floor
 
 __all__ = [

@@ -13,9 +13,9 @@ from datetime import datetime
 
 from crawler.errors import UsageError
 from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
+from crawler.group_stats import GroupStats
 from crawler.quality import QualityEstimate
 from crawler.query import QueryMatcher
-from crawler.ranking.groups import GroupStats
 from crawler.speed import SpeedEstimate
 
 __all__ = [

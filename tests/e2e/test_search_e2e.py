@@ -326,8 +326,8 @@ def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
     # score crawler.quality computes from the loaded groups (what ranking shows), exactly.
     from crawler.catalog.candidates import materializer
     from crawler.catalog.ordered import stream_candidates
+    from crawler.group_stats import GroupStats
     from crawler.quality import QualityInputs, estimate_quality
-    from crawler.ranking.groups import GroupStats
     from crawler.ranking.model import Budget, Filters, RunSpec
 
     spec, budget = RunSpec(ctx=4096), Budget.from_gib(1000)

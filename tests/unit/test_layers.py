@@ -30,6 +30,7 @@ PURE = [
     "speed",
     "grouping",
     "analysis",
+    "group_stats",
     "diff",
     "cron",
     "query",
@@ -159,7 +160,6 @@ CATALOG_MAY_USE = {
     "crawler.fit",  # MemoryCoefficients (the type; its package face re-exports it)
     "crawler.ranking",
     "crawler.ranking.model",
-    "crawler.ranking.groups",
     "crawler.ranking.bounds",
     "crawler.ranking.columns",
 }

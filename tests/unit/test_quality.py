@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crawler.group_stats import GroupStats
 from crawler.quality import (
     QualityInputs,
     calibration_report,
@@ -15,7 +16,6 @@ from crawler.quality import (
     estimate_quality,
     kld_from_bits,
 )
-from crawler.ranking.groups import GroupStats
 
 
 def _dense(attn: float, ffn: float, *, mtp: float = 8.5, embd: float = 6.5625, params=20e9):
