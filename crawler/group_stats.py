@@ -2,7 +2,7 @@
 
 The one group type that the analysis hands the catalog, and that ranking, the quality model,
 compare and the search columns share. (The profile aggregates the tensor table into its own
-:class:`crawler.profile.GroupStats`, whose ``min_bits``/``max_bits`` are a type's integer width,
+:class:`crawler.precision.GroupStats`, whose ``min_bits``/``max_bits`` are a type's integer width,
 and renders it as JSON; :func:`crawler.analysis.stored_profile` turns that into these.)
 """
 

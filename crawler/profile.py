@@ -1,4 +1,4 @@
-"""Precision profile of a GGUF: tensor roles and groups, bits, verdicts, claims (pure: no I/O).
+"""Precision profile of a GGUF, built from its header: groups, bits, verdicts (pure: no I/O).
 
 Roles and groups follow shared/DESIGN.md section 3. Layer kinds (full attention, recurrent,
 MTP) come from metadata: ``{arch}.nextn_predict_layers`` (the last N of ``block_count`` blocks
@@ -10,293 +10,32 @@ a recurrent layer: lfm2, nemotron_h, granitehybrid). Never from the model's name
 
 from __future__ import annotations
 
-import re
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from crawler.claims import with_claims
 from crawler.errors import CorruptHeader
-from crawler.ggml import GGML_TYPES, type_info, type_name
+from crawler.ggml import GGML_TYPES
 from crawler.gguf import GGUFHeader, TensorInfo
-from crawler.labels import NameClaims, is_mtp_sidecar_name, name_claims
-
-__all__ = [
-    "GROUPS",
-    "PRESERVED_BITS",
-    "GroupStats",
-    "LayerStats",
-    "MTPVerdict",
-    "PrecisionProfile",
-    "TensorRow",
-    "build_profile",
-    "merge_headers",
-    "tensor_group",
-    "tensor_role",
-]
-
-#: Coarse groups in display order (DESIGN.md section 3).
-GROUPS = (
-    "token_embd",
-    "output",
-    "attn",
-    "linear_attn",
-    "ffn",
-    "ffn_exps",
-    "ffn_shexp",
-    "router",
-    "mtp",
-    "norm",
-    "other",
+from crawler.labels import is_mtp_sidecar_name, name_claims
+from crawler.precision import (
+    ATTN_PREFIXES,
+    DYNAMIC_GAP_BPW,
+    GROUPS,
+    MAX_BLOCKS,
+    PRESERVED_BITS,
+    RECURRENT_PREFIXES,
+    GroupStats,
+    LayerStats,
+    MTPVerdict,
+    PrecisionProfile,
+    TensorRow,
+    tensor_group,
+    tensor_layer,
+    tensor_role,
 )
-#: "Preserved" means every weight matrix of the group has at least this many nominal bits.
-PRESERVED_BITS = 6
-#: A file is "dynamic" when its bulk FFN is at least this many bits per weight below attention,
-#: embeddings and output (Q4_K_M's attn_v/ffn_down bumps stay below it; UD's 6-8 bit attention
-#: over 3-4 bit experts is well above).
-DYNAMIC_GAP_BPW = 0.75
 
-# More blocks than any model has (DeepSeek-V3: 61, GLM-4.5: 93): beyond it, metadata is noise.
-_MAX_BLOCKS = 4096
-_BLK = re.compile(r"^blk\.(\d+)\.")
-_RECURRENT_PREFIXES = ("ssm_", "time_mix", "channel_mix", "shortconv")
-_ATTN_PREFIXES = ("attn_", "wkv_")
-
-
-def tensor_role(name: str) -> str:
-    """Fine role: the name without ``blk.N.`` and ``.weight`` (``ffn_down_exps``,
-    ``nextn.eh_proj``)."""
-    role = _BLK.sub("", name)
-    return role.removesuffix(".weight")
-
-
-def tensor_layer(name: str) -> int | None:
-    """Block index of ``blk.N.*`` tensors, else None."""
-    m = _BLK.match(name)
-    return int(m.group(1)) if m else None
-
-
-def tensor_group(role: str, n_dims: int, *, layer_kind: str) -> str:
-    """Coarse group of a tensor from its role, dimensions and its layer's kind.
-
-    ``layer_kind`` is ``mtp``, ``recurrent``, ``attention`` or ``global`` (not in a block).
-    """
-    if layer_kind == "mtp":
-        return "mtp"
-    if role == "token_embd":
-        return "token_embd"
-    if role == "output":
-        return "output"
-    if role.startswith(("ffn_gate_inp", "exp_probs_b")):
-        return "router"
-    if n_dims < 2:
-        return "norm"
-    if "_exps" in role:
-        return "ffn_exps"
-    if "_shexp" in role:
-        return "ffn_shexp"
-    if role.startswith("ffn_"):
-        return "ffn"
-    if role.startswith(_RECURRENT_PREFIXES):
-        return "linear_attn"
-    if role.startswith(_ATTN_PREFIXES):
-        return "linear_attn" if layer_kind == "recurrent" else "attn"
-    return "other"
-
-
-@dataclass(frozen=True, slots=True)
-class TensorRow:
-    """One tensor with its role, group and precision."""
-
-    name: str
-    role: str
-    group: str
-    layer: int | None
-    shape: tuple[int, ...]
-    type_id: int
-    offset: int
-    n_params: int
-    n_bytes: int | None
-
-    @property
-    def type_name(self) -> str:
-        """``Q6_K`` or ``TYPE_252``."""
-        return type_name(self.type_id)
-
-    @property
-    def bits(self) -> int | None:
-        """Nominal bits of the type, None if unknown."""
-        info = type_info(self.type_id)
-        return info.bits if info is not None else None
-
-    @property
-    def is_matrix(self) -> bool:
-        """A weight matrix (2-D or more): what the verdicts look at."""
-        return len(self.shape) >= 2
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``tensors[]`` item of ``quants inspect --json --tensors``."""
-        info = type_info(self.type_id)
-        return {
-            "name": self.name,
-            "role": self.role,
-            "group": self.group,
-            "layer": self.layer,
-            "shape": list(self.shape),
-            "type": self.type_name,
-            "type_id": self.type_id,
-            "bits": self.bits,
-            "bpw": info.bpw if info is not None else None,
-            "n_params": self.n_params,
-            "n_bytes": self.n_bytes,
-            "offset": self.offset,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class GroupStats:
-    """Totals of one group (or one layer): counts, bytes, bits, type histogram."""
-
-    n_tensors: int
-    n_params: int
-    n_bytes: int
-    bpw: float | None
-    min_bits: int | None
-    max_bits: int | None
-    types: Mapping[str, int]
-
-    @classmethod
-    def of(cls, rows: Iterable[TensorRow]) -> GroupStats:
-        """Aggregate ``rows``; bytes and bpw count known types only."""
-        rows = list(rows)
-        known = [r for r in rows if r.n_bytes is not None]
-        n_bytes = sum(r.n_bytes or 0 for r in known)
-        known_params = sum(r.n_params for r in known)
-        bits = [b for r in rows if (b := r.bits) is not None]
-        types = Counter(r.type_name for r in rows)
-        return cls(
-            n_tensors=len(rows),
-            n_params=sum(r.n_params for r in rows),
-            n_bytes=n_bytes,
-            bpw=round(8 * n_bytes / known_params, 4) if known_params else None,
-            min_bits=min(bits) if bits else None,
-            max_bits=max(bits) if bits else None,
-            types=dict(sorted(types.items(), key=lambda kv: (-kv[1], kv[0]))),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """``groups{<group>: {...}}`` item."""
-        return {
-            "n_tensors": self.n_tensors,
-            "n_params": self.n_params,
-            "n_bytes": self.n_bytes,
-            "bpw": self.bpw,
-            "min_bits": self.min_bits,
-            "max_bits": self.max_bits,
-            "types": dict(self.types),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class LayerStats:
-    """One block: its kind and precision histogram."""
-
-    index: int
-    kind: str
-    stats: GroupStats
-
-
-@dataclass(frozen=True, slots=True)
-class MTPVerdict:
-    """Where the MTP head is and how precise it is.
-
-    ``state``: ``present`` (tensors in this file), ``absent`` (none declared, none here),
-    ``declared_missing`` (metadata declares MTP layers, the tensors are missing), ``sidecar``
-    (not in this file, but the repo ships an MTP-only GGUF).
-    """
-
-    present: bool
-    state: str
-    layers: tuple[int, ...]
-    min_bits: int | None
-    preserved: bool
-
-    def to_json(self) -> dict[str, Any]:
-        """``mtp{...}``."""
-        return {
-            "present": self.present,
-            "state": self.state,
-            "layers": list(self.layers),
-            "min_bits": self.min_bits,
-            "preserved": self.preserved,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class PrecisionProfile:
-    """Everything ``quants inspect`` reports about one file (or one merged split quant)."""
-
-    file_name: str
-    architecture: str | None
-    quant_label: str | None
-    file_type: str | None
-    n_tensors: int
-    n_params: int
-    n_bytes: int
-    bpw: float | None
-    loadable_by_mainline: bool
-    unknown_types: tuple[int, ...]
-    groups: Mapping[str, GroupStats]
-    layers: tuple[LayerStats, ...]
-    mtp: MTPVerdict
-    attention_min_bits: int | None
-    attention_preserved: bool | None
-    dynamic: bool
-    claims: tuple[str, ...]
-    tensors: tuple[TensorRow, ...] = field(repr=False, default=())
-    preserved_bits: int = PRESERVED_BITS
-
-    def to_json(
-        self,
-        *,
-        source: str | None = None,
-        revision: str | None = None,
-        size_bytes: int | None = None,
-        header_bytes: int | None = None,
-        bytes_fetched: int | None = None,
-        requests: int | None = None,
-        include_tensors: bool = False,
-    ) -> dict[str, Any]:
-        """The JSON object of ``quants inspect --json`` (DESIGN.md section 3), key for key.
-
-        The fetch facts (``source`` .. ``requests``) belong to the caller that read the bytes.
-        """
-        out: dict[str, Any] = {
-            "source": source,
-            "revision": revision,
-            "architecture": self.architecture,
-            "quant_label": self.quant_label,
-            "file_type": self.file_type,
-            "size_bytes": size_bytes,
-            "header_bytes": header_bytes,
-            "bytes_fetched": bytes_fetched,
-            "requests": requests,
-            "n_tensors": self.n_tensors,
-            "n_params": self.n_params,
-            "bpw": self.bpw,
-            "loadable_by_mainline": self.loadable_by_mainline,
-            "groups": {name: g.to_json() for name, g in self.groups.items()},
-            "mtp": self.mtp.to_json(),
-            "attention": {
-                "min_bits": self.attention_min_bits,
-                "preserved": self.attention_preserved,
-            },
-            "dynamic": self.dynamic,
-            "claims": list(self.claims),
-        }
-        if include_tensors:
-            out["tensors"] = [t.to_json() for t in self.tensors]
-        return out
+__all__ = ["build_profile", "merge_headers"]
 
 
 # --------------------------------------------------------------------------- layer kinds
@@ -321,8 +60,8 @@ def _layer_kinds(header: GGUFHeader, rows_by_layer: Mapping[int, list[str]]) -> 
             kinds[il] = "recurrent"
         elif isinstance(head_kv, Sequence) and not isinstance(head_kv, str) and il < len(head_kv):
             kinds[il] = "recurrent" if head_kv[il] == 0 else "attention"
-        elif not any(r.startswith(_ATTN_PREFIXES) for r in roles) and any(
-            r.startswith(_RECURRENT_PREFIXES) for r in roles
+        elif not any(r.startswith(ATTN_PREFIXES) for r in roles) and any(
+            r.startswith(RECURRENT_PREFIXES) for r in roles
         ):
             kinds[il] = "recurrent"
         else:
@@ -405,7 +144,7 @@ def build_profile(
         tensors=rows,
         preserved_bits=preserved_bits,
     )
-    return _with_claims(profile, claims, header)
+    return with_claims(profile, claims, header)
 
 
 def _row(t: TensorInfo, kinds: Mapping[int, str]) -> TensorRow:
@@ -455,7 +194,7 @@ def _mtp_verdict(
         return MTPVerdict(True, "present", tuple(head_layers), min_bits, bool(preserved))
     block_count = _int(header.arch_value("block_count")) or 0
     # Layer indices only when the counts are sane (a hostile header could declare 2**63).
-    sane = 0 < declared <= block_count <= _MAX_BLOCKS
+    sane = 0 < declared <= block_count <= MAX_BLOCKS
     layers = tuple(range(block_count - declared, block_count)) if sane else ()
     base = file_name.replace("\\", "/").rsplit("/", 1)[-1]
     sidecar = any(
@@ -476,71 +215,6 @@ def _is_dynamic(groups: Mapping[str, GroupStats]) -> bool:
     others = [groups[g].bpw for g in ("attn", "token_embd", "output") if g in groups]
     known = [b for b in others if b is not None]
     return bool(known) and all(bulk.bpw + DYNAMIC_GAP_BPW <= b for b in known)
-
-
-# --------------------------------------------------------------------------- claims
-
-
-def _dominant_type(rows: Sequence[TensorRow]) -> tuple[str, float] | None:
-    """Type holding the most weight-matrix bytes, and its share of those bytes."""
-    by_type: Counter[str] = Counter()
-    for r in rows:
-        if r.is_matrix and r.n_bytes:
-            by_type[r.type_name] += r.n_bytes
-    total = sum(by_type.values())
-    if not total:
-        return None
-    name, n = by_type.most_common(1)[0]
-    return name, n / total
-
-
-def _with_claims(
-    profile: PrecisionProfile, claims: NameClaims, header: GGUFHeader
-) -> PrecisionProfile:
-    from dataclasses import replace
-
-    found: list[str] = []
-    mtp = profile.mtp
-    if claims.mtp and mtp.state == "absent":
-        found.append("named MTP but carries no nextn tensors")
-    elif claims.mtp and mtp.state == "declared_missing":
-        found.append(
-            f"named MTP and declares {len(mtp.layers)} MTP layer(s), but carries no nextn tensors"
-        )
-    elif claims.mtp and mtp.state == "sidecar":
-        found.append("named MTP but the MTP head is in a separate sidecar file, not this one")
-    if claims.q8nextn and mtp.present and (mtp.min_bits is None or mtp.min_bits < 8):
-        found.append(f"named Q8nextn but the MTP block's lowest type is {_bits(mtp.min_bits)}")
-    if claims.dynamic and profile.attention_preserved is False:
-        found.append(
-            f"named UD/Dynamic but attention is {_bits(profile.attention_min_bits)}"
-            f" (below {profile.preserved_bits}-bit)"
-        )
-    if claims.dynamic and mtp.present and not mtp.preserved:
-        found.append(f"named UD/Dynamic but the MTP block is {_bits(mtp.min_bits)}")
-    label = claims.label
-    if label is not None:
-        expected = next((t for t in GGML_TYPES.values() if t.name == label.base_type), None)
-        dominant = _dominant_type(profile.tensors)
-        if expected is not None and dominant is not None:
-            dom_name, share = dominant
-            dom = next((t for t in GGML_TYPES.values() if t.name == dom_name), None)
-            # Only "fewer bits than promised" contradicts a label: UD/_L/_XL recipes put more
-            # bytes in 6-8 bit types on purpose, and small models are embedding-heavy.
-            if dom is not None and dom.bits < expected.bits:
-                found.append(
-                    f"labelled {label.text} but {share:.0%} of weight bytes are {dom_name}"
-                )
-    if claims.imatrix and not any(k.startswith("quantize.imatrix") for k in header.metadata):
-        found.append("named i1/imatrix but the file records no quantize.imatrix.* keys")
-    if not profile.loadable_by_mainline:
-        ids = ", ".join(str(i) for i in profile.unknown_types) or "ik_llama.cpp-only"
-        found.append(f"uses ggml types mainline llama.cpp cannot load ({ids})")
-    return replace(profile, claims=tuple(found))
-
-
-def _bits(bits: int | None) -> str:
-    return f"{bits}-bit" if bits is not None else "of unknown precision"
 
 
 # --------------------------------------------------------------------------- split files

@@ -9,7 +9,7 @@ import typer
 from crawler.cli._app import JsonOpt, app
 
 if TYPE_CHECKING:
-    from crawler.profile import PrecisionProfile
+    from crawler.precision import PrecisionProfile
     from crawler.source import HeaderRead
 
 

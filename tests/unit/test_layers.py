@@ -23,6 +23,8 @@ PURE = [
     "gguf",
     "ggml",
     "profile",
+    "precision",
+    "claims",
     "labels",
     "fit",
     "ranking",

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from crawler.errors import CorruptHeader
 from crawler.gguf import parse_header_bytes
-from crawler.profile import build_profile, merge_headers, tensor_group, tensor_role
+from crawler.precision import tensor_group, tensor_role
+from crawler.profile import build_profile, merge_headers
 from tests import synth
 
 JSON_KEYS = [
