@@ -408,11 +408,12 @@ def run(
     until: float,
     only: str | None = None,
     per_run_s: float = 45.0,
+    start: int = 0,
 ) -> None:
     """Measure ``grid`` in order until ``until`` (epoch seconds) leaves less than ``per_run_s``."""
     out.mkdir(parents=True, exist_ok=True)
-    logs = out / "logs"
-    logs.mkdir(exist_ok=True)
+    logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"server-logs-{grid}"  # tarred into out
+    logs.mkdir(parents=True, exist_ok=True)
     results = out / "server-measurements.jsonl"
     version = subprocess.run(
         [str(server), "--version"], capture_output=True, text=True, check=False
@@ -427,7 +428,7 @@ def run(
     with results.open("a") as fh:
         fh.write(json.dumps(header) + "\n")
         for index, cfg in enumerate(configs(grid)):
-            if only is not None and cfg["model"] != only:
+            if index < start or (only is not None and cfg["model"] != only):
                 continue
             if time.time() + per_run_s > until:
                 print(f"deadline: stopped before run {index}", file=sys.stderr)
@@ -454,7 +455,7 @@ def run(
                 ),
                 file=sys.stderr,
             )
-    with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
+    with tarfile.open(out / f"logs-{grid}.tar.gz", "w:gz") as tar:
         tar.add(logs, arcname="logs")
 
 
@@ -539,6 +540,7 @@ def main() -> None:
     r.add_argument("--grid", choices=sorted(GRIDS), default="single")
     r.add_argument("--until", type=float, help="epoch seconds; default now + 300")
     r.add_argument("--only", help="only this model")
+    r.add_argument("--start", type=int, default=0, help="skip the first N configurations")
     r.add_argument("--print", action="store_true", help="print the command lines and exit")
     w = sub.add_parser("write", help="write every model of a grid (ahead of run)")
     w.add_argument("--models", type=Path, default=Path("/tmp/models"))
@@ -558,7 +560,7 @@ def main() -> None:
             mm = a.models / f"{MMPROJ}.gguf" if cfg.get("mmproj") else None
             print(i, " ".join(server_args(cfg, a.models / f"{cfg['model']}.gguf", mm, 18080 + i)))
     else:
-        run(a.server, a.out, a.models, a.grid, a.until or time.time() + 300, a.only)
+        run(a.server, a.out, a.models, a.grid, a.until or time.time() + 300, a.only, start=a.start)
 
 
 if __name__ == "__main__":
