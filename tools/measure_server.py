@@ -339,7 +339,11 @@ def measure(
 ) -> dict[str, Any]:
     """Run the server once for ``cfg``; the row written to the fixture (without the index)."""
     args = server_args(cfg, model, mmproj, port)
-    row: dict[str, Any] = {"config": cfg, "argv": ["llama-server", *args[2:]]}
+    paths = {str(model): model.name, str(mmproj): mmproj.name if mmproj else ""}
+    row: dict[str, Any] = {
+        "config": cfg,
+        "argv": ["llama-server", *(paths.get(x, x) for x in args)],
+    }
     row["gpu_before"] = gpu_mem()
     t0 = time.monotonic()
     with log.open("wb") as fh:
