@@ -51,6 +51,7 @@ SYNTH_MODELS: dict[str, tuple[str, str]] = {
 
 #: The projector that goes with gemma3-12b (SigLIP-So400m as in Gemma 3's mmproj files).
 MMPROJ = "gemma3-12b-mmproj"
+MARKER = "<__media__>"
 
 
 def _cfg(model: str, ctx: int, ctk: str = "f16", ctv: str = "f16", **kw: Any) -> dict[str, Any]:
@@ -80,17 +81,33 @@ SINGLE: tuple[dict[str, Any], ...] = (
     _cfg("qwen36-27b", 65536, "q4_0", "q4_0", ngl=48),
     _cfg("qwen36-27b", 65536, "q4_0", "q4_0", ngl=16),
     _cfg("qwen36-27b", 65536, "q4_0", "q4_0", ngl=0),
-    # -lv 4: the verbose log format (issue 18's check-log parses both).
-    _cfg("llama8b", 32768, ngl=16, lv=4, log=1),
-    _cfg("qwen36-35b-a3b", 32768, ncmoe=20, lv=4, log=1),
-    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24, lv=4, log=1),
     _cfg("llama8b", 131072, "q8_0", "q8_0", ngl=16),
     _cfg("qwen36-35b-a3b", 131072, "q8_0", "q8_0", ncmoe=20),
     _cfg("qwen36-35b-a3b", 32768, ngl=20),
     _cfg("gemma3-12b", 131072, "q8_0", "q8_0", mmproj=1, image=1),
-    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24, log=1),
     _cfg("qwen36-27b", 262144, "q4_0", "q4_0", ngl=48),
     _cfg("llama8b", 32768, ngl=16, np=4),
+    # Pass 2 additions: the output-layer boundary, vision with the model on the CPU, 262K.
+    _cfg("llama8b", 32768, ngl=32),
+    _cfg("llama8b", 32768, ngl=33),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=0),
+    _cfg("qwen36-27b", 262144, "q4_0", "q4_0", log=1),
+    _cfg("qwen36-27b", 131072, "q8_0", "q8_0"),
+    _cfg("qwen36-35b-a3b", 131072, "q4_0", "q4_0", cpumoe=1),
+    _cfg("qwen36-35b-a3b", 262144, "q4_0", "q4_0", ncmoe=20, ngl=30),
+    _cfg("llama8b", 32768, ngl=16, ub=2048),
+    _cfg("gemma3-12b", 32768, "q8_0", "q8_0", mmproj=1, image=1, ngl=36, np=2),
+)
+
+#: A few runs for the log format of another llama.cpp version (issue 18's check-log).
+LOGS: tuple[dict[str, Any], ...] = (
+    _cfg("llama8b", 32768, ngl=-1, log=1),
+    _cfg("llama8b", 32768, ngl=16, log=1),
+    _cfg("qwen36-35b-a3b", 32768, ncmoe=20, log=1),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24, log=1),
+    _cfg("qwen36-27b", 65536, "q4_0", "q4_0", ngl=32, log=1),
+    _cfg("llama8b", 32768, ngl=16, lv=3, log=1),
 )
 
 #: Two GPUs (issue 17): dense, hybrid with MTP, MoE x even / uneven split x 2 contexts x 2 caches.
@@ -102,7 +119,7 @@ X2: tuple[dict[str, Any], ...] = tuple(
     for k in ("f16", "q4_0")
 )
 
-GRIDS = {"single": SINGLE, "x2": X2}
+GRIDS = {"single": SINGLE, "logs": LOGS, "x2": X2}
 
 
 def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int) -> list[str]:
@@ -110,6 +127,9 @@ def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int
 
     ``--fit off``: the server would otherwise shrink ``-c``/``-ngl`` to the free memory
     (common/arg.cpp ``-fit``, default on) and the configuration would not be the one recorded.
+    ``-lv 4`` by default: at llama.cpp 0c1e57098 the server prints the ``... buffer size = X
+    MiB`` lines and the exit memory breakdown only at verbosity 4 (measured: a ``-lv 3`` log of
+    that commit has none of them).
     """
     ngl = int(cfg.get("ngl", -1))
     args = [
@@ -117,7 +137,7 @@ def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int
         "-c", str(cfg["ctx"]), "-ctk", cfg["ctk"], "-ctv", cfg["ctv"],
         "-fa", cfg.get("fa", "on"), "-ngl", "all" if ngl < 0 else str(ngl),
         "-np", str(cfg.get("np", 1)), "-ub", str(cfg.get("ub", 512)),
-        "--fit", "off", "-lv", str(cfg.get("lv", 3)),
+        "--fit", "off", "-lv", str(cfg.get("lv", 4)),
     ]  # fmt: skip
     if cfg.get("cpumoe"):
         args.append("--cpu-moe")
@@ -347,7 +367,9 @@ def measure(
     row["gpu_before"] = gpu_mem()
     t0 = time.monotonic()
     with log.open("wb") as fh:
-        proc = subprocess.Popen([str(server), *args], stdout=fh, stderr=subprocess.STDOUT)
+        # A fixed media marker (server-common.cpp get_media_marker: random unless pinned).
+        env = {**os.environ, "LLAMA_MEDIA_MARKER": MARKER}
+        proc = subprocess.Popen([str(server), *args], stdout=fh, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     ready = False
     while time.monotonic() - t0 < 300 and proc.poll() is None:
@@ -363,7 +385,7 @@ def measure(
         prompt: Any = "The quick brown fox jumps over the lazy dog. " * 8
         if cfg.get("image"):
             img = base64.b64encode(png_bytes()).decode()
-            prompt = {"prompt_string": "Describe <__media__> briefly.", "multimodal_data": [img]}
+            prompt = {"prompt_string": f"Describe {MARKER} briefly.", "multimodal_data": [img]}
         status, body = _post(
             base + "/completion", {"prompt": prompt, "n_predict": 8, "cache_prompt": False}
         )
