@@ -119,7 +119,18 @@ X2: tuple[dict[str, Any], ...] = tuple(
     for k in ("f16", "q4_0")
 )
 
-GRIDS = {"single": SINGLE, "logs": LOGS, "x2": X2}
+#: Vision with an image really encoded (pass 3, after the F32-embedding fix of the projector).
+VISION: tuple[dict[str, Any], ...] = (
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, log=1),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24, log=1),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=0),
+    _cfg("gemma3-12b", 131072, "q8_0", "q8_0", mmproj=1, image=1),
+    _cfg("gemma3-12b", 32768, "q8_0", "q8_0", mmproj=1, image=1, ngl=36, np=2),
+    _cfg("gemma3-12b", 32768, mmproj=1),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, lv=3),
+)
+
+GRIDS = {"single": SINGLE, "logs": LOGS, "vision": VISION, "x2": X2}
 
 
 def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int) -> list[str]:
@@ -219,9 +230,11 @@ def gemma3_mmproj_layout(
     def add(name: str, tid: int, *shape: int) -> None:
         defs.append((synth.TensorDef(name, shape, name.removesuffix(".weight"), None, GLOBAL), tid))
 
-    add("v.patch_embd.weight", F16, patch, patch, 3, e)
+    # F32 embeddings as convert_hf_to_gguf writes them (conversion/gemma.py tensor_force_quant:
+    # ".embeddings." -> F32); F16 ones abort the CUDA image encode (binbcast.cu assert, seen).
+    add("v.patch_embd.weight", F32, patch, patch, 3, e)
     add("v.patch_embd.bias", F32, e)
-    add("v.position_embd.weight", F16, e, n_pos)
+    add("v.position_embd.weight", F32, e, n_pos)
     for i in range(n_block):
         for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
             add(f"v.blk.{i}.{t}.weight", F16, e, e)
