@@ -322,6 +322,8 @@ def rss(pid: int) -> dict[str, int]:
 # --- the server's log -------------------------------------------------------------------------
 
 _BUF = re.compile(r"^(?P<fn>\w+): +(?P<dev>\S+) (?P<what>.*?) buffer size = +(?P<mib>[\d.]+) MiB")
+#: The server's own prefix before llama.cpp's text: ``0.02.724.876 I `` (time, level letter).
+_PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ [A-Z] ")
 _BREAKDOWN = re.compile(r"memory_breakdown_print: \| (?P<row>.*)\|\s*$")
 
 
@@ -331,7 +333,7 @@ def parse_log(text: str) -> dict[str, Any]:
     bufs = []
     rows = []
     for line in text.splitlines():
-        m = _BUF.search(line)
+        m = _BUF.search(_PREFIX.sub("", line, count=1))
         if m:
             bufs.append([m["fn"], m["dev"], m["what"], float(m["mib"])])
             continue
