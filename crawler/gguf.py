@@ -151,6 +151,10 @@ class TensorInfo:
     shape: tuple[int, ...]
     type_id: int
     offset: int
+    #: Bytes the offsets leave for this tensor (next tensor's offset, or the end of the file for
+    #: the last one, less the alignment padding; see ``_span_bytes``); None where the file's end is
+    #: unknown or cut. Used only for types this version does not know.
+    span_bytes: int | None = field(default=None, compare=False)
 
     @property
     def n_elements(self) -> int:
@@ -162,8 +166,15 @@ class TensorInfo:
 
     @property
     def n_bytes(self) -> int | None:
-        """Bytes of the tensor's data, or None for a ggml type this version does not know."""
-        return tensor_nbytes(self.shape, self.type_id)
+        """Bytes of the tensor's data: from its ggml type, else (a fork's type id) from the
+        offsets; None when neither is known."""
+        n = tensor_nbytes(self.shape, self.type_id)
+        return n if n is not None else self.span_bytes
+
+    @property
+    def size_from_type(self) -> bool:
+        """True when ``n_bytes`` comes from a known ggml type (exact), False when from offsets."""
+        return tensor_nbytes(self.shape, self.type_id) is not None
 
 
 class GGUFArray(Sequence[Any]):
@@ -239,6 +250,13 @@ class GGUFHeader:
     metadata_types: Mapping[str, int] = field(default_factory=dict)
     #: End of the tensor-info section (``data_offset`` minus the alignment padding).
     tensor_info_end: int = 0
+    #: File size the header was read against (None: unknown).
+    file_size: int | None = None
+    #: File offset where the last tensor's data ends (known types; 0 without tensors).
+    data_end: int = 0
+    #: The file ends before its tensors' data does (a partial download, the first piece of a
+    #: byte-split file): the header is whole, the data is not. Only with ``partial_data=True``.
+    data_truncated: bool = False
 
     @property
     def architecture(self) -> str | None:
@@ -248,7 +266,10 @@ class GGUFHeader:
 
     @property
     def header_bytes(self) -> int:
-        """Bytes before the data section: what any reader must fetch (== ``data_offset``)."""
+        """Bytes before the data section: what any reader must fetch (== ``data_offset``), but
+        never more than the file (a file without tensors may end before the alignment padding)."""
+        if self.file_size is not None and self.data_offset > self.file_size >= self.tensor_info_end:
+            return self.file_size
         return self.data_offset
 
     @property
@@ -278,7 +299,9 @@ class _Parser:
         max_header_bytes: int,
         first_read: int,
         source: str | None,
+        partial_data: bool = False,
     ) -> None:
+        self.partial_data = partial_data
         self.read_at = read_at
         self.file_size = file_size
         self.limit = max_header_bytes if file_size is None else min(max_header_bytes, file_size)
@@ -577,7 +600,8 @@ class _Parser:
             tensors.append(self.tensor_info(names))
         info_end = self.pos
         data_offset = -(-info_end // alignment) * alignment
-        self.check_offsets(tensors, alignment, data_offset)
+        data_end, truncated = self.check_offsets(tensors, alignment, data_offset)
+        tensors = _with_spans(tensors, alignment, data_offset, None if truncated else self.file_size)
         return GGUFHeader(
             version=version,
             metadata=metadata,
@@ -586,6 +610,9 @@ class _Parser:
             data_offset=data_offset,
             metadata_types=types,
             tensor_info_end=info_end,
+            file_size=self.file_size,
+            data_end=data_end,
+            data_truncated=truncated,
         )
 
     def tensor_info(self, names: set[str]) -> TensorInfo:
@@ -607,18 +634,59 @@ class _Parser:
         offset = self.u64()
         return TensorInfo(name, tuple(shape), type_id, offset)
 
-    def check_offsets(self, tensors: list[TensorInfo], alignment: int, data_offset: int) -> None:
+    def check_offsets(
+        self, tensors: list[TensorInfo], alignment: int, data_offset: int
+    ) -> tuple[int, bool]:
+        """(end of the data by the offsets, whether the file is cut before it); a tensor past the
+        end is corrupt unless ``partial_data`` (then the file is reported as truncated)."""
+        data_end = 0
         for t in tensors:
             if t.offset % alignment:
                 raise self.corrupt(f"tensor {t.name!r} offset {t.offset} is not aligned")
-            if self.file_size is None:
-                continue
             end = data_offset + t.offset + (t.n_bytes or 0)
-            if end > self.file_size:
+            data_end = max(data_end, end)
+            if self.file_size is not None and end > self.file_size and not self.partial_data:
                 raise self.corrupt(
                     f"tensor {t.name!r} ends at byte {end}, past the end of the file "
                     f"({self.file_size} bytes)"
                 )
+        truncated = self.file_size is not None and data_end > self.file_size
+        return data_end, truncated
+
+
+def _with_spans(
+    tensors: list[TensorInfo], alignment: int, data_offset: int, file_size: int | None
+) -> list[TensorInfo]:
+    """Give tensors of unknown types (a fork's type id) their bytes from the offsets.
+
+    A tensor's data runs to the next tensor's offset (or the end of the file for the last one),
+    padded to ``alignment`` (ggml/src/gguf.cpp writes each tensor at the running sum of
+    ``GGML_PAD(nbytes, alignment)``). Every row of a tensor has the same bytes, so its size is a
+    multiple of its row count; with at least ``alignment`` rows exactly one such multiple lies in
+    ``(span - alignment, span]``, which removes the padding. With fewer rows the span (at most
+    ``alignment - 1`` bytes over) stands.
+    """
+    if all(tensor_nbytes(t.shape, t.type_id) is not None for t in tensors):
+        return tensors
+    order = sorted(range(len(tensors)), key=lambda i: tensors[i].offset)
+    out = list(tensors)
+    for k, i in enumerate(order):
+        t = tensors[i]
+        if tensor_nbytes(t.shape, t.type_id) is not None:
+            continue
+        if k + 1 < len(order):
+            span: int | None = tensors[order[k + 1]].offset - t.offset
+        else:
+            span = None if file_size is None else file_size - data_offset - t.offset
+        if span is None or span < 0:
+            continue
+        rows = t.n_elements // t.shape[0] if t.shape and t.shape[0] else 0
+        if rows >= alignment:
+            exact = span // rows * rows
+            if exact > span - alignment:
+                span = exact
+        out[i] = TensorInfo(t.name, t.shape, t.type_id, t.offset, span_bytes=span)
+    return out
 
 
 def read_header(
@@ -629,6 +697,7 @@ def read_header(
     size_hint: int | None = None,
     first_read: int | None = None,
     source: str | None = None,
+    partial_data: bool = False,
 ) -> GGUFHeader:
     """Parse the GGUF header behind ``read_at``, fetching only (about) the header's bytes.
 
@@ -641,6 +710,8 @@ def read_header(
             read is the hint plus a small margin, usually the only request.
         first_read: first read size without a hint (default :data:`DEFAULT_FIRST_READ`).
         source: names the file in errors.
+        partial_data: accept a file that ends before its tensors' data (the header is whole):
+            the header says ``data_truncated`` instead of raising CorruptHeader.
 
     Raises:
         NotGGUF, UnsupportedGGUFVersion, CorruptHeader, HeaderTooLarge.
@@ -656,6 +727,7 @@ def read_header(
         max_header_bytes=max_header_bytes,
         first_read=first_read,
         source=source,
+        partial_data=partial_data,
     )
     try:
         return parser.parse()

@@ -20,6 +20,7 @@ from crawler.errors import CorruptHeader
 from crawler.ggml import GGML_TYPES, type_info, type_name
 from crawler.gguf import GGUFHeader, TensorInfo
 from crawler.labels import NameClaims, is_mtp_sidecar_name, name_claims
+from crawler.type_claims import TypedBytes, type_claims
 
 __all__ = [
     "GROUPS",
@@ -255,6 +256,16 @@ class PrecisionProfile:
     claims: tuple[str, ...]
     tensors: tuple[TensorRow, ...] = field(repr=False, default=())
     preserved_bits: int = PRESERVED_BITS
+    #: The file ends before its tensors' data (the header is whole): a partial download or the
+    #: first piece of a byte-split file.
+    data_truncated: bool = False
+    #: Tensors of unknown types whose bytes come from the offsets (bits stay unknown).
+    sized_from_offsets: int = 0
+
+    @property
+    def vocab_only(self) -> bool:
+        """No tensors: a tokenizer/vocabulary file (llama.cpp's ``ggml-vocab-*.gguf``)."""
+        return self.n_tensors == 0
 
     def to_json(
         self,
@@ -377,7 +388,8 @@ def build_profile(
     )
     total = GroupStats.of(rows)
     unknown = tuple(sorted({r.type_id for r in rows if r.type_id not in GGML_TYPES}))
-    loadable = not unknown and all(GGML_TYPES[r.type_id].mainline for r in rows)
+    # A file without tensors is a vocabulary, not a model llama.cpp "loads".
+    loadable = bool(rows) and not unknown and all(GGML_TYPES[r.type_id].mainline for r in rows)
 
     attn = [r for r in rows if r.group == "attn" and r.is_matrix]
     attn_min, attn_ok = _verdict(attn, preserved_bits)
@@ -404,6 +416,10 @@ def build_profile(
         claims=(),
         tensors=rows,
         preserved_bits=preserved_bits,
+        data_truncated=header.data_truncated,
+        sized_from_offsets=sum(
+            1 for t in header.tensors if not t.size_from_type and t.n_bytes is not None
+        ),
     )
     return _with_claims(profile, claims, header)
 
@@ -481,19 +497,6 @@ def _is_dynamic(groups: Mapping[str, GroupStats]) -> bool:
 # --------------------------------------------------------------------------- claims
 
 
-def _dominant_type(rows: Sequence[TensorRow]) -> tuple[str, float] | None:
-    """Type holding the most weight-matrix bytes, and its share of those bytes."""
-    by_type: Counter[str] = Counter()
-    for r in rows:
-        if r.is_matrix and r.n_bytes:
-            by_type[r.type_name] += r.n_bytes
-    total = sum(by_type.values())
-    if not total:
-        return None
-    name, n = by_type.most_common(1)[0]
-    return name, n / total
-
-
 def _with_claims(
     profile: PrecisionProfile, claims: NameClaims, header: GGUFHeader
 ) -> PrecisionProfile:
@@ -518,22 +521,21 @@ def _with_claims(
         )
     if claims.dynamic and mtp.present and not mtp.preserved:
         found.append(f"named UD/Dynamic but the MTP block is {_bits(mtp.min_bits)}")
-    label = claims.label
-    if label is not None:
-        expected = next((t for t in GGML_TYPES.values() if t.name == label.base_type), None)
-        dominant = _dominant_type(profile.tensors)
-        if expected is not None and dominant is not None:
-            dom_name, share = dominant
-            dom = next((t for t in GGML_TYPES.values() if t.name == dom_name), None)
-            # Only "fewer bits than promised" contradicts a label: UD/_L/_XL recipes put more
-            # bytes in 6-8 bit types on purpose, and small models are embedding-heavy.
-            if dom is not None and dom.bits < expected.bits:
-                found.append(
-                    f"labelled {label.text} but {share:.0%} of weight bytes are {dom_name}"
-                )
+    found += type_claims(
+        claims.label,
+        profile.file_type,
+        (TypedBytes(r.group, r.type_name, r.n_bytes, r.is_matrix) for r in profile.tensors),
+    )
+    if header.data_truncated:
+        have = "?" if header.file_size is None else f"{header.file_size:,}"
+        found.append(
+            f"the file is truncated: it has {have} bytes, its tensors' data needs"
+            f" {header.data_end:,}; the header is complete (a partial download or the first"
+            " piece of a split file)"
+        )
     if claims.imatrix and not any(k.startswith("quantize.imatrix") for k in header.metadata):
         found.append("named i1/imatrix but the file records no quantize.imatrix.* keys")
-    if not profile.loadable_by_mainline:
+    if not profile.loadable_by_mainline and profile.n_tensors:
         ids = ", ".join(str(i) for i in profile.unknown_types) or "ik_llama.cpp-only"
         found.append(f"uses ggml types mainline llama.cpp cannot load ({ids})")
     return replace(profile, claims=tuple(found))
@@ -584,4 +586,8 @@ def merge_headers(headers: Sequence[GGUFHeader], *, source: str | None = None) -
         data_offset=sum(h.data_offset for h in headers),
         metadata_types=first.metadata_types,
         tensor_info_end=first.tensor_info_end,
+        file_size=sum(h.file_size for h in headers if h.file_size is not None)
+        if all(h.file_size is not None for h in headers)
+        else None,
+        data_truncated=any(h.data_truncated for h in headers),
     )

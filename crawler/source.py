@@ -21,7 +21,7 @@ from crawler.closing import Closing
 from crawler.config import Settings
 from crawler.errors import HubNotFound, HubUnavailable, QuantsError, UsageError
 from crawler.gguf import GGUFHeader, read_header
-from crawler.labels import is_mtp_sidecar_name, parse_quant_label, split_info
+from crawler.labels import byte_parts, is_mtp_sidecar_name, parse_quant_label, split_info
 from crawler.profile import merge_headers
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ _CHUNK = 64 * 1024
 # for 250-270 tensors (synthetic GLM-4.5-Air in 3 shards); 32 KiB holds that in one read.
 _LATER_SHARD_FIRST_READ = 32 * 1024
 _REPO = r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
-_HUB_FILE = re.compile(rf"^(?P<repo>{_REPO})/(?P<path>.+\.gguf(?:\.part\d+of\d+)?)$", re.I)
+_HUB_FILE = re.compile(rf"^(?P<repo>{_REPO})/(?P<path>.+\.gguf(?:\.part\d+(?:of\d+)?)?)$", re.I)
 _HUB_QUANT = re.compile(rf"^(?P<repo>{_REPO}):(?P<quant>[A-Za-z0-9_.-]+)$")
 _RESOLVE = re.compile(rf"^/(?P<repo>{_REPO})/(?:resolve|blob)/(?P<rev>[^/]+)/(?P<path>.+)$")
 
@@ -252,6 +252,7 @@ class HeaderRead:
 def _quant_files(files: Sequence[HubFile]) -> list[HubFile]:
     """GGUF files that can be a quant's first file (no mmproj, no MTP sidecar, no later part)."""
     out = []
+    paths = [f.path for f in files]
     for f in files:
         base = f.path.rsplit("/", 1)[-1].lower()
         si = split_info(f.path)
@@ -259,8 +260,10 @@ def _quant_files(files: Sequence[HubFile]) -> list[HubFile]:
             continue
         if "mmproj" in base or is_mtp_sidecar_name(f.path):
             continue
-        if si is not None and si[1] != 1:
+        if si is not None and si[2] and si[1] != 1:
             continue
+        if si is not None and not si[2] and byte_parts(f.path, paths)[0] != f.path:
+            continue  # .partNN: only the lowest index holds the header
         out.append(f)
     return out
 
@@ -341,8 +344,8 @@ def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
         assert m is not None
         paths = [f"{path[: m.start()]}-{i:05d}-of-{si[2]:05d}.gguf" for i in range(1, si[2] + 1)]
     elif si is not None and si[0] == "part":
-        stem = re.sub(r"\.part\d+of\d+$", "", path, flags=re.I)
-        paths = [f"{stem}.part{i}of{si[2]}" for i in range(1, si[2] + 1)]
+        folder = Path(path).parent
+        paths = byte_parts(path, [str(folder / n.name) for n in folder.iterdir()])
     for p in paths:
         if not Path(p).exists():
             raise UsageError(f"missing shard {p}")
@@ -366,6 +369,7 @@ def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
                 size_hint=hint if i == 0 else None,
                 first_read=None if i == 0 else _LATER_SHARD_FIRST_READ,
                 source=p,
+                partial_data=True,
             )
         finally:
             reader.close()
@@ -405,8 +409,7 @@ def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> 
     sizes = {f.path: f.size for f in files}
     si = split_info(first)
     if si is not None and si[0] == "part":
-        stem = re.sub(r"\.part\d+of\d+$", "", first, flags=re.I)
-        paths = [f"{stem}.part{i}of{si[2]}" for i in range(1, si[2] + 1)]
+        paths = byte_parts(first, [f.path for f in files])
         to_read = paths[:1]
     else:
         paths = _shard_paths(first, files)
@@ -424,6 +427,7 @@ def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> 
                 size_hint=hint if i == 0 else None,
                 first_read=None if i == 0 else _LATER_SHARD_FIRST_READ,
                 source=p,
+                partial_data=True,
             )
         except QuantsError as exc:
             if getattr(exc, "source", None) is None:
