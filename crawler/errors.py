@@ -117,6 +117,10 @@ class UnknownArchitecture(EstimateError):
     """The architecture's memory rules are not modelled; no silent default."""
 
 
+class NothingToEstimate(EstimateError):
+    """The file holds no model weights (a vocabulary-only GGUF): nothing to estimate."""
+
+
 class InvalidConfig(EstimateError):
     """A llama.cpp configuration llama.cpp itself would reject (e.g. quantized V without FA)."""
 
