@@ -40,7 +40,9 @@ def _bits(type_name: str) -> int | None:
     return info.bits if info is not None else None
 
 
-def _dominant(rows: Iterable[TypedBytes], groups: tuple[str, ...] | None) -> tuple[str, float] | None:
+def _dominant(
+    rows: Iterable[TypedBytes], groups: tuple[str, ...] | None
+) -> tuple[str, float] | None:
     by_type: Counter[str] = Counter()
     for r in rows:
         if r.is_matrix and r.n_bytes and (groups is None or r.group in groups):

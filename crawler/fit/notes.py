@@ -41,9 +41,7 @@ def kv_note(c: MemoryCoefficients, est: FitEstimate) -> str:
         parts.append(f"{full} layers x {est.kv_cells} cells")
     if swa:
         parts.append(f"{swa} SWA layers x {est.swa_cells} cells")
-    return (
-        " + ".join(parts) + f" x {est.n_stream} stream(s), K {cfg.type_k} / V {cfg.type_v}"
-    )
+    return " + ".join(parts) + f" x {est.n_stream} stream(s), K {cfg.type_k} / V {cfg.type_v}"
 
 
 def estimate_warnings(header: GGUFHeader, c: MemoryCoefficients, cfg: RunConfig) -> list[str]:

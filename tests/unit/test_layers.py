@@ -12,6 +12,7 @@ import crawler
 PKG = Path(crawler.__file__).resolve().parent
 PURE = [
     "gguf",
+    "gguf_fetch",
     "ggml",
     "profile",
     "labels",

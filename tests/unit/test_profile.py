@@ -143,7 +143,11 @@ def test_fork_and_ik_types():
     want = sum(t.nbytes for t in lay.tensors if t.type_id == 252 and t.kind != MTP)
     ffn = p.groups["ffn"]
     assert ffn.types == {"TYPE_252": ffn.n_tensors} and ffn.n_bytes == want
-    assert ffn.bpw == 4.5 and ffn.min_bits is None and p.sized_from_offsets == sum(t.type_id == 252 for t in lay.tensors)
+    assert (
+        ffn.bpw == 4.5
+        and ffn.min_bits is None
+        and p.sized_from_offsets == sum(t.type_id == 252 for t in lay.tensors)
+    )
     assert any("252" in c for c in p.claims)
     ik = _profile("glm4moe", synth.ik_llama_mix(), "GLM-IQ4_K.gguf")
     assert not ik.loadable_by_mainline and ik.unknown_types == ()
