@@ -94,11 +94,16 @@ def type_claims(
         name, share = bulk
         have = _bits(name)
         named_same = label is not None and label.base_type == ft.base_type
-        if have is not None and have != ft_bits and not (named_same and found):
-            if have < ft_bits or label is None or not _generous(label):
-                direction = "fewer" if have < ft_bits else "more"
-                found.append(
-                    f"general.file_type says {file_type} but {share:.0%} of the FFN weight bytes"
-                    f" are {name} ({direction} bits)"
-                )
+        generous = label is not None and _generous(label)
+        if (
+            have is not None
+            and have != ft_bits
+            and not (named_same and found)
+            and (have < ft_bits or not generous)
+        ):
+            direction = "fewer" if have < ft_bits else "more"
+            found.append(
+                f"general.file_type says {file_type} but {share:.0%} of the FFN weight bytes"
+                f" are {name} ({direction} bits)"
+            )
     return found

@@ -12,6 +12,7 @@ import sys
 
 from crawler.cli import (  # noqa: F401  (importing a command module registers it)
     changes_cmd,
+    checklog_cmd,
     compare_cmd,
     crawl_cmd,
     db_cmd,

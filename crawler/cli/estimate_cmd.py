@@ -185,7 +185,6 @@ def _render(
     advice: list[tuple[str, FitEstimate]],
 ) -> str:
     from crawler.cli._output import format_table, human_bytes, safe_text
-
     from crawler.fit.notes import host_note, kv_note
 
     cfg = est.config
