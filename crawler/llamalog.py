@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from crawler.errors import QuantsError
 
-__all__ = ["RERUN_HINT", "LogConfig", "LogError", "LoggedBuffer", "ParsedLog", "parse_log"]
+__all__ = ["LogConfig", "LogError", "LoggedBuffer", "ParsedLog", "RERUN_HINT", "parse_log"]
 
 MIB = 1024 * 1024
 RERUN_HINT = (
@@ -142,7 +142,7 @@ def parse_log(text: str) -> ParsedLog:
     breakdown: list[LoggedBuffer] = []
     seen_llama = False
     for line in text.splitlines():
-        if "llama" not in line and "buffer size" not in line and "load_" not in line:
+        if not any(w in line for w in ("llama", "buffer size", "load_", "memory_breakdown")):
             continue
         if (m := _LOADED.search(line)) or (m := _LOADING.search(line)):
             model = model or m.group(1).strip()

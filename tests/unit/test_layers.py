@@ -26,6 +26,9 @@ PURE = [
     "cron",
     "launch",
     "query",
+    "type_claims",
+    "llamalog",
+    "checklog",
 ]
 FORBIDDEN = {
     "httpx",
