@@ -31,7 +31,7 @@ from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig
 from crawler.fit.estimate import SERVER_AUTO_PARALLEL
 from crawler.llamalog import MIB, LogConfig, LoggedBuffer, ParsedLog
 
-__all__ = ["BufferRow", "CheckReport", "TOLERANCE_BYTES", "TOLERANCE_PCT", "compare", "run_config"]
+__all__ = ["TOLERANCE_BYTES", "TOLERANCE_PCT", "BufferRow", "CheckReport", "compare", "run_config"]
 
 TOLERANCE_PCT = 3.0
 TOLERANCE_BYTES = 256 * MIB

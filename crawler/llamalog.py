@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from crawler.errors import QuantsError
 
-__all__ = ["LogConfig", "LogError", "LoggedBuffer", "ParsedLog", "RERUN_HINT", "parse_log"]
+__all__ = ["RERUN_HINT", "LogConfig", "LogError", "LoggedBuffer", "ParsedLog", "parse_log"]
 
 MIB = 1024 * 1024
 RERUN_HINT = (

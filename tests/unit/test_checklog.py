@@ -71,7 +71,7 @@ def test_logged_runs_agree_with_the_estimate(index, fmt, models):
 
 def test_the_memory_breakdown_alone_is_compared(models):
     row = ROWS[0]
-    path, header, c = models["llama"]
+    path, _, c = models["llama"]
     text = render(row, str(path), 16, fmt="new")
     only = "".join(ln for ln in text.splitlines(True) if "buffer size" not in ln)
     parsed = parse_log(only)
@@ -100,7 +100,7 @@ def test_cut_and_quiet_logs_say_what_is_missing(models):
     path, _, _ = models["llama"]
     text = render(ROWS[0], str(path), 16, fmt="new")
     cut = text[: text.index("llama_context: n_seq_max")]
-    with pytest.raises(LogError, match="ends before llama.cpp created its context"):
+    with pytest.raises(LogError, match=r"ends before llama\.cpp created its context"):
         parse_log(cut)
     with pytest.raises(LogError, match=r"-lv 4"):
         parse_log(strip_buffers(text))
