@@ -50,6 +50,9 @@ _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _PARAM = re.compile(
     r"llama_context: (n_seq_max|n_ctx|n_batch|n_ubatch|flash_attn|kv_unified)\s+= (\S+)"
 )
+# tools/server: "common_params_print_info: verbosity = %d" and "llama_server: model loaded".
+_VERBOSITY = re.compile(r"verbosity = (\d+)")
+_MODEL_LOADED = re.compile(r"srv +\S+: model loaded|main: model loaded")
 _FA_AUTO = re.compile(r"Flash Attention was auto, set to (enabled|disabled)")
 _KV_SIZE = re.compile(r"llama_kv_cache(?:_\w+)?: size = .*?K \((\w+)\):.*?V \((\w+)\):")
 _BUFFER = re.compile(r"(\S+) +(model|KV|RS|compute|output) buffer size = +([\d.]+) MiB")
@@ -141,7 +144,13 @@ def parse_log(text: str) -> ParsedLog:
     buffers: list[LoggedBuffer] = []
     breakdown: list[LoggedBuffer] = []
     seen_llama = False
+    verbosity: int | None = None
+    loaded = False
     for line in text.splitlines():
+        if m := _VERBOSITY.search(line):
+            verbosity = int(m.group(1))
+        if _MODEL_LOADED.search(line):
+            loaded = True
         if not any(w in line for w in ("llama", "buffer size", "load_", "memory_breakdown")):
             continue
         if (m := _LOADED.search(line)) or (m := _LOADING.search(line)):
@@ -177,6 +186,12 @@ def parse_log(text: str) -> ParsedLog:
             "not a llama.cpp log: no 'loaded meta data ... from MODEL' or 'llama_context: n_ctx'"
             " lines; pass the log of llama-server or llama-cli"
         )
+    quiet = verbosity is not None and verbosity < 4
+    if "n_ctx" not in params and not buffers and (quiet or loaded):
+        # A whole run at the default verbosity (3): llama-server ran, but printed neither the
+        # context parameters nor any buffer (they are trace-level).
+        level = f" (it was run at verbosity {verbosity})" if quiet else ""
+        raise LogError(f"the log has no buffer sizes and no memory breakdown{level}; {RERUN_HINT}")
     if "n_ctx" not in params:
         raise LogError(
             "the log ends before llama.cpp created its context (no 'llama_context: n_ctx' line):"

@@ -8,6 +8,7 @@ files, written here.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +136,15 @@ def test_cli_json_contract_and_errors(models, tmp_path):
     assert len(out.stderr.strip().splitlines()) <= 2 and "Traceback" not in out.stderr
     missing = run_quants("check-log", str(tmp_path / "none.log"), env=env)
     assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp" / "logs"
+
+
+@pytest.mark.parametrize("log", sorted(LOGS.glob("*-lv3-*.log")), ids=lambda p: p.name)
+def test_real_default_verbosity_logs_ask_for_lv4(log, tmp_path):
+    # Real llama-server logs (branch measure, 0c1e57098, default -lv 3): no buffers are printed.
+    out = run_quants("check-log", str(log), env=clean_env(tmp_path))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "verbosity 3" in out.stderr and "-lv 4" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
