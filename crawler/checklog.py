@@ -137,6 +137,12 @@ def run_config(
             f"only {cfg.n_gpu_layers}/{cfg.n_layers} layers were offloaded; the estimate assumes"
             " all of them on the GPU"
         )
+    if cfg.n_ctx_train and cfg.ctx and cfg.ctx > cfg.n_ctx_train:
+        notes.append(
+            f"n_ctx {cfg.ctx} is above the trained context {cfg.n_ctx_train}: llama.cpp allocated"
+            f" the cache for {cfg.ctx} (compared here); llama-server caps a slot at"
+            f" {cfg.n_ctx_train}"
+        )
     ctx = cfg.ctx or 4096
     run = RunConfig(
         ctx=ctx,

@@ -53,6 +53,8 @@ _PARAM = re.compile(
 # tools/server: "common_params_print_info: verbosity = %d" and "llama_server: model loaded".
 _VERBOSITY = re.compile(r"verbosity = (\d+)")
 _MODEL_LOADED = re.compile(r"srv +\S+: model loaded|main: model loaded")
+# src/llama-context.cpp: "n_ctx_seq (%u) > n_ctx_train (%u) -- possible training context overflow"
+_OVERFLOW = re.compile(r"n_ctx_seq \((\d+)\) > n_ctx_train \((\d+)\)")
 _FA_AUTO = re.compile(r"Flash Attention was auto, set to (enabled|disabled)")
 _KV_SIZE = re.compile(r"llama_kv_cache(?:_\w+)?: size = .*?K \((\w+)\):.*?V \((\w+)\):")
 _BUFFER = re.compile(r"(\S+) +(model|KV|RS|compute|output) buffer size = +([\d.]+) MiB")
@@ -108,6 +110,8 @@ class LogConfig:
     ubatch: int | None = None
     n_gpu_layers: int | None = None
     n_layers: int | None = None
+    #: The model's trained context when llama.cpp warned that n_ctx_seq exceeds it.
+    n_ctx_train: int | None = None
     #: How many contexts the log created (2 with an MTP / draft context).
     n_contexts: int = 0
 
@@ -145,6 +149,7 @@ def parse_log(text: str) -> ParsedLog:
     breakdown: list[LoggedBuffer] = []
     seen_llama = False
     verbosity: int | None = None
+    n_ctx_train: int | None = None
     loaded = False
     for line in text.splitlines():
         if m := _VERBOSITY.search(line):
@@ -166,6 +171,8 @@ def parse_log(text: str) -> ParsedLog:
             if n_contexts <= 1:
                 params.setdefault(key, value)
             seen_llama = True
+        elif m := _OVERFLOW.search(line):
+            n_ctx_train = n_ctx_train or int(m.group(2))
         elif m := _FA_AUTO.search(line):
             fa_resolved = fa_resolved or _fa(m.group(1))
         elif m := _KV_SIZE.search(line):
@@ -220,6 +227,7 @@ def parse_log(text: str) -> ParsedLog:
         ubatch=num("n_ubatch"),
         n_gpu_layers=offl[0] if offl else None,
         n_layers=offl[1] if offl else None,
+        n_ctx_train=n_ctx_train,
         n_contexts=n_contexts,
     )
     return ParsedLog(config, tuple(buffers), tuple(breakdown))
