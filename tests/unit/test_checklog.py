@@ -151,8 +151,11 @@ def test_real_default_verbosity_logs_ask_for_lv4(log, tmp_path):
 
 
 def test_training_context_overflow_is_noted(models):
-    path, header, c = models["llama"]
-    warn = "0.0 W llama_context: n_ctx_seq (4096) > n_ctx_train (2048) -- possible training context overflow\n"
+    path, _, c = models["llama"]
+    warn = (
+        "0.0 W llama_context: n_ctx_seq (4096) > n_ctx_train (2048)"
+        " -- possible training context overflow\n"
+    )
     parsed = parse_log(warn + render(ROWS[0], str(path), 16, fmt="new"))
     assert parsed.config.n_ctx_train == 2048
     _, notes = run_config(parsed.config, c, str(path))
