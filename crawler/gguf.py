@@ -158,6 +158,11 @@ class GGUFArray(Sequence[Any]):
         """Encoded size of the items in the file."""
         return len(self._data)
 
+    @property
+    def raw(self) -> bytes:
+        """The items' bytes as encoded in the file."""
+        return self._data
+
     def to_list(self) -> list[Any]:
         """Decode every item (cached)."""
         if self._items is None:
@@ -188,6 +193,10 @@ class GGUFHeader:
     metadata_types: Mapping[str, int] = field(default_factory=dict)
     #: End of the tensor-info section (``data_offset`` minus the alignment padding).
     tensor_info_end: int = 0
+    #: Where each metadata key/value pair lies in the file: ``(start, end)`` byte offsets.
+    kv_spans: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: The file whose tokenizer bytes this header reused (a sibling read), else None.
+    tokenizer_from: str | None = None
 
     @property
     def architecture(self) -> str | None:
@@ -302,7 +311,9 @@ class _Parser(FetchBuffer):
 
         metadata: dict[str, Any] = {}
         types: dict[str, int] = {}
+        spans: dict[str, tuple[int, int]] = {}
         for _ in range(n_kv):
+            kv_start = self.pos
             key = self.string("metadata key", MAX_NAME_BYTES)
             if key in metadata:
                 raise self.corrupt(f"duplicate metadata key {key!r}")
@@ -313,6 +324,7 @@ class _Parser(FetchBuffer):
             value = self.value(vtype, key)
             metadata[key] = value
             types[key] = vtype
+            spans[key] = (kv_start, self.pos)
             self.kv_left -= 1
             if key == "tokenizer.ggml.model" and isinstance(value, str):
                 self.tokenizer_model = value
@@ -343,6 +355,7 @@ class _Parser(FetchBuffer):
             data_offset=data_offset,
             metadata_types=types,
             tensor_info_end=info_end,
+            kv_spans=spans,
         )
 
     def tensor_info(self, names: set[str]) -> TensorInfo:
