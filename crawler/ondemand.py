@@ -44,7 +44,6 @@ __all__ = [
     "OnDemand",
     "ensure_model",
     "name_words",
-    "names_match",
     "search_terms",
 ]
 
@@ -58,6 +57,7 @@ MAX_BASE_MODELS = 6
 MAX_REPOS = 60
 # Words are split on separators; "." stays inside a word ("qwen3.6", "v0.1").
 _SPLIT = re.compile(r"[\s_\-/:,]+")
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 # Suffixes of quant repo names that are not part of the model's name.
 _REPO_SUFFIXES = ("gguf", "i1", "imatrix")
 
@@ -78,18 +78,6 @@ def name_words(query: str) -> tuple[str, ...]:
     return tuple(w for w in _SPLIT.split(query.strip().lower()) if w)
 
 
-def names_match(repo_id: str, words: Sequence[str]) -> bool:
-    """Every word is in the repo id's name, in order (``llama 2 7b`` finds ``Llama-2-7B-Chat``)."""
-    name = repo_id.lower().rsplit("/", 1)[-1]
-    pos = 0
-    for w in words:
-        found = name.find(w, pos)
-        if found < 0:
-            return False
-        pos = found + len(w)
-    return True
-
-
 def search_terms(words: Sequence[str]) -> tuple[str, ...]:
     """Strings for the Hub's substring search: the words joined as repo names spell them."""
     words = [w for w in words if w not in _REPO_SUFFIXES]
@@ -106,12 +94,19 @@ def state_key(words: Sequence[str]) -> str:
     return "ondemand:" + " ".join(words)
 
 
-def resolve_base_models(hub: ScanHub, terms: Sequence[str], words: Sequence[str]) -> list[str]:
-    """Base models the name resolves to, from the Hub's name search (any library)."""
+def resolve_base_models(hub: ScanHub, terms: Sequence[str], query: str) -> list[str]:
+    """Base models the name resolves to, from the Hub's name search (any library).
+
+    A listed repo counts when the query matches its id as ``quants search`` would match it
+    (:class:`crawler.query.QueryMatcher`: every word, typos in long words forgiven).
+    """
+    from crawler.query import QueryMatcher
+
+    matcher = QueryMatcher(query)
     bases: dict[str, None] = {}
     for term in terms:
         for listing in _iter_named(hub, term):
-            if not names_match(listing.repo_id, words):
+            if not matcher.matches_names(listing.repo_id, None, "", None, None):
                 continue
             if "gguf" in listing.tags:
                 for base in (*listing.card_base_models, *listing.quantized_from):
@@ -128,28 +123,36 @@ def _iter_named(hub: ScanHub, term: str) -> list[RepoListing]:
     return list(iter_models(search=term, filters=(), limit=RESOLVE_LIMIT))
 
 
-def has_fresh_quants(catalog: Catalog, words: Sequence[str], since: datetime) -> bool:
-    """Whether the catalog holds a live quant of the named model analysed after ``since``
-    (by a crawl or an earlier on-demand pass): its repo, base model or file name matches."""
+def has_fresh_quants(catalog: Catalog, query: str, since: datetime) -> bool:
+    """Whether the catalog holds a live quant analysed after ``since`` (by a crawl or an earlier
+    on-demand pass) that ``quants search QUERY`` would match."""
     from sqlalchemy import select
 
     from crawler.catalog.tables import Quant, Repo
+    from crawler.query import QueryMatcher
 
+    matcher = QueryMatcher(query)
     with catalog.session() as s:
         rows = s.execute(
-            select(Repo.repo_id, Quant.base_model, Quant.path, Quant.analysed_at)
+            select(
+                Repo.repo_id,
+                Quant.base_model,
+                Quant.path,
+                Quant.quant_label,
+                Quant.architecture,
+                Quant.analysed_at,
+            )
             .join(Repo, Quant.repo_pk == Repo.id)
             .where(Quant.live.is_(True))
         )
-        for repo_id, base, path, analysed_at in rows:
+        for repo_id, base, path, label, arch, analysed_at in rows:
             if analysed_at is None:
                 continue
             if analysed_at.tzinfo is None:
                 analysed_at = analysed_at.replace(tzinfo=UTC)
             if analysed_at < since:
                 continue
-            names = (repo_id, base or "", path.rsplit("/", 1)[-1])
-            if any(names_match(n, words) for n in names):
+            if matcher.matches_names(repo_id, base, path, label, arch):
                 return True
     return False
 
@@ -185,9 +188,11 @@ def ensure_model(
                 return OnDemand("fresh", words)
         except ValueError:
             pass
-    if has_fresh_quants(catalog, words, now - max_age):
+    if has_fresh_quants(catalog, query, now - max_age):
         return OnDemand("fresh", words)
-    terms = search_terms(words)
+    # "owner/name" names a repo: search its name, and take it as a base model as it is.
+    given = query.strip() if _REPO_ID.fullmatch(query.strip()) else None
+    terms = search_terms(name_words(given.rsplit("/", 1)[1] if given else query))
     own_hub = hub is None
     if hub is None:
         from crawler.hub import HubClient
@@ -196,7 +201,9 @@ def ensure_model(
         hub = HubClient(settings, max_retries=2)
     try:
         try:
-            bases = resolve_base_models(hub, terms, words)
+            bases = resolve_base_models(hub, terms, query)
+            if given is not None and given not in bases:
+                bases.insert(0, given)
         except HubError as exc:
             raise HubUnreachable(
                 f"cannot reach the Hub at {settings.hf_endpoint} ({exc}); "
