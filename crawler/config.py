@@ -44,6 +44,9 @@ class Settings:
     offline: bool = False
     #: A model looked up on demand less than this many hours ago is not looked up again.
     fresh_hours: float = 24.0
+    #: Base models whose quantized children the default crawl also lists (``QUANTS_BASE_MODELS``,
+    #: comma-separated), besides the base models the catalog already holds.
+    base_models: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -63,6 +66,10 @@ class Settings:
         if env.get("QUANTS_LOG_LEVEL"):
             kw["log_level"] = env["QUANTS_LOG_LEVEL"].upper()
         kw["debug"] = env.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")
+        if env.get("QUANTS_BASE_MODELS"):
+            kw["base_models"] = tuple(
+                b.strip() for b in env["QUANTS_BASE_MODELS"].split(",") if b.strip()
+            )
         kw["offline"] = env.get("QUANTS_OFFLINE", "") not in ("", "0", "false", "no")
         for var, field, conv in (
             ("QUANTS_TIMEOUT", "timeout_s", float),

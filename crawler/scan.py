@@ -81,7 +81,8 @@ def run_once(
 
     progress = progress or NullProgress()
     stop = stop or threading.Event()
-    if authors is None and searches is None:
+    default_scope = authors is None and searches is None
+    if default_scope:
         from crawler.hub import DEFAULT_AUTHORS, DEFAULT_SEARCH_TERMS
 
         authors, searches = DEFAULT_AUTHORS, DEFAULT_SEARCH_TERMS
@@ -89,6 +90,13 @@ def run_once(
     own_catalog = catalog is None
     if catalog is None:
         catalog = _Catalog.open(settings.resolved_db_url)
+    # The listing cursor follows the scope asked for; the default crawl's base models (those
+    # the catalog holds, which grow) share the default scope's cursor.
+    key_bases = tuple(base_models)
+    if default_scope:
+        from crawler.catalog.base_models import crawl_base_models
+
+        base_models = crawl_base_models(catalog, (*settings.base_models, *base_models))
     own_hub = hub is None
     if hub is None:
         from crawler.hub import HubClient
@@ -110,7 +118,7 @@ def run_once(
         )
         state = RepoScanner(settings, hub, catalog, scan_id, progress, stop)
         try:
-            summary = _run(state, authors, searches, limit, full, tuple(base_models))
+            summary = _run(state, authors, searches, limit, full, tuple(base_models), key_bases)
         except BaseException as exc:
             state.stop.set()
             try:
@@ -159,8 +167,9 @@ def _run(
     limit: int | None,
     full: bool | None,
     base_models: Sequence[str] = (),
+    key_bases: Sequence[str] = (),
 ) -> ScanSummary:
-    key = _cursor_key(authors, searches, base_models)
+    key = _cursor_key(authors, searches, key_bases)
     now = datetime.now(UTC)
     watermark = _parse_dt(store.get_state(p.catalog, f"watermark:{key}"))
     last_full = _parse_dt(store.get_state(p.catalog, f"full_listing:{key}"))
