@@ -41,6 +41,7 @@ __all__ = [
     "GGUFArray",
     "GGUFHeader",
     "ReadAt",
+    "Splice",
     "TensorInfo",
     "ValueType",
     "parse_header_bytes",
@@ -225,8 +226,16 @@ class GGUFHeader:
 # --------------------------------------------------------------------------- the parser
 
 
+#: Key/value pairs known in advance (a sibling's tokenizer, :mod:`crawler.sibling`): at byte
+#: ``start`` the parser takes ``length`` bytes without decoding them and records ``pairs``
+#: (key -> (value, value type, span relative to ``start``)).
+Splice = tuple[int, int, Mapping[str, tuple[Any, int, tuple[int, int]]]]
+
+
 class _Parser(FetchBuffer):
     """One pass over a header: decodes what :class:`FetchBuffer` has fetched."""
+
+    splice: Splice | None = None
 
     def u32(self) -> int:
         return int(_U32.unpack_from(self.buf, self.take(4))[0])
@@ -312,7 +321,12 @@ class _Parser(FetchBuffer):
         metadata: dict[str, Any] = {}
         types: dict[str, int] = {}
         spans: dict[str, tuple[int, int]] = {}
-        for _ in range(n_kv):
+        kv_done = 0
+        while kv_done < n_kv:
+            kv_done += 1
+            if self.splice is not None and self.pos == self.splice[0]:
+                kv_done += self.take_splice(metadata, types, spans) - 1
+                continue
             kv_start = self.pos
             key = self.string("metadata key", MAX_NAME_BYTES)
             if key in metadata:
@@ -358,6 +372,24 @@ class _Parser(FetchBuffer):
             kv_spans=spans,
         )
 
+    def take_splice(
+        self, metadata: dict[str, Any], types: dict[str, int], spans: dict[str, tuple[int, int]]
+    ) -> int:
+        """Take the spliced pairs without decoding their bytes; return how many there were."""
+        assert self.splice is not None
+        at, length, pairs = self.splice
+        if self.kv_left < len(pairs):
+            raise self.corrupt("the spliced pairs outnumber the keys left")
+        self.take(length)
+        for key, (value, vtype, (lo, hi)) in pairs.items():
+            if key in metadata:
+                raise self.corrupt(f"duplicate metadata key {key!r}")
+            metadata[key], types[key], spans[key] = value, vtype, (at + lo, at + hi)
+            self.seen.add(key)
+        self.kv_left -= len(pairs)
+        self.splice = None
+        return len(pairs)
+
     def tensor_info(self, names: set[str]) -> TensorInfo:
         name = self.string("tensor name", MAX_NAME_BYTES)
         if name in names:
@@ -399,6 +431,7 @@ def read_header(
     size_hint: int | None = None,
     first_read: int | None = None,
     source: str | None = None,
+    splice: Splice | None = None,
 ) -> GGUFHeader:
     """Parse the GGUF header behind ``read_at``, fetching only (about) the header's bytes.
 
@@ -411,6 +444,7 @@ def read_header(
             read is the hint plus a small margin, usually the only request.
         first_read: first read size without a hint (default :data:`DEFAULT_FIRST_READ`).
         source: names the file in errors.
+        splice: pairs known in advance, taken without decoding (see :data:`Splice`).
 
     Raises:
         NotGGUF, UnsupportedGGUFVersion, CorruptHeader, HeaderTooLarge.
@@ -423,6 +457,7 @@ def read_header(
         first_read=first_read,
         source=source,
     )
+    parser.splice = splice
     try:
         return parser.parse()
     except GGUFError:

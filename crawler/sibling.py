@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import itertools
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from crawler.errors import GGUFError
 from crawler.gguf import GGUFArray, GGUFHeader, ReadAt, ValueType, read_header
@@ -68,6 +70,8 @@ class SiblingTemplate:
     rest_bytes: int
     #: Encoded length of the first span key's header (key, type, item type, count).
     first_kv_head: int
+    #: The span's pairs: key -> (value, value type, span relative to the span's start).
+    pairs: Mapping[str, tuple[Any, int, tuple[int, int]]]
 
 
 def _encode_array_kv(key: str, value: GGUFArray) -> bytes:
@@ -106,6 +110,11 @@ def template_from(
         span=span,
         rest_bytes=header.data_offset - end,
         first_kv_head=8 + len(name) + 4 + 4 + 8,
+        pairs={
+            k: (header.metadata[k], header.metadata_types[k], (a - start, b - start))
+            for k in keys[first : last + 1]
+            for a, b in (spans[k],)
+        },
     )
 
 
@@ -209,6 +218,7 @@ def read_sibling_header(
             max_header_bytes=max_header_bytes,
             first_read=len(known),
             source=source,
+            splice=(start, len(template.span), template.pairs),
         )
     except GGUFError:
         return None
