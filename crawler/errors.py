@@ -6,7 +6,8 @@
     ├── ConfigError
     ├── UsageError                  (bad argument the CLI could not catch itself; exit 2)
     ├── HubError(repo_id, url)      ─ HubNotFound · HubGated · HubRateLimited(retry_after)
-    │                                 · HubUnavailable · HubBudgetExhausted
+    │                                 · HubUnavailable (─ HubUnreachable: exit 4)
+    │                                 · HubBudgetExhausted
     ├── GGUFError(source)           ─ NotGGUF · UnsupportedGGUFVersion · CorruptHeader
     │                                 · HeaderTooLarge
     ├── EstimateError               ─ UnknownArchitecture · InvalidConfig
@@ -79,6 +80,16 @@ class HubRateLimited(HubError):
 
 class HubUnavailable(HubError):
     """5xx, reset, timeout or truncated body after the retries ran out."""
+
+
+class HubUnreachable(HubUnavailable):
+    """Nothing on the Hub could be reached (DNS, connection refused, every listing failed).
+
+    Exit code 4, so scripts can tell "no network" from "the Hub said no" (1) and "nothing
+    fits" (3).
+    """
+
+    exit_code = 4
 
 
 class HubBudgetExhausted(HubError):

@@ -41,6 +41,7 @@ __all__ = [
     "GGUFArray",
     "GGUFHeader",
     "ReadAt",
+    "Splice",
     "TensorInfo",
     "ValueType",
     "parse_header_bytes",
@@ -169,6 +170,11 @@ class GGUFArray(Sequence[Any]):
         """Encoded size of the items in the file."""
         return len(self._data)
 
+    @property
+    def raw(self) -> bytes:
+        """The items' bytes as encoded in the file."""
+        return self._data
+
     def to_list(self) -> list[Any]:
         """Decode every item (cached)."""
         if self._items is None:
@@ -206,6 +212,10 @@ class GGUFHeader:
     #: The file ends before its tensors' data does (a partial download, the first piece of a
     #: byte-split file): the header is whole, the data is not. Only with ``partial_data=True``.
     data_truncated: bool = False
+    #: Where each metadata key/value pair lies in the file: ``(start, end)`` byte offsets.
+    kv_spans: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: The file whose tokenizer bytes this header reused (a sibling read), else None.
+    tokenizer_from: str | None = None
 
     @property
     def architecture(self) -> str | None:
@@ -237,11 +247,18 @@ class GGUFHeader:
 # --------------------------------------------------------------------------- the parser
 
 
+#: Key/value pairs known in advance (a sibling's tokenizer, :mod:`crawler.sibling`): at byte
+#: ``start`` the parser takes ``length`` bytes without decoding them and records ``pairs``
+#: (key -> (value, value type, span relative to ``start``)).
+Splice = tuple[int, int, Mapping[str, tuple[Any, int, tuple[int, int]]]]
+
+
 class _Parser(FetchBuffer):
     """One pass over a header: decodes what :class:`FetchBuffer` has fetched."""
 
     #: Accept a file that ends before its tensors' data (see :func:`read_header`).
     partial_data = False
+    splice: Splice | None = None
 
     def u32(self) -> int:
         return int(_U32.unpack_from(self.buf, self.take(4))[0])
@@ -326,7 +343,14 @@ class _Parser(FetchBuffer):
 
         metadata: dict[str, Any] = {}
         types: dict[str, int] = {}
-        for _ in range(n_kv):
+        spans: dict[str, tuple[int, int]] = {}
+        kv_done = 0
+        while kv_done < n_kv:
+            kv_done += 1
+            if self.splice is not None and self.pos == self.splice[0]:
+                kv_done += self.take_splice(metadata, types, spans) - 1
+                continue
+            kv_start = self.pos
             key = self.string("metadata key", MAX_NAME_BYTES)
             if key in metadata:
                 raise self.corrupt(f"duplicate metadata key {key!r}")
@@ -337,6 +361,7 @@ class _Parser(FetchBuffer):
             value = self.value(vtype, key)
             metadata[key] = value
             types[key] = vtype
+            spans[key] = (kv_start, self.pos)
             self.kv_left -= 1
             if key == "tokenizer.ggml.model" and isinstance(value, str):
                 self.tokenizer_model = value
@@ -373,7 +398,26 @@ class _Parser(FetchBuffer):
             file_size=self.file_size,
             data_end=data_end,
             data_truncated=truncated,
+            kv_spans=spans,
         )
+
+    def take_splice(
+        self, metadata: dict[str, Any], types: dict[str, int], spans: dict[str, tuple[int, int]]
+    ) -> int:
+        """Take the spliced pairs without decoding their bytes; return how many there were."""
+        assert self.splice is not None
+        at, length, pairs = self.splice
+        if self.kv_left < len(pairs):
+            raise self.corrupt("the spliced pairs outnumber the keys left")
+        self.take(length)
+        for key, (value, vtype, (lo, hi)) in pairs.items():
+            if key in metadata:
+                raise self.corrupt(f"duplicate metadata key {key!r}")
+            metadata[key], types[key], spans[key] = value, vtype, (at + lo, at + hi)
+            self.seen.add(key)
+        self.kv_left -= len(pairs)
+        self.splice = None
+        return len(pairs)
 
     def tensor_info(self, names: set[str]) -> TensorInfo:
         name = self.string("tensor name", MAX_NAME_BYTES)
@@ -458,6 +502,7 @@ def read_header(
     first_read: int | None = None,
     source: str | None = None,
     partial_data: bool = False,
+    splice: Splice | None = None,
 ) -> GGUFHeader:
     """Parse the GGUF header behind ``read_at``, fetching only (about) the header's bytes.
 
@@ -472,6 +517,7 @@ def read_header(
         source: names the file in errors.
         partial_data: accept a file that ends before its tensors' data (the header is whole):
             the header says ``data_truncated`` instead of raising CorruptHeader.
+        splice: pairs known in advance, taken without decoding (see :data:`Splice`).
 
     Raises:
         NotGGUF, UnsupportedGGUFVersion, CorruptHeader, HeaderTooLarge.
@@ -485,6 +531,7 @@ def read_header(
         source=source,
     )
     parser.partial_data = partial_data
+    parser.splice = splice
     try:
         return parser.parse()
     except GGUFError:

@@ -4,20 +4,20 @@ Each source is a ``ReadAt`` that counts its requests and bytes. :func:`read_targ
 user types (``model.gguf``, ``https://...``, ``owner/repo/path.gguf``, ``owner/repo:Q4_K_M``)
 into a parsed (and, for split quants, merged) header plus the fetch facts ``quants inspect``
 reports. Hub access goes through :class:`crawler.hub.HubClient` (token, retries, rate limits);
-plain URLs get a small Range reader here that never sends the HF token to a foreign host.
+plain URLs get the same range reader (:class:`crawler.hub.RangeReader`) on a transport of their own
+that never sends the HF token to a foreign host.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import unquote, urlsplit
 
-from crawler.closing import Closing
 from crawler.config import Settings
 from crawler.errors import HubNotFound, HubUnavailable, QuantsError, UsageError
 from crawler.gguf import GGUFHeader, read_header
@@ -25,9 +25,8 @@ from crawler.labels import byte_parts, is_mtp_sidecar_name, parse_quant_label, s
 from crawler.profile import merge_headers
 
 if TYPE_CHECKING:
-    import httpx2
-
     from crawler.hub import HubClient, HubFile
+    from crawler.hub.reader import RangeReader
 
 __all__ = [
     "FileReader",
@@ -38,9 +37,6 @@ __all__ = [
     "resolve_quant",
 ]
 
-# Streamed bodies are read in pieces this large; also the most a reader can over-read when a
-# server ignores Range and the header ends mid-piece.
-_CHUNK = 64 * 1024
 # gguf-split shards after the first carry only split.* keys and their tensor infos: 15-17 KB
 # for 250-270 tensors (synthetic GLM-4.5-Air in 3 shards); 32 KiB holds that in one read.
 _LATER_SHARD_FIRST_READ = 32 * 1024
@@ -76,117 +72,27 @@ class FileReader:
         self._fh.close()
 
 
-class UrlReader(Closing):
-    """``ReadAt`` over an http(s) URL with ``Range`` requests (no credentials sent).
+def UrlReader(url: str, *, timeout_s: float = 30.0) -> RangeReader:
+    """The range reader (:class:`crawler.hub.RangeReader`) over a plain http(s) URL.
 
-    A server that ignores ``Range`` (200 and the whole body) is not allowed to make us download
-    the file: the response stays open and later sequential reads continue from it, so the bytes
-    taken stay the bytes the parser needs (plus at most one 64 KiB piece), and :meth:`close`
-    drops the rest. ``requests`` counts HTTP requests (redirect hops included), ``bytes_fetched``
-    the body bytes received.
+    Same reader as for Hub files (retries, the Range-ignored guard that streams only the prefix
+    wanted, request and byte counts), on a transport of its own that never sends the HF token:
+    ``token=False``, and a fresh Settings without one. ``requests`` counts HTTP requests
+    (redirect hops included), ``bytes_fetched`` the bytes returned.
     """
+    import time
 
-    def __init__(self, url: str, *, timeout_s: float = 30.0, client: httpx2.Client | None = None):
-        import httpx2
+    from crawler.hub.reader import RangeReader
+    from crawler.hub.transport import Transport
 
-        from crawler import __version__
-
-        self.url = url
-        self.size: int | None = None
-        self.requests = 0
-        self.bytes_fetched = 0
-        self.range_ignored = False
-        self._own = client is None
-        self._client = client or httpx2.Client(
-            follow_redirects=True,
-            timeout=timeout_s,
-            headers={"user-agent": f"quants/{__version__}", "accept-encoding": "identity"},
-        )
-        self._stream: httpx2.Response | None = None
-        self._pieces: Iterator[bytes] | None = None
-        self._stream_pos = 0
-        self._pending = b""
-
-    def __call__(self, offset: int, length: int) -> bytes:
-        """Read ``length`` bytes at ``offset`` (fewer only at end of file)."""
-        if length <= 0 or (self.size is not None and offset >= self.size):
-            return b""
-        if self._stream is not None and offset == self._stream_pos:
-            return self._continue(length)
-        self._drop_stream()
-        import httpx2
-
-        request = self._client.build_request(
-            "GET", self.url, headers={"range": f"bytes={offset}-{offset + length - 1}"}
-        )
-        try:
-            response = self._client.send(request, stream=True)
-        except httpx2.HTTPError as exc:
-            raise HubUnavailable(f"request failed: {type(exc).__name__}", url=self.url) from None
-        self.requests += 1 + len(response.history)
-        status = response.status_code
-        if status == 416:
-            response.close()
-            return b""
-        if status == 404:
-            response.close()
-            raise HubNotFound("no file at this URL (HTTP 404)", url=self.url)
-        if status not in (200, 206):
-            response.close()
-            raise HubUnavailable(f"HTTP {status}", url=self.url)
-        self._learn_size(response)
-        self._stream, self._pieces, self._stream_pos = response, response.iter_raw(_CHUNK), 0
-        self._pending = b""
-        if status == 206:
-            self._stream_pos = _content_range_start(response.headers.get("content-range"))
-            if self._stream_pos != offset:
-                self._drop_stream()
-                raise HubUnavailable("server answered a different range", url=self.url)
-            data = self._continue(length)
-            self._drop_stream()  # a 206 body is exactly what we asked for; nothing to keep
-            return data
-        self.range_ignored = True
-        self._continue(offset)  # skip to the offset (counted: those bytes did arrive)
-        return self._continue(length)
-
-    def _continue(self, length: int) -> bytes:
-        """Take ``length`` bytes from the open response (fewer at its end)."""
-        assert self._pieces is not None
-        out = bytearray(self._pending[:length])
-        self._pending = self._pending[length:]
-        while len(out) < length:
-            piece = next(self._pieces, b"")
-            if not piece:
-                break
-            self.bytes_fetched += len(piece)
-            need = length - len(out)
-            out += piece[:need]
-            self._pending = piece[need:]
-        self._stream_pos += len(out)
-        return bytes(out)
-
-    def _learn_size(self, response: httpx2.Response) -> None:
-        total = response.headers.get("content-range", "").rpartition("/")[2]
-        if total.isdigit():
-            self.size = int(total)
-        elif response.status_code == 200 and response.headers.get("content-length", "").isdigit():
-            self.size = int(response.headers["content-length"])
-
-    def _drop_stream(self) -> None:
-        if self._stream is not None:
-            self._stream.close()
-        self._stream, self._pieces, self._pending = None, None, b""
-
-    def close(self) -> None:
-        """Close any open response and (if owned) the client."""
-        self._drop_stream()
-        if self._own:
-            self._client.close()
-
-
-def _content_range_start(value: str | None) -> int:
-    m = re.match(r"bytes (\d+)-", value or "")
-    return int(m.group(1)) if m else -1
+    transport = Transport(
+        Settings(timeout_s=timeout_s),
+        limiter=None,
+        max_retries=2,
+        sleep=time.sleep,
+        clock=time.monotonic,
+    )
+    return RangeReader(transport, url, repo_id=None, token=False)
 
 
 # --------------------------------------------------------------------------- targets

@@ -70,6 +70,8 @@ def encode_tensor_table(shards: Sequence[AnalysedShard]) -> bytes:
                 "metadata": metadata,
                 "metadata_types": dict(h.metadata_types),
                 "array_lengths": lengths,
+                # A sibling read: the file whose tokenizer bytes this header reused.
+                "tokenizer_from": h.tokenizer_from,
                 "tensors": [[t.name, t.shape, t.type_id, t.offset] for t in h.tensors],
             }
         )
@@ -96,6 +98,7 @@ def decode_tensor_table(data: bytes, encoding: str = TENSOR_TABLE_ENCODING) -> l
             data_offset=s["data_offset"],
             metadata_types=s.get("metadata_types", {}),
             tensor_info_end=s.get("tensor_info_end", 0),
+            tokenizer_from=s.get("tokenizer_from"),
         )
         shards.append(AnalysedShard(s["path"], s["content_key"], s["header_bytes"], header))
     return shards

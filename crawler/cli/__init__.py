@@ -36,6 +36,7 @@ _HINTS: dict[str, str] = {
     "HubNotFound": "check the repo id and file path; private repos need HF_TOKEN",
     "HubGated": "accept the repo's terms on the Hub and set HF_TOKEN",
     "HubRateLimited": "wait and retry, or set HF_TOKEN for a larger rate limit",
+    "HubUnreachable": "check the network or QUANTS_HF_ENDPOINT; --offline answers from the catalog",
     "HubUnavailable": "the Hub (or network) failed; retry later",
     "HubBudgetExhausted": "raise QUANTS_MAX_REQUESTS / QUANTS_MAX_BYTES or crawl less",
     "GGUFError": "the error names where the header fails; a download cut inside its header must be"

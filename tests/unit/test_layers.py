@@ -13,6 +13,7 @@ PKG = Path(crawler.__file__).resolve().parent
 PURE = [
     "gguf",
     "gguf_fetch",
+    "sibling",
     "ggml",
     "profile",
     "labels",
