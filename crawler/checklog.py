@@ -184,10 +184,18 @@ def _rows(
     sums: dict[tuple[str, str], int] = defaultdict(int)
     host: dict[str, bool] = {}
     for b in logged:
+        if b.kind.startswith("mmproj_"):
+            continue
         sums[(b.kind, b.device)] += b.bytes
         host[b.device] = b.on_host
     gpus = [d for d, h in host.items() if not h]
     notes = []
+    mmproj = sum(b.bytes for b in logged if b.kind.startswith("mmproj_"))
+    if mmproj:
+        notes.append(
+            f"the multimodal projector's compute buffers ({mmproj / MIB:.2f} MiB) are not estimated"
+            " and are left out"
+        )
     if len(gpus) > 1:
         notes.append(f"buffers on {len(gpus)} GPUs; the estimate is for one GPU: compare the total")
     rows = []

@@ -57,7 +57,10 @@ _MODEL_LOADED = re.compile(r"srv +\S+: model loaded|main: model loaded")
 _OVERFLOW = re.compile(r"n_ctx_seq \((\d+)\) > n_ctx_train \((\d+)\)")
 _FA_AUTO = re.compile(r"Flash Attention was auto, set to (enabled|disabled)")
 _KV_SIZE = re.compile(r"llama_kv_cache(?:_\w+)?: size = .*?K \((\w+)\):.*?V \((\w+)\):")
-_BUFFER = re.compile(r"(\S+) +(model|KV|RS|compute|output) buffer size = +([\d.]+) MiB")
+_BUFFER = re.compile(r"(\w+): +(\S+) +(model|KV|RS|compute|output) buffer size = +([\d.]+) MiB")
+# tools/mtmd/clip.cpp logs the projector's (mmproj) compute buffers from these functions: memory
+# of the multimodal projector, which the estimate does not model.
+_CLIP_FUNCS = {"reserve_compute_meta", "alloc_compute_meta"}
 _BREAKDOWN_DEV = re.compile(
     r"memory_breakdown_print: \|\s+- (\S+)(?: \(([^)]*)\))?\s+\|\s+(\d+) = +(\d+) \+ \(\s*(\d+) ="
     r" +(\d+) \+ +(\d+) \+ +(\d+)\) \+ +(\d+) \|"
@@ -178,8 +181,10 @@ def parse_log(text: str) -> ParsedLog:
         elif m := _KV_SIZE.search(line):
             types = types or (m.group(1).lower(), m.group(2).lower())
         elif m := _BUFFER.search(line):
-            kind = m.group(2).lower()
-            buffers.append(LoggedBuffer(kind, m.group(1), float(m.group(3))))
+            kind = m.group(3).lower()
+            if m.group(1) in _CLIP_FUNCS:
+                kind = "mmproj_" + kind
+            buffers.append(LoggedBuffer(kind, m.group(2), float(m.group(4))))
         elif m := _BREAKDOWN_DEV.search(line):
             dev = m.group(1)
             for kind, mib in zip(("model", "context", "compute"), m.group(6, 7, 8), strict=True):
@@ -188,6 +193,11 @@ def parse_log(text: str) -> ParsedLog:
             dev = m.group(1)
             for kind, mib in zip(("model", "context", "compute"), m.group(3, 4, 5), strict=True):
                 breakdown.append(LoggedBuffer(kind, dev, float(mib)))
+    if not seen_llama and (buffers or breakdown):
+        raise LogError(
+            "the log lacks its beginning (no 'loading model' or 'llama_context: n_ctx' lines, only"
+            " buffer sizes): pass the whole log, from the start of the run"
+        )
     if not seen_llama:
         raise LogError(
             "not a llama.cpp log: no 'loaded meta data ... from MODEL' or 'llama_context: n_ctx'"

@@ -160,3 +160,25 @@ def test_training_context_overflow_is_noted(models):
     assert parsed.config.n_ctx_train == 2048
     _, notes = run_config(parsed.config, c, str(path))
     assert any("above the trained context 2048" in n for n in notes)
+
+
+def test_real_log_tail_without_its_start_is_refused():
+    # The last lines of a real -lv 4 run (server-measurements.jsonl index 20, branch measure):
+    # a projector compute buffer and the memory breakdown, but not the start of the run.
+    rows = [json.loads(line) for line in (LOGS.parent / "server-measurements.jsonl").open()]
+    tail = next(r["log_tail"] for r in rows if r.get("index") == 20 and "log_tail" in r)
+    assert "memory_breakdown_print" in tail
+    with pytest.raises(LogError, match="lacks its beginning"):
+        parse_log(tail)
+
+
+def test_projector_buffers_are_left_out(models):
+    path, _, c = models["llama"]
+    clip = "0.0 I reserve_compute_meta:      CUDA0 compute buffer size =   121.25 MiB\n"
+    text = render(ROWS[0], str(path), 16, fmt="new")
+    parsed = parse_log(text + clip)
+    run, notes = run_config(parsed.config, c, str(path))
+    report = compare(parsed, c, estimate(c, run), notes)
+    plain = compare(parse_log(text), c, estimate(c, run), notes)
+    assert report.logged_total == plain.logged_total
+    assert any("projector" in n for n in report.notes)
