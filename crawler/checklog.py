@@ -144,6 +144,14 @@ def run_config(
             f" {cfg.n_ctx_train}"
         )
     ctx = cfg.ctx or 4096
+    # --cpu-moe / --n-cpu-moe N keep the experts of blocks 0..N-1 on the host (common/arg.cpp).
+    layers = cfg.expert_host_layers
+    n_cpu_moe = layers[-1] + 1 if layers else 0
+    cpu_moe = bool(layers) and n_cpu_moe >= c.n_layer
+    if layers and list(layers) != list(range(layers[0], n_cpu_moe)):
+        notes.append(
+            "experts of non-leading blocks are on the host (-ot): estimated as --n-cpu-moe"
+        )
     run = RunConfig(
         ctx=ctx,
         type_k=cfg.type_k or "f16",
@@ -153,6 +161,8 @@ def run_config(
         ubatch=cfg.ubatch or 512,
         batch=cfg.batch or 2048,
         mtp=mtp,
+        cpu_moe=cpu_moe,
+        n_cpu_moe=0 if cpu_moe else n_cpu_moe,
         model_path=model_path,
     )
     return run, notes

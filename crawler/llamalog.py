@@ -53,6 +53,12 @@ _PARAM = re.compile(
 # tools/server: "common_params_print_info: verbosity = %d" and "llama_server: model loaded".
 _VERBOSITY = re.compile(r"verbosity = (\d+)")
 _MODEL_LOADED = re.compile(r"srv +\S+: model loaded|main: model loaded")
+# src/llama-model-loader.cpp (LLAMA_LOG_DEBUG, so -lv 4): "tensor %s (%zu MiB %s) buffer type
+# overridden to %s" -- what --cpu-moe / --n-cpu-moe (common/arg.cpp: one override per layer's
+# ffn_*_exps) and -ot did.
+_OVERRIDE = re.compile(
+    r"tensor blk\.(\d+)\.ffn_\w*_?(?:ch)?exps\.\w+ \(.*\) buffer type overridden to (\S+)"
+)
 # src/llama-context.cpp: "n_ctx_seq (%u) > n_ctx_train (%u) -- possible training context overflow"
 _OVERFLOW = re.compile(r"n_ctx_seq \((\d+)\) > n_ctx_train \((\d+)\)")
 _FA_AUTO = re.compile(r"Flash Attention was auto, set to (enabled|disabled)")
@@ -113,6 +119,8 @@ class LogConfig:
     ubatch: int | None = None
     n_gpu_layers: int | None = None
     n_layers: int | None = None
+    #: Blocks whose routed experts the log shows overridden to a host buffer (--n-cpu-moe).
+    expert_host_layers: tuple[int, ...] = ()
     #: The model's trained context when llama.cpp warned that n_ctx_seq exceeds it.
     n_ctx_train: int | None = None
     #: How many contexts the log created (2 with an MTP / draft context).
@@ -153,13 +161,16 @@ def parse_log(text: str) -> ParsedLog:
     seen_llama = False
     verbosity: int | None = None
     n_ctx_train: int | None = None
+    expert_layers: set[int] = set()
     loaded = False
     for line in text.splitlines():
         if m := _VERBOSITY.search(line):
             verbosity = int(m.group(1))
         if _MODEL_LOADED.search(line):
             loaded = True
-        if not any(w in line for w in ("llama", "buffer size", "load_", "memory_breakdown")):
+        if not any(
+            w in line for w in ("llama", "buffer size", "load_", "memory_breakdown", "overridden")
+        ):
             continue
         if (m := _LOADED.search(line)) or (m := _LOADING.search(line)):
             model = model or m.group(1).strip()
@@ -174,6 +185,9 @@ def parse_log(text: str) -> ParsedLog:
             if n_contexts <= 1:
                 params.setdefault(key, value)
             seen_llama = True
+        elif m := _OVERRIDE.search(line):
+            if m.group(2).startswith("CPU") or m.group(2).endswith("_Host"):
+                expert_layers.add(int(m.group(1)))
         elif m := _OVERFLOW.search(line):
             n_ctx_train = n_ctx_train or int(m.group(2))
         elif m := _FA_AUTO.search(line):
@@ -238,6 +252,7 @@ def parse_log(text: str) -> ParsedLog:
         n_gpu_layers=offl[0] if offl else None,
         n_layers=offl[1] if offl else None,
         n_ctx_train=n_ctx_train,
+        expert_host_layers=tuple(sorted(expert_layers)),
         n_contexts=n_contexts,
     )
     return ParsedLog(config, tuple(buffers), tuple(breakdown))

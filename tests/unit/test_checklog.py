@@ -22,7 +22,7 @@ from tests.fixtures.llamacpp.models import load_rows, measure_module, read_heade
 ROWS = load_rows()
 # llama, gemma3 (SWA: two KV buffers), qwen35 (RS buffer), deepseek2 (MLA), -np 4 split and
 # unified, FA off, MTP draft context (a second llama_context).
-PICKED = [0, 32, 48, 64, 112, 113, 114, 96, 136]
+PICKED = [0, 32, 48, 64, 112, 113, 114, 96, 136, 137, 138]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,10 @@ def models(tmp_path_factory):
 def _check(row, models, fmt):
     path, header, c = models[row["config"]["model"]]
     n_layers = header.metadata[f"{header.architecture}.block_count"]
-    parsed = parse_log(render(row, str(path), n_layers, fmt=fmt))
+    experts = tuple(
+        sorted({int(t.name.split(".")[1]) for t in header.tensors if "_exps." in t.name})
+    )
+    parsed = parse_log(render(row, str(path), n_layers, fmt=fmt, expert_layers=experts))
     run, notes = run_config(parsed.config, c, str(path))
     return parsed, compare(parsed, c, estimate(c, run), notes)
 
@@ -57,6 +60,8 @@ def test_logged_runs_agree_with_the_estimate(index, fmt, models):
     assert (parsed.config.type_k, parsed.config.type_v) == (cfg["ctk"], cfg["ctv"])
     assert report.run.parallel == (None if cfg.get("unified") else cfg.get("np", 1))
     assert report.run.mtp == bool(cfg.get("mtp"))
+    ncmoe = cfg.get("ncmoe", 0)
+    assert (report.run.cpu_moe, report.run.n_cpu_moe) == (ncmoe == -1, max(ncmoe, 0))
     assert report.within_tolerance, report.to_json()
     rows = {(b.name, b.device): b for b in report.buffers}
     # The exact components agree to the log's rounding (2 decimals of MiB: +-5 KiB per line).
