@@ -67,6 +67,8 @@ class CheckReport:
     predicted_total: int
     notes: tuple[str, ...] = ()
     source: str = "buffers"  # "buffers" (the ... buffer size lines) or "breakdown"
+    #: The GGUF the estimate was computed from (a path, URL, or repo/path from the catalog).
+    estimated_from: str = ""
 
     @property
     def diff_bytes(self) -> int:
@@ -94,6 +96,7 @@ class CheckReport:
         pct = self.diff_pct
         return {
             "model": c.model_path,
+            "estimated_from": self.estimated_from,
             "config": {
                 "ctx": c.ctx,
                 "type_k": self.run.type_k,
@@ -223,7 +226,12 @@ def _rows(
 
 
 def compare(
-    log: ParsedLog, c: MemoryCoefficients, est: FitEstimate, notes: list[str]
+    log: ParsedLog,
+    c: MemoryCoefficients,
+    est: FitEstimate,
+    notes: list[str],
+    *,
+    estimated_from: str = "",
 ) -> CheckReport:
     """Line the estimate up with the log's buffers (or, without them, its memory breakdown)."""
     pred = _predictions(c, est)
@@ -240,6 +248,7 @@ def compare(
         predicted_total=predicted_total,
         notes=tuple(notes + more),
         source=source,
+        estimated_from=estimated_from,
     )
 
 

@@ -11,6 +11,7 @@ from crawler.cli._app import JsonOpt, app
 
 if TYPE_CHECKING:
     from crawler.checklog import CheckReport
+    from crawler.gguf import GGUFHeader
 
 
 @app.command("check-log")
@@ -46,22 +47,45 @@ def check_log(
     if not text.strip():
         raise LogError(f"{log} is empty")
     parsed = parse_log(text)
+    settings = Settings.from_env()
     target = model or parsed.config.model_path
     if target is None:
         raise UsageError("the log does not name its model; pass --model PATH")
     if model is None and not Path(target).exists():
-        raise UsageError(
-            f"the model named in the log ({target}) is not on this machine; pass --model with its"
-            " path, URL or owner/repo/file.gguf"
-        )
-    read = read_target(target, Settings.from_env())
-    coeffs = coefficients(read.header)
-    run, notes = run_config(parsed.config, coeffs, read.source)
-    report = compare(parsed, coeffs, estimate(coeffs, run), notes)
+        stored = _from_catalog(settings.resolved_db_url, target)
+        if stored is None:
+            raise UsageError(
+                f"the model named in the log ({target}) is not on this machine nor (by its file"
+                " name) in the catalog; pass --model with its path, URL or owner/repo/file.gguf"
+            )
+        source, header = stored
+    else:
+        read = read_target(target, settings)
+        source, header = read.source, read.header
+    coeffs = coefficients(header)
+    run, notes = run_config(parsed.config, coeffs, source)
+    report = compare(parsed, coeffs, estimate(coeffs, run), notes, estimated_from=source)
     if as_json:
         print_json(report.to_json())
     else:
         typer.echo(_render(report))
+
+
+def _from_catalog(db_url: str, path: str) -> tuple[str, GGUFHeader] | None:
+    """The stored header of the quant whose file name is ``path``'s, if the catalog has one."""
+    from crawler.catalog.reader import reading
+    from crawler.catalog.stored_headers import header_by_file_name
+    from crawler.errors import CatalogError
+
+    try:
+        with reading(db_url) as reader:
+            found = header_by_file_name(reader, path)
+    except CatalogError:
+        return None
+    if found is None:
+        return None
+    repo_id, file_path, header = found
+    return f"{repo_id}/{file_path}", header
 
 
 def _render(r: CheckReport) -> str:
@@ -111,7 +135,7 @@ def _render(r: CheckReport) -> str:
         if pct is not None
         else "nothing logged on the GPU"
     )
-    lines = [head, "", table, "", verdict]
+    lines = [head, f"estimated from {safe_text(r.estimated_from)}", "", table, "", verdict]
     if r.source == "breakdown":
         lines.append("(from the memory breakdown at exit; MiB rounded by llama.cpp)")
     lines += [f"note: {safe_text(n)}" for n in r.notes]

@@ -30,6 +30,7 @@ PURE = [
     "type_claims",
     "llamalog",
     "checklog",
+    "catalog.stored_headers",
 ]
 FORBIDDEN = {
     "httpx",
