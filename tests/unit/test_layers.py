@@ -30,7 +30,6 @@ PURE = [
     "type_claims",
     "llamalog",
     "checklog",
-    "catalog.stored_headers",
 ]
 FORBIDDEN = {
     "httpx",
