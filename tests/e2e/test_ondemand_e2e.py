@@ -8,6 +8,7 @@ to it, through ``filter=base_model:quantized:<id>``.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -74,6 +75,7 @@ def test_empty_catalog_answers_a_model_found_only_through_its_base_model(emu, tm
     assert len(doc["results"]) == len(RECIPES)
     assert "looked up 'llama 2 7b chat' on the Hub" in out.stderr
     assert BASE in out.stderr
+    assert re.search(r"repos \d+\s+files \d+\s+[\d.]+ [KMG]?i?B", out.stderr), out.stderr
     assert _ranged(emu) > 0
 
     # The same search again: answered from the catalog, not one request to the Hub.
