@@ -128,3 +128,13 @@ def test_a_crawl_that_reaches_nothing_fails(tmp_path):
     scans = run_quants("scans", "--db", db, "--json", env=e)
     assert scans.returncode == 0, scans.stderr
     assert json.loads(scans.stdout)[0]["status"] == "failed"
+
+
+def test_compare_looks_the_model_up_too(emu, tmp_path):
+    db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
+    e = clean_env(tmp_path, QUANTS_HF_ENDPOINT=emu.endpoint)
+    out = run_quants("compare", "Llama-2-7b-chat", "--db", db, "--json", env=e)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["base_model"] == BASE
+    assert {q["repo"] for q in doc["quants"]} == {QUANT_REPO}
