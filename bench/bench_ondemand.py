@@ -3,11 +3,12 @@
 Run: ``python -m bench bench_ondemand`` (or ``python -m bench.bench_ondemand [--quick]``).
 
 Part 1, bytes and requests per file: two real-size quants of one model (synthetic, tests/synth:
-32k vocabulary with llama dims, 152k Qwen3-8B, 248k Qwen3.6-27B), served by the emulator and read
-with the real client (``HubClient.range_reader``): the first file cold (``read_header``, no hint),
-the second as a sibling (``crawler.sibling.read_sibling_header`` with the first as template).
-"ranged GETs" are the reader's reads; "HTTP req" adds the Hub's 302 hop of the first read (later
-reads go straight to the CDN URL); "ratio" is fetched bytes / the file's header bytes.
+a Llama-2-7B-shaped file with a 32k SentencePiece vocabulary, a 32k BPE vocabulary with llama
+dims, 152k Qwen3-8B, 248k Qwen3.6-27B), served by the emulator and read with the real client
+(``HubClient.range_reader``): the first file cold (``read_header``, no hint), the second as a
+sibling (``crawler.sibling.read_sibling_header`` with the first as template). "ranged GETs" are
+the reader's reads; "HTTP req" adds the Hub's 302 hop of the first read (later reads go straight
+to the CDN URL); "ratio" is fetched bytes / the file's header bytes.
 
 Part 2, time to the first answer of an on-demand search: an empty catalog, a 12-quant family of
 real-size Qwen3.6-27B files (248k vocabulary, ~9.6 MB headers) found through its base model,
@@ -36,6 +37,7 @@ from crawler.search import SearchRequest, search
 from crawler.sibling import read_sibling_header, template_from
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.state import Blob
+from tests.synth.spm import llama2_like
 
 RTTS_MS = (20, 50, 100)
 FAMILY = (
@@ -59,7 +61,8 @@ def _recipe(label: str, t: str | None) -> synth.Recipe:
 
 
 def header_costs(tmp: Path) -> None:
-    cases = (
+    cases: tuple[tuple[str, synth.ModelSpec | None], ...] = (
+        ("32k SPM (Llama-2-7B)", None),
         ("32k (llama dims)", replace(synth.preset("llama", "real"), n_vocab=32000)),
         ("152k (Qwen3-8B)", synth.preset("qwen3", "real")),
         ("248k (Qwen3.6-27B)", synth.preset("qwen35", "real")),
@@ -74,7 +77,11 @@ def header_costs(tmp: Path) -> None:
             repo = f"bench/h{i}-GGUF"
             paths = {}
             for label, t in (("Q4_K_M", None), ("Q8_0", "Q8_0")):
-                p = synth.write_gguf(tmp / f"h{i}-{label}.gguf", spec, _recipe(label, t))[0]
+                target = tmp / f"h{i}-{label}.gguf"
+                if spec is None:  # the Llama-2 SentencePiece file (tests/synth/spm.py)
+                    p = synth.write_layout(target, llama2_like(_recipe(label, t)))
+                else:
+                    p = synth.write_gguf(target, spec, _recipe(label, t))[0]
                 paths[p.name] = Blob.from_file(p)
             commit = emu.state.create_repo(repo, paths).head.sha
             client = HubClient(Settings(hf_endpoint=emu.endpoint))

@@ -159,7 +159,9 @@ class FetchBuffer:
             if have == 0:
                 target = max(end, self.first_read)
             else:
-                rest = max(0, self.estimate_end() - have)
+                # The bytes being taken (a whole scalar array: scores, token types) lie between
+                # the cursor and ``end``; the estimate of what follows starts after them.
+                rest = max(0, self.estimate_end() + max(0, end - self.pos) - have)
                 # A floor that doubles with each refill (1/64, 1/32, 1/16, then 1/8 of what is
                 # held) bounds the number of requests when the estimate keeps falling short.
                 floor = have >> max(3, 7 - self.refills)

@@ -33,11 +33,11 @@ from crawler.errors import HubError, HubUnreachable
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
-    from crawler.catalog.store import ScanSummary
     from crawler.config import Settings
     from crawler.hub import RepoListing
     from crawler.progress import Progress
     from crawler.repo_scan import ScanHub
+    from crawler.scan import ScanSummary
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -123,6 +123,21 @@ def _iter_named(hub: ScanHub, term: str) -> list[RepoListing]:
     return list(iter_models(search=term, filters=(), limit=RESOLVE_LIMIT))
 
 
+def _get_state(catalog: Catalog, key: str) -> str | None:
+    from crawler.catalog.tables import CrawlState
+
+    with catalog.session() as s:
+        row = s.get(CrawlState, key)
+        return row.value if row is not None else None
+
+
+def _set_state(catalog: Catalog, key: str, value: str) -> None:
+    from crawler.catalog.tables import CrawlState
+
+    with catalog.session() as s:
+        s.merge(CrawlState(key=key, value=value))
+
+
 def has_fresh_quants(catalog: Catalog, query: str, since: datetime) -> bool:
     """Whether the catalog holds a live quant analysed after ``since`` (by a crawl or an earlier
     on-demand pass) that ``quants search QUERY`` would match."""
@@ -173,7 +188,6 @@ def ensure_model(
     Raises HubUnreachable when the Hub cannot be reached at all (nothing is recorded as looked
     up then, so the next search tries again).
     """
-    from crawler.catalog import store
     from crawler.scan import run_once
 
     words = name_words(query)
@@ -181,7 +195,7 @@ def ensure_model(
         return OnDemand("offline", words)
     now = now or datetime.now(UTC)
     key = state_key(words)
-    last = store.get_state(catalog, key)
+    last = _get_state(catalog, key)
     if last is not None:
         try:
             if now - datetime.fromisoformat(last) < max_age:
@@ -231,5 +245,5 @@ def ensure_model(
             f"cannot reach the Hub at {settings.hf_endpoint} ({summary.message}); "
             "--offline answers from what is stored"
         )
-    store.set_state(catalog, key, now.isoformat())
+    _set_state(catalog, key, now.isoformat())
     return OnDemand("scanned", words, terms, tuple(bases), summary)

@@ -100,7 +100,8 @@ def template_from(
         parts.append(_encode_array_kv(key, value))
     start, end = spans[keys[first]][0], spans[keys[last]][1]
     span = b"".join(parts)
-    if len(span) != end - start or len(span) < min_span:
+    # The two reads compare TAIL bytes at each end of the span: it must be longer than both.
+    if len(span) != end - start or len(span) < max(min_span, 2 * TAIL + PREFIX_SLACK):
         return None
     name = keys[first].encode("utf-8")
     return SiblingTemplate(

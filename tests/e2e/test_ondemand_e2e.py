@@ -8,6 +8,7 @@ to it, through ``filter=base_model:quantized:<id>``.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -74,6 +75,7 @@ def test_empty_catalog_answers_a_model_found_only_through_its_base_model(emu, tm
     assert len(doc["results"]) == len(RECIPES)
     assert "looked up 'llama 2 7b chat' on the Hub" in out.stderr
     assert BASE in out.stderr
+    assert re.search(r"repos \d+\s+files \d+\s+[\d.]+ [KMG]?i?B", out.stderr), out.stderr
     assert _ranged(emu) > 0
 
     # The same search again: answered from the catalog, not one request to the Hub.
@@ -126,3 +128,13 @@ def test_a_crawl_that_reaches_nothing_fails(tmp_path):
     scans = run_quants("scans", "--db", db, "--json", env=e)
     assert scans.returncode == 0, scans.stderr
     assert json.loads(scans.stdout)[0]["status"] == "failed"
+
+
+def test_compare_looks_the_model_up_too(emu, tmp_path):
+    db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
+    e = clean_env(tmp_path, QUANTS_HF_ENDPOINT=emu.endpoint)
+    out = run_quants("compare", "Llama-2-7b-chat", "--db", db, "--json", env=e)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["base_model"] == BASE
+    assert {q["repo"] for q in doc["quants"]} == {QUANT_REPO}
