@@ -121,7 +121,11 @@ class CheckReport:
 
 
 def run_config(
-    cfg: LogConfig, c: MemoryCoefficients, model_path: str
+    cfg: LogConfig,
+    c: MemoryCoefficients,
+    model_path: str,
+    *,
+    n_cpu_moe: int | None = None,
 ) -> tuple[RunConfig, list[str]]:
     """The estimate's configuration for the logged run, and notes on what it cannot reproduce."""
     notes: list[str] = []
@@ -149,9 +153,16 @@ def run_config(
     ctx = cfg.ctx or 4096
     # --cpu-moe / --n-cpu-moe N keep the experts of blocks 0..N-1 on the host (common/arg.cpp).
     layers = cfg.expert_host_layers
-    n_cpu_moe = layers[-1] + 1 if layers else 0
-    cpu_moe = bool(layers) and n_cpu_moe >= c.n_layer
-    if layers and list(layers) != list(range(layers[0], n_cpu_moe)):
+    n_cpu_moe_logged = layers[-1] + 1 if layers else 0
+    given = n_cpu_moe
+    n_cpu_moe = given if given is not None else n_cpu_moe_logged
+    if cfg.cpu_overrides and not layers and given is None:
+        notes.append(
+            "the run kept tensors on the CPU (--cpu-moe / --n-cpu-moe / -ot), which this log does"
+            " not detail: pass the same --cpu-moe or --n-cpu-moe N to check-log"
+        )
+    cpu_moe = n_cpu_moe > 0 and n_cpu_moe >= c.n_layer
+    if layers and list(layers) != list(range(layers[0], n_cpu_moe_logged)):
         notes.append(
             "experts of non-leading blocks are on the host (-ot): estimated as --n-cpu-moe"
         )

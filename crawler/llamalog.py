@@ -121,6 +121,8 @@ class LogConfig:
     n_layers: int | None = None
     #: Blocks whose routed experts the log shows overridden to a host buffer (--n-cpu-moe).
     expert_host_layers: tuple[int, ...] = ()
+    #: llama.cpp warned "tensor overrides to CPU are used" (--cpu-moe, --n-cpu-moe, -ot).
+    cpu_overrides: bool = False
     #: The model's trained context when llama.cpp warned that n_ctx_seq exceeds it.
     n_ctx_train: int | None = None
     #: How many contexts the log created (2 with an MTP / draft context).
@@ -162,6 +164,7 @@ def parse_log(text: str) -> ParsedLog:
     verbosity: int | None = None
     n_ctx_train: int | None = None
     expert_layers: set[int] = set()
+    cpu_overrides = False
     loaded = False
     for line in text.splitlines():
         if m := _VERBOSITY.search(line):
@@ -185,6 +188,8 @@ def parse_log(text: str) -> ParsedLog:
             if n_contexts <= 1:
                 params.setdefault(key, value)
             seen_llama = True
+        elif "tensor overrides to CPU" in line:
+            cpu_overrides = True
         elif m := _OVERRIDE.search(line):
             if m.group(2).startswith("CPU") or m.group(2).endswith("_Host"):
                 expert_layers.add(int(m.group(1)))
@@ -253,6 +258,7 @@ def parse_log(text: str) -> ParsedLog:
         n_layers=offl[1] if offl else None,
         n_ctx_train=n_ctx_train,
         expert_host_layers=tuple(sorted(expert_layers)),
+        cpu_overrides=cpu_overrides or bool(expert_layers),
         n_contexts=n_contexts,
     )
     return ParsedLog(config, tuple(buffers), tuple(breakdown))

@@ -28,6 +28,13 @@ def check_log(
             " path named in the log.",
         ),
     ] = None,
+    cpu_moe: Annotated[
+        bool, typer.Option("--cpu-moe", help="The run used --cpu-moe (not shown in its log).")
+    ] = False,
+    n_cpu_moe: Annotated[
+        int | None,
+        typer.Option("--n-cpu-moe", min=0, help="The run used --n-cpu-moe N (not in its log)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare the buffers llama.cpp logged (model, KV, RS, compute, output; or the memory
@@ -63,7 +70,8 @@ def check_log(
         read = read_target(target, settings)
         source, header = read.source, read.header
     coeffs = coefficients(header)
-    run, notes = run_config(parsed.config, coeffs, source)
+    moe = (1 << 30) if cpu_moe else n_cpu_moe
+    run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe)
     report = compare(parsed, coeffs, estimate(coeffs, run), notes, estimated_from=source)
     if as_json:
         print_json(report.to_json())
