@@ -27,13 +27,11 @@ from pathlib import Path
 
 import tests.synth as synth
 from crawler.catalog import Catalog
-from crawler.catalog.reader import reading
+from crawler.cli.search_cmd import search_argv
 from crawler.config import Settings
 from crawler.gguf import read_header
 from crawler.hub import HubClient
 from crawler.ondemand import ensure_model
-from crawler.rank import Filters, RunSpec
-from crawler.search import SearchRequest, search
 from crawler.sibling import read_sibling_header, template_from
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.state import Blob
@@ -138,9 +136,8 @@ def time_to_answer(tmp: Path, n: int, rtts: tuple[int, ...]) -> None:
         f"  {'RTT':>6} {'answer s':>9} {'of which Hub s':>14} {'requests':>8} {'MB fetched':>10} "
         f"{'headers MB':>10} {'results':>7} {'again s':>8} {'again req':>9}"
     )
-    req = SearchRequest(
-        spec=RunSpec(ctx=32768), filters=Filters(query="qwen3.6 27b"), vram_gib=48.0, limit=20
-    )
+    # The search itself through the command's own parser (stable across library moves).
+    argv = ["qwen3.6 27b", "--vram", "48", "--ctx", "32768", "--limit", "20"]
     with HubEmulator() as emu:
         _family(emu, tmp, n)
         # The first pass pays one-time imports and start-up; it is run once unprinted (RTT 0).
@@ -153,8 +150,8 @@ def time_to_answer(tmp: Path, n: int, rtts: tuple[int, ...]) -> None:
             with Catalog.open(url) as catalog:
                 done = ensure_model(settings, "qwen3.6 27b", catalog=catalog)
             t1 = time.perf_counter()
-            with reading(url) as reader:
-                res = search(reader, req)
+            with Catalog.open(url) as catalog:
+                results = search_argv(catalog, argv)
             t2 = time.perf_counter()
             s = done.summary
             assert s is not None and s.files_analysed == n, s
@@ -165,8 +162,8 @@ def time_to_answer(tmp: Path, n: int, rtts: tuple[int, ...]) -> None:
                     settings, "qwen3.6 27b", catalog=catalog, max_age=timedelta(hours=24)
                 )
             t3 = time.perf_counter()
-            with reading(url) as reader:
-                search(reader, req)
+            with Catalog.open(url) as catalog:
+                search_argv(catalog, argv)
             t4 = time.perf_counter()
             assert again.action == "fresh"
             if rtt == 0:
@@ -174,7 +171,7 @@ def time_to_answer(tmp: Path, n: int, rtts: tuple[int, ...]) -> None:
             print(
                 f"  {rtt:>4}ms {t2 - t0:>9.2f} {t1 - t0:>14.2f} {total_requests:>8} "
                 f"{s.bytes_fetched / 1e6:>10.1f} {s.header_bytes / 1e6:>10.1f} "
-                f"{len(res.outcome.results):>7} {t4 - t2:>8.2f} "
+                f"{len(results):>7} {t4 - t2:>8.2f} "
                 f"{len(emu.requests()):>9}"
             )
             del t3
