@@ -7,28 +7,12 @@ name (:mod:`crawler.labels`) against a built :class:`~crawler.precision.Precisio
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
-
-from crawler.ggml import GGML_TYPES
 from crawler.gguf import GGUFHeader
 from crawler.labels import NameClaims
-from crawler.precision import PrecisionProfile, TensorRow
+from crawler.precision import PrecisionProfile
+from crawler.type_claims import TypedBytes, type_claims
 
 __all__ = ["with_claims"]
-
-
-def _dominant_type(rows: Sequence[TensorRow]) -> tuple[str, float] | None:
-    """Type holding the most weight-matrix bytes, and its share of those bytes."""
-    by_type: Counter[str] = Counter()
-    for r in rows:
-        if r.is_matrix and r.n_bytes:
-            by_type[r.type_name] += r.n_bytes
-    total = sum(by_type.values())
-    if not total:
-        return None
-    name, n = by_type.most_common(1)[0]
-    return name, n / total
 
 
 def with_claims(
@@ -56,22 +40,21 @@ def with_claims(
         )
     if claims.dynamic and mtp.present and not mtp.preserved:
         found.append(f"named UD/Dynamic but the MTP block is {_bits(mtp.min_bits)}")
-    label = claims.label
-    if label is not None:
-        expected = next((t for t in GGML_TYPES.values() if t.name == label.base_type), None)
-        dominant = _dominant_type(profile.tensors)
-        if expected is not None and dominant is not None:
-            dom_name, share = dominant
-            dom = next((t for t in GGML_TYPES.values() if t.name == dom_name), None)
-            # Only "fewer bits than promised" contradicts a label: UD/_L/_XL recipes put more
-            # bytes in 6-8 bit types on purpose, and small models are embedding-heavy.
-            if dom is not None and dom.bits < expected.bits:
-                found.append(
-                    f"labelled {label.text} but {share:.0%} of weight bytes are {dom_name}"
-                )
+    found += type_claims(
+        claims.label,
+        profile.file_type,
+        (TypedBytes(r.group, r.type_name, r.n_bytes, r.is_matrix) for r in profile.tensors),
+    )
+    if header.data_truncated:
+        have = "?" if header.file_size is None else f"{header.file_size:,}"
+        found.append(
+            f"the file is truncated: it has {have} bytes, its tensors' data needs"
+            f" {header.data_end:,}; the header is complete (a partial download or the first"
+            " piece of a split file)"
+        )
     if claims.imatrix and not any(k.startswith("quantize.imatrix") for k in header.metadata):
         found.append("named i1/imatrix but the file records no quantize.imatrix.* keys")
-    if not profile.loadable_by_mainline:
+    if not profile.loadable_by_mainline and profile.n_tensors:
         ids = ", ".join(str(i) for i in profile.unknown_types) or "ik_llama.cpp-only"
         found.append(f"uses ggml types mainline llama.cpp cannot load ({ids})")
     return replace(profile, claims=tuple(found))

@@ -40,6 +40,13 @@ class Settings:
     concurrency: int = 8
     max_requests: int | None = None
     max_bytes: int | None = None
+    #: Answer searches from the catalog alone (``QUANTS_OFFLINE=1``; ``--offline``).
+    offline: bool = False
+    #: A model looked up on demand less than this many hours ago is not looked up again.
+    fresh_hours: float = 24.0
+    #: Base models whose quantized children the default crawl also lists (``QUANTS_BASE_MODELS``,
+    #: comma-separated), besides the base models the catalog already holds.
+    base_models: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -59,12 +66,18 @@ class Settings:
         if env.get("QUANTS_LOG_LEVEL"):
             kw["log_level"] = env["QUANTS_LOG_LEVEL"].upper()
         kw["debug"] = env.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")
+        if env.get("QUANTS_BASE_MODELS"):
+            kw["base_models"] = tuple(
+                b.strip() for b in env["QUANTS_BASE_MODELS"].split(",") if b.strip()
+            )
+        kw["offline"] = env.get("QUANTS_OFFLINE", "") not in ("", "0", "false", "no")
         for var, field, conv in (
             ("QUANTS_TIMEOUT", "timeout_s", float),
             ("QUANTS_MAX_HEADER_BYTES", "max_header_bytes", int),
             ("QUANTS_CONCURRENCY", "concurrency", int),
             ("QUANTS_MAX_REQUESTS", "max_requests", int),
             ("QUANTS_MAX_BYTES", "max_bytes", int),
+            ("QUANTS_FRESH_HOURS", "fresh_hours", float),
         ):
             if env.get(var):
                 try:
@@ -85,6 +98,8 @@ class Settings:
             raise ConfigError("timeout must be positive")
         if self.max_header_bytes < 1024:
             raise ConfigError("max header bytes must be at least 1024")
+        if self.fresh_hours < 0:
+            raise ConfigError("QUANTS_FRESH_HOURS must not be negative")
         if not 1 <= self.concurrency <= 256:
             raise ConfigError("concurrency must be between 1 and 256")
         return self

@@ -6,7 +6,8 @@
     ├── ConfigError
     ├── UsageError                  (bad argument the CLI could not catch itself; exit 2)
     ├── HubError(repo_id, url)      ─ HubNotFound · HubGated · HubRateLimited(retry_after)
-    │                                 · HubUnavailable · HubBudgetExhausted
+    │                                 · HubUnavailable (─ HubUnreachable: exit 4)
+    │                                 · HubBudgetExhausted
     ├── GGUFError(source)           ─ NotGGUF · UnsupportedGGUFVersion · CorruptHeader
     │                                 · HeaderTooLarge
     ├── EstimateError               ─ UnknownArchitecture · InvalidConfig
@@ -81,6 +82,16 @@ class HubUnavailable(HubError):
     """5xx, reset, timeout or truncated body after the retries ran out."""
 
 
+class HubUnreachable(HubUnavailable):
+    """Nothing on the Hub could be reached (DNS, connection refused, every listing failed).
+
+    Exit code 4, so scripts can tell "no network" from "the Hub said no" (1) and "nothing
+    fits" (3).
+    """
+
+    exit_code = 4
+
+
 class HubBudgetExhausted(HubError):
     """The crawl's configured request or byte budget is spent."""
 
@@ -115,6 +126,10 @@ class EstimateError(QuantsError):
 
 class UnknownArchitecture(EstimateError):
     """The architecture's memory rules are not modelled; no silent default."""
+
+
+class NothingToEstimate(EstimateError):
+    """The file holds no model weights (a vocabulary-only GGUF): nothing to estimate."""
 
 
 class InvalidConfig(EstimateError):

@@ -7,59 +7,32 @@ infos of GGUF v2/v3 (little-endian), and never a byte of tensor data. Format: gg
 GGML_MAX_DIMS = 4, non-negative dims whose product fits int64, power-of-two alignment, no
 duplicate keys or tensor names), plus byte caps of our own.
 
-Fetch policy (why the numbers below). Headers are almost all tokenizer. Measured with the
-synthetic builder (tests/synth, real dims, byte-level BPE with llama.cpp's key layout) and in
-shared/reference/peer-parsers.md section 3:
-
-======================================  ==========  ==========  =================
-file                                    header      tensors     tensor infos
-======================================  ==========  ==========  =================
-deepseek2 (102k vocab)                  3.96 MB     404         ~26 KB
-llama3-8b (128k vocab; 280k merges)     4.95-7.1 MB 291         ~17 KB
-qwen3-8b / glm4moe (152k vocab)         5.87 MB     399 / 801   23 / 51 KB
-qwen3.5/3.6 (248k vocab)                9.64 MB     866         ~51 KB
-gemma3 (262k vocab)                     10.2 MB     626         ~40 KB
-32k BPE vocab (llama dims)              1.22 MB     291         ~17 KB
-MTP sidecar (convert --mtp; tokenizer)  9.59 MB     18          ~1 KB
-gguf-split shard 2+ (split.* keys)      15-17 KB    250-270     15-17 KB
-======================================  ==========  ==========  =================
-
-Only bytes past the header are waste, so the first read may be as large as the smallest
-realistic header: :data:`DEFAULT_FIRST_READ` = 512 KiB is below every tokenizer-carrying header
-above and holds ~30k tokens. When a read runs short the parser estimates where the header ends
-and asks for that plus :data:`ESTIMATE_MARGIN` in one request:
-
-- inside a string array: items left x the mean size of the last quarter of the items seen
-  (tokens are sorted by merge rank and later ones are longer, so the overall mean falls short);
-- merges not reached yet (BPE): merge *i* spells token *256 + i* with one space more, so the
-  merges are predicted from the tokens; once the tokens are walked, from their exact sizes;
-- token types / scores: 4 bytes a token; a chat template: 8 KB; other keys: 56 bytes each;
-  tensor infos: ~64 bytes each (then their observed mean).
-
-Measured (``python -m bench.bench_header`` and tests/unit/test_gguf.py): 2 requests and
-1.02-1.03x the header on every synthetic file above; on vocabularies whose tokens grow with rank
-(as real BPE ones do) 2-3 requests and <= 1.03x (the third once the tokens are known). A short
-estimate costs a request, never waste; the floor of each refill doubles (1/64, 1/32, 1/16, then
-1/8 of what is held), which bounds the number of requests on a misleading prefix. A caller that
-knows the header size of a sibling file (quants of one repo share their tokenizer) passes
-``size_hint``: one request, ~1.01x.
+The fetch policy (how many bytes each read asks for, and the measurements behind it) lives in
+:mod:`crawler.gguf_fetch`; this module is the format: types, decoding and structural checks.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
 from crawler.errors import (
-    CorruptHeader,
     GGUFError,
     HeaderTooLarge,
     NotGGUF,
     UnsupportedGGUFVersion,
 )
 from crawler.ggml import tensor_nbytes
+from crawler.gguf_fetch import (
+    DEFAULT_FIRST_READ,
+    DEFAULT_MAX_HEADER_BYTES,
+    ESTIMATE_MARGIN,
+    FetchBuffer,
+    ReadAt,
+    first_read_for,
+)
 
 __all__ = [
     "DEFAULT_FIRST_READ",
@@ -68,39 +41,22 @@ __all__ = [
     "GGUFArray",
     "GGUFHeader",
     "ReadAt",
+    "Splice",
     "TensorInfo",
     "ValueType",
     "parse_header_bytes",
     "read_header",
 ]
 
-#: ``read_at(offset, length) -> bytes``; may return fewer bytes only at end of file.
-ReadAt = Callable[[int, int], bytes]
-
 GGUF_MAGIC = b"GGUF"
 #: Default alignment of the data section (``GGUF_DEFAULT_ALIGNMENT`` in gguf.h).
 DEFAULT_ALIGNMENT = 32
-#: Same default as ``Settings.max_header_bytes``: a 248k vocabulary is ~11 MB.
-DEFAULT_MAX_HEADER_BYTES = 64 * 1024 * 1024
-#: First read without a hint; see the module docstring for the measurement behind it.
-DEFAULT_FIRST_READ = 512 * 1024
-#: Relative slack added to the estimated rest of the header. The first 30k tokens of a BPE
-#: vocabulary are ~5% shorter than its average (measured: synthetic 248k vocabulary 8.37 vs 8.82
-#: bytes; real vocabularies grow faster with rank), which puts the estimate ~1-2% short; 3% covers
-#: that and keeps the total under 1.05x the header.
-ESTIMATE_MARGIN = 0.03
-#: Relative slack added to a caller's size hint (a sibling file's header: within a few KB).
-HINT_MARGIN = 0.01
-#: Absolute slack added with it: covers the last tensor infos' name-length spread.
-ESTIMATE_SLACK = 8 * 1024
 #: GGML_MAX_DIMS in ggml.h.
 MAX_DIMS = 4
 #: Keys and tensor names longer than this are corrupt (ggml caps names at 64 bytes).
 MAX_NAME_BYTES = 64 * 1024
 #: Array nesting deeper than this is hostile (real files nest at most once).
 MAX_ARRAY_DEPTH = 8
-#: A string array's walk records its position every this many items (see ``array_rest``).
-_MARK_EVERY = 2048
 #: Arrays up to this many items are decoded eagerly; longer ones lazily (:class:`GGUFArray`).
 EAGER_ARRAY_ITEMS = 1024
 
@@ -134,12 +90,6 @@ _INT64_MAX = (1 << 63) - 1
 # + n_dims (4) + one dim (8) + type (4) + offset (8).
 _MIN_KV_BYTES = 13
 _MIN_TENSOR_INFO_BYTES = 32
-# Typical tensor-info record (name ~26 bytes, ~1.7 dims): measured on synthetic llama/qwen35.
-_TYPICAL_TENSOR_INFO_BYTES = 64
-# Typical chat template (Qwen3 ~4 KB, Qwen3.5 ~8 KB, GLM-4.5 ~6 KB, gpt-oss ~16 KB).
-_TYPICAL_CHAT_TEMPLATE_BYTES = 8 * 1024
-# Typical small KV pair (key ~30 bytes + a scalar or short string).
-_TYPICAL_KV_BYTES = 56
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +101,10 @@ class TensorInfo:
     shape: tuple[int, ...]
     type_id: int
     offset: int
+    #: Bytes the offsets leave for this tensor (next tensor's offset, or the end of the file for
+    #: the last one, less the alignment padding; see ``_with_spans``); None where the file's end is
+    #: unknown or cut. Used only for types this version does not know.
+    span_bytes: int | None = field(default=None, compare=False)
 
     @property
     def n_elements(self) -> int:
@@ -162,8 +116,15 @@ class TensorInfo:
 
     @property
     def n_bytes(self) -> int | None:
-        """Bytes of the tensor's data, or None for a ggml type this version does not know."""
-        return tensor_nbytes(self.shape, self.type_id)
+        """Bytes of the tensor's data: from its ggml type, else (a fork's type id) from the
+        offsets; None when neither is known."""
+        n = tensor_nbytes(self.shape, self.type_id)
+        return n if n is not None else self.span_bytes
+
+    @property
+    def size_from_type(self) -> bool:
+        """True when ``n_bytes`` comes from a known ggml type (exact), False when from offsets."""
+        return tensor_nbytes(self.shape, self.type_id) is not None
 
 
 class GGUFArray(Sequence[Any]):
@@ -209,6 +170,11 @@ class GGUFArray(Sequence[Any]):
         """Encoded size of the items in the file."""
         return len(self._data)
 
+    @property
+    def raw(self) -> bytes:
+        """The items' bytes as encoded in the file."""
+        return self._data
+
     def to_list(self) -> list[Any]:
         """Decode every item (cached)."""
         if self._items is None:
@@ -239,6 +205,17 @@ class GGUFHeader:
     metadata_types: Mapping[str, int] = field(default_factory=dict)
     #: End of the tensor-info section (``data_offset`` minus the alignment padding).
     tensor_info_end: int = 0
+    #: File size the header was read against (None: unknown).
+    file_size: int | None = None
+    #: File offset where the last tensor's data ends (known types; 0 without tensors).
+    data_end: int = 0
+    #: The file ends before its tensors' data does (a partial download, the first piece of a
+    #: byte-split file): the header is whole, the data is not. Only with ``partial_data=True``.
+    data_truncated: bool = False
+    #: Where each metadata key/value pair lies in the file: ``(start, end)`` byte offsets.
+    kv_spans: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: The file whose tokenizer bytes this header reused (a sibling read), else None.
+    tokenizer_from: str | None = None
 
     @property
     def architecture(self) -> str | None:
@@ -248,7 +225,10 @@ class GGUFHeader:
 
     @property
     def header_bytes(self) -> int:
-        """Bytes before the data section: what any reader must fetch (== ``data_offset``)."""
+        """Bytes before the data section: what any reader must fetch (== ``data_offset``), but
+        never more than the file (a file without tensors may end before the alignment padding)."""
+        if self.file_size is not None and self.data_offset > self.file_size >= self.tensor_info_end:
+            return self.file_size
         return self.data_offset
 
     @property
@@ -267,156 +247,18 @@ class GGUFHeader:
 # --------------------------------------------------------------------------- the parser
 
 
-class _Parser:
-    """One pass over a header through ``read_at``; grows its buffer by the fetch policy."""
+#: Key/value pairs known in advance (a sibling's tokenizer, :mod:`crawler.sibling`): at byte
+#: ``start`` the parser takes ``length`` bytes without decoding them and records ``pairs``
+#: (key -> (value, value type, span relative to ``start``)).
+Splice = tuple[int, int, Mapping[str, tuple[Any, int, tuple[int, int]]]]
 
-    def __init__(
-        self,
-        read_at: ReadAt,
-        *,
-        file_size: int | None,
-        max_header_bytes: int,
-        first_read: int,
-        source: str | None,
-    ) -> None:
-        self.read_at = read_at
-        self.file_size = file_size
-        self.limit = max_header_bytes if file_size is None else min(max_header_bytes, file_size)
-        self.cap = max_header_bytes
-        self.first_read = max(1, first_read)
-        self.source = source
-        self.buf = bytearray()
-        self.pos = 0
-        self.eof = False
-        self.refills = 0
-        # What the estimator knows so far.
-        self.n_tensors = 0
-        self.kv_left = 0
-        self.in_array: tuple[int, int, int] | None = None  # (start, items done, items total)
-        self.marks: list[int] = []
-        self.array_key = ""
-        # Byte offsets (from the array start) every _MARK_EVERY tokens, then the end.
-        self.token_marks: list[int] = []
-        self.vocab_n = 0
-        self.vocab_bytes = 0
-        self.tokenizer_model: str | None = None
-        self.seen: set[str] = set()
-        self.tensor_info_start = 0
-        self.tensors_done = 0
 
-    # ------------------------------------------------------------------ errors and bytes
+class _Parser(FetchBuffer):
+    """One pass over a header: decodes what :class:`FetchBuffer` has fetched."""
 
-    def corrupt(self, why: str) -> CorruptHeader:
-        return CorruptHeader(f"corrupt GGUF header: {why}", source=self.source)
-
-    def fill(self, end: int) -> None:
-        """Make ``buf`` hold at least ``end`` bytes, or raise (truncated, too large)."""
-        while len(self.buf) < end:
-            if end > self.limit and self.limit == self.cap:
-                raise HeaderTooLarge(
-                    f"GGUF header needs more than {self.cap} bytes (cap); raise the cap to read it",
-                    source=self.source,
-                )
-            if self.eof or end > self.limit:
-                raise self.corrupt(
-                    f"header runs past the end of the file (needs {end} bytes, "
-                    f"file has {self.file_size if self.file_size is not None else len(self.buf)})"
-                )
-            have = len(self.buf)
-            if have == 0:
-                target = max(end, self.first_read)
-            else:
-                rest = max(0, self.estimate_end() - have)
-                # A floor that doubles with each refill (1/64, 1/32, 1/16, then 1/8 of what is
-                # held) bounds the number of requests when the estimate keeps falling short.
-                floor = have >> max(3, 7 - self.refills)
-                target = max(end, have + int(rest * (1 + ESTIMATE_MARGIN)) + ESTIMATE_SLACK)
-                target = max(target, have + floor)
-                self.refills += 1
-            target = min(target, self.limit)
-            chunk = self.read_at(have, target - have)
-            if len(chunk) > target - have:
-                chunk = chunk[: target - have]
-            if len(chunk) < target - have:
-                self.eof = True
-            if not chunk:
-                continue
-            self.buf += chunk
-
-    def estimate_end(self) -> int:
-        """Where the header probably ends (no margin): declared counts x observed sizes."""
-        est = self.pos
-        if self.in_array is not None:
-            est += self.array_rest()
-        kv_left = self.kv_left
-        # Tokenizer arrays not reached yet, predicted from the tokens.
-        if self.vocab_n:
-            n = self.vocab_n
-            if "tokenizer.ggml.token_type" not in self.seen:
-                est += 40 + 4 * n
-                kv_left -= 1
-            if self.tokenizer_model == "llama" and "tokenizer.ggml.scores" not in self.seen:
-                est += 40 + 4 * n
-                kv_left -= 1
-            if self.tokenizer_model == "gpt2" and "tokenizer.ggml.merges" not in self.seen:
-                # Merge i is "A B" where A+B spells token 256+i: one byte more than the token.
-                merged = max(0.0, (self.vocab_bytes - 256 * 9.5) / max(1, n - 256))
-                est += 40 + int((n - 256) * (merged + 1))
-                kv_left -= 1
-        if kv_left > 0 and self.vocab_n and "tokenizer.chat_template" not in self.seen:
-            # Instruct models carry a chat template after the tokenizer arrays: 2-20 KB.
-            est += _TYPICAL_CHAT_TEMPLATE_BYTES
-            kv_left -= 1
-        est += max(0, kv_left) * _TYPICAL_KV_BYTES
-        if self.tensors_done:
-            per_info = (self.pos - self.tensor_info_start) / self.tensors_done
-        else:
-            per_info = _TYPICAL_TENSOR_INFO_BYTES
-        est += int(per_info * (self.n_tensors - self.tensors_done)) + DEFAULT_ALIGNMENT
-        return int(est)
-
-    def array_rest(self) -> int:
-        """Estimated bytes left in the string array being walked: items left x the mean size of
-        the last quarter of the items seen (all of them while fewer than 4 marks exist)."""
-        assert self.in_array is not None
-        start, done, total = self.in_array
-        if self.array_key == "tokenizer.ggml.merges" and self.token_marks:
-            # Merge i spells token 256 + i with one space more: the tokens' sizes give the rest.
-            first, last = 256 + done, 256 + total
-            return max(0, self.token_bytes_before(last) - self.token_bytes_before(first)) + (
-                total - done
-            )
-        if not done:
-            return 16 * total
-        marks = self.marks
-        k = len(marks) - 1  # marks[k] is the position after k * _MARK_EVERY items
-        if k >= 4:
-            k0 = (3 * k) // 4
-            per_item = (self.pos - marks[k0]) / (done - k0 * _MARK_EVERY)
-        else:
-            per_item = (self.pos - start) / done
-        return int(per_item * (total - done))
-
-    def token_bytes_before(self, index: int) -> int:
-        """Encoded bytes of tokens ``[0, index)``, interpolated between the walk's marks."""
-        marks, n = self.token_marks, self.vocab_n
-        index = min(max(index, 0), n)
-        k = index // _MARK_EVERY
-        if k + 1 >= len(marks) - 1:  # in the last, partial block: between its mark and the end
-            lo, lo_i, hi, hi_i = marks[-2], (len(marks) - 2) * _MARK_EVERY, marks[-1], n
-        else:
-            lo, lo_i, hi, hi_i = marks[k], k * _MARK_EVERY, marks[k + 1], (k + 1) * _MARK_EVERY
-        if hi_i <= lo_i:
-            return hi
-        return lo + (hi - lo) * (index - lo_i) // (hi_i - lo_i)
-
-    def take(self, n: int) -> int:
-        """Reserve ``n`` bytes at the cursor; return their start offset."""
-        pos = self.pos
-        if pos + n > len(self.buf):
-            self.fill(pos + n)
-        self.pos = pos + n
-        return pos
+    #: Accept a file that ends before its tensors' data (see :func:`read_header`).
+    partial_data = False
+    splice: Splice | None = None
 
     def u32(self) -> int:
         return int(_U32.unpack_from(self.buf, self.take(4))[0])
@@ -473,50 +315,6 @@ class _Parser:
             return GGUFArray(item_type, count, bytes(self.buf[start : self.pos])).to_list()
         return [self.array(key, depth + 1) for _ in range(count)]
 
-    def skip_strings(self, count: int, key: str) -> None:
-        """Walk ``count`` length-prefixed strings (the hot loop: ~500k for a 248k vocabulary).
-
-        Records the position every :data:`_MARK_EVERY` items, so that a refill in the middle can
-        extrapolate from the recent items: BPE vocabularies are sorted by merge rank and later
-        tokens are longer, so the overall average so far would fall short.
-        """
-        start = pos = self.pos
-        buf, unpack = self.buf, _U64.unpack_from
-        limit = len(buf)
-        cap = self.limit
-        track = key == "tokenizer.ggml.tokens"
-        marks = self.marks = [start]
-        self.array_key = key
-        i = 0
-        while i < count:
-            if pos + 8 > limit:
-                self.pos = pos
-                self.in_array = (start, i, count)
-                if track and i:
-                    rest = self.array_rest()
-                    self.vocab_n, self.vocab_bytes = count, pos - start + rest
-                self.fill(pos + 8)
-                buf, limit = self.buf, len(self.buf)
-            (n,) = unpack(buf, pos)
-            pos += 8 + n
-            if pos > cap:
-                self.pos = pos - 8 - n
-                self.fill(pos)  # raises HeaderTooLarge or CorruptHeader
-            i += 1
-            if not i % _MARK_EVERY:
-                marks.append(pos)
-        if pos > limit:
-            self.pos = start
-            self.in_array = (start, count, count)
-            self.fill(pos)
-        self.pos = pos
-        self.in_array = None
-        if track:
-            self.vocab_n, self.vocab_bytes = count, pos - start
-            self.token_marks = [m - start for m in marks] + [pos - start]
-
-    # ------------------------------------------------------------------ sections
-
     def parse(self) -> GGUFHeader:
         self.fill(4)
         if bytes(self.buf[:4]) != GGUF_MAGIC:
@@ -545,7 +343,14 @@ class _Parser:
 
         metadata: dict[str, Any] = {}
         types: dict[str, int] = {}
-        for _ in range(n_kv):
+        spans: dict[str, tuple[int, int]] = {}
+        kv_done = 0
+        while kv_done < n_kv:
+            kv_done += 1
+            if self.splice is not None and self.pos == self.splice[0]:
+                kv_done += self.take_splice(metadata, types, spans) - 1
+                continue
+            kv_start = self.pos
             key = self.string("metadata key", MAX_NAME_BYTES)
             if key in metadata:
                 raise self.corrupt(f"duplicate metadata key {key!r}")
@@ -556,6 +361,7 @@ class _Parser:
             value = self.value(vtype, key)
             metadata[key] = value
             types[key] = vtype
+            spans[key] = (kv_start, self.pos)
             self.kv_left -= 1
             if key == "tokenizer.ggml.model" and isinstance(value, str):
                 self.tokenizer_model = value
@@ -577,7 +383,10 @@ class _Parser:
             tensors.append(self.tensor_info(names))
         info_end = self.pos
         data_offset = -(-info_end // alignment) * alignment
-        self.check_offsets(tensors, alignment, data_offset)
+        data_end, truncated = self.check_offsets(tensors, alignment, data_offset)
+        tensors = _with_spans(
+            tensors, alignment, data_offset, None if truncated else self.file_size
+        )
         return GGUFHeader(
             version=version,
             metadata=metadata,
@@ -586,7 +395,29 @@ class _Parser:
             data_offset=data_offset,
             metadata_types=types,
             tensor_info_end=info_end,
+            file_size=self.file_size,
+            data_end=data_end,
+            data_truncated=truncated,
+            kv_spans=spans,
         )
+
+    def take_splice(
+        self, metadata: dict[str, Any], types: dict[str, int], spans: dict[str, tuple[int, int]]
+    ) -> int:
+        """Take the spliced pairs without decoding their bytes; return how many there were."""
+        assert self.splice is not None
+        at, length, pairs = self.splice
+        if self.kv_left < len(pairs):
+            raise self.corrupt("the spliced pairs outnumber the keys left")
+        self.take(length)
+        for key, (value, vtype, (lo, hi)) in pairs.items():
+            if key in metadata:
+                raise self.corrupt(f"duplicate metadata key {key!r}")
+            metadata[key], types[key], spans[key] = value, vtype, (at + lo, at + hi)
+            self.seen.add(key)
+        self.kv_left -= len(pairs)
+        self.splice = None
+        return len(pairs)
 
     def tensor_info(self, names: set[str]) -> TensorInfo:
         name = self.string("tensor name", MAX_NAME_BYTES)
@@ -607,18 +438,59 @@ class _Parser:
         offset = self.u64()
         return TensorInfo(name, tuple(shape), type_id, offset)
 
-    def check_offsets(self, tensors: list[TensorInfo], alignment: int, data_offset: int) -> None:
+    def check_offsets(
+        self, tensors: list[TensorInfo], alignment: int, data_offset: int
+    ) -> tuple[int, bool]:
+        """(end of the data by the offsets, whether the file is cut before it); a tensor past the
+        end is corrupt unless ``partial_data`` (then the file is reported as truncated)."""
+        data_end = 0
         for t in tensors:
             if t.offset % alignment:
                 raise self.corrupt(f"tensor {t.name!r} offset {t.offset} is not aligned")
-            if self.file_size is None:
-                continue
             end = data_offset + t.offset + (t.n_bytes or 0)
-            if end > self.file_size:
+            data_end = max(data_end, end)
+            if self.file_size is not None and end > self.file_size and not self.partial_data:
                 raise self.corrupt(
                     f"tensor {t.name!r} ends at byte {end}, past the end of the file "
                     f"({self.file_size} bytes)"
                 )
+        truncated = self.file_size is not None and data_end > self.file_size
+        return data_end, truncated
+
+
+def _with_spans(
+    tensors: list[TensorInfo], alignment: int, data_offset: int, file_size: int | None
+) -> list[TensorInfo]:
+    """Give tensors of unknown types (a fork's type id) their bytes from the offsets.
+
+    A tensor's data runs to the next tensor's offset (or the end of the file for the last one),
+    padded to ``alignment`` (ggml/src/gguf.cpp writes each tensor at the running sum of
+    ``GGML_PAD(nbytes, alignment)``). Every row of a tensor has the same bytes, so its size is a
+    multiple of its row count; with at least ``alignment`` rows exactly one such multiple lies in
+    ``(span - alignment, span]``, which removes the padding. With fewer rows the span (at most
+    ``alignment - 1`` bytes over) stands.
+    """
+    if all(tensor_nbytes(t.shape, t.type_id) is not None for t in tensors):
+        return tensors
+    order = sorted(range(len(tensors)), key=lambda i: tensors[i].offset)
+    out = list(tensors)
+    for k, i in enumerate(order):
+        t = tensors[i]
+        if tensor_nbytes(t.shape, t.type_id) is not None:
+            continue
+        if k + 1 < len(order):
+            span: int | None = tensors[order[k + 1]].offset - t.offset
+        else:
+            span = None if file_size is None else file_size - data_offset - t.offset
+        if span is None or span < 0:
+            continue
+        rows = t.n_elements // t.shape[0] if t.shape and t.shape[0] else 0
+        if rows >= alignment:
+            exact = span // rows * rows
+            if exact > span - alignment:
+                span = exact
+        out[i] = TensorInfo(t.name, t.shape, t.type_id, t.offset, span_bytes=span)
+    return out
 
 
 def read_header(
@@ -629,6 +501,8 @@ def read_header(
     size_hint: int | None = None,
     first_read: int | None = None,
     source: str | None = None,
+    partial_data: bool = False,
+    splice: Splice | None = None,
 ) -> GGUFHeader:
     """Parse the GGUF header behind ``read_at``, fetching only (about) the header's bytes.
 
@@ -641,15 +515,14 @@ def read_header(
             read is the hint plus a small margin, usually the only request.
         first_read: first read size without a hint (default :data:`DEFAULT_FIRST_READ`).
         source: names the file in errors.
+        partial_data: accept a file that ends before its tensors' data (the header is whole):
+            the header says ``data_truncated`` instead of raising CorruptHeader.
+        splice: pairs known in advance, taken without decoding (see :data:`Splice`).
 
     Raises:
         NotGGUF, UnsupportedGGUFVersion, CorruptHeader, HeaderTooLarge.
     """
-    if first_read is None:
-        if size_hint is not None and size_hint > 0:
-            first_read = int(size_hint * (1 + HINT_MARGIN)) + ESTIMATE_SLACK
-        else:
-            first_read = DEFAULT_FIRST_READ
+    first_read = first_read_for(size_hint, first_read)
     parser = _Parser(
         read_at,
         file_size=file_size,
@@ -657,6 +530,8 @@ def read_header(
         first_read=first_read,
         source=source,
     )
+    parser.partial_data = partial_data
+    parser.splice = splice
     try:
         return parser.parse()
     except GGUFError:

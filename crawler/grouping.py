@@ -34,6 +34,9 @@ __all__ = [
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{1,5})-of-(?P<count>\d{1,5})\.gguf$", re.IGNORECASE)
 # mradermacher: "X.gguf.part1of2" (byte concatenation, not gguf-split).
 _PART = re.compile(r"^(?P<base>.+\.gguf)\.part(?P<index>\d+)of(?P<count>\d+)$", re.IGNORECASE)
+# "X.gguf.part00", "X.gguf.part01" ... (``split -d``-style byte cuts): no count in the name; the
+# parts present, renumbered from 1 in index order, must be consecutive.
+_PARTNN = re.compile(r"^(?P<base>.+\.gguf)\.part(?P<index>\d+)$", re.IGNORECASE)
 # Draft-model companions llama.cpp's picker skips (common/download.cpp): not quants of the model.
 _SIDECAR_PREFIXES = ("mtp-", "eagle3-", "dflash-", "dspark-")
 
@@ -128,7 +131,8 @@ def classify(path: str) -> tuple[FileKind, int | None, int | None] | None:
     name = posixpath.basename(path)
     lower = name.lower()
     part = _PART.match(name)
-    if not lower.endswith(".gguf") and part is None:
+    partnn = _PARTNN.match(name)
+    if not lower.endswith(".gguf") and part is None and partnn is None:
         return None
     if "imatrix" in lower:
         # imatrix data (GGUF since llama.cpp b5900 keeps the .gguf suffix): not a model.
@@ -142,6 +146,8 @@ def classify(path: str) -> tuple[FileKind, int | None, int | None] | None:
         if 1 <= index <= count:
             return FileKind.PART, index, count
         return FileKind.OTHER, None, None
+    if partnn is not None:
+        return FileKind.PART, int(partnn["index"]), None
     split = _SPLIT.match(name)
     if split is not None:
         index, count = int(split["index"]), int(split["count"])
@@ -158,7 +164,7 @@ def _group_key(path: str, kind: FileKind, count: int | None) -> tuple[str, ...]:
         assert match is not None
         return ("shard", folder, match["stem"].lower(), str(count))
     if kind == FileKind.PART:
-        match = _PART.match(name)
+        match = _PART.match(name) or _PARTNN.match(name)
         assert match is not None
         return ("part", folder, match["base"].lower(), str(count))
     return ("file", path)
@@ -193,6 +199,17 @@ def group_files(files: Iterable[SourceFile]) -> RepoLayout:
             ordered = [by_index[i] for i in sorted(by_index)]
             count = ordered[0].shard_count or 0
             complete = sorted(by_index) == list(range(1, count + 1))
+            if key[0] == "part" and key[3] == "None":
+                # .partNN: renumber 1..n; complete when the indexes run on from 0 or 1 (a missing
+                # last part cannot be seen from the names; the header's offsets tell).
+                first = min(by_index)
+                complete = first in (0, 1) and sorted(by_index) == list(
+                    range(first, first + len(by_index))
+                )
+                ordered = [
+                    GroupedFile(e.path, e.size, e.content_key, e.kind, i + 1, len(ordered))
+                    for i, e in enumerate(ordered)
+                ]
         quant_path = ordered[0].path
         files_in_quant = tuple(
             GroupedFile(

@@ -10,11 +10,13 @@ recorded there with ik_llama.cpp types and row-interleaved ``_R4``/``_R8`` suffi
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
     "NameClaims",
     "QuantLabel",
+    "byte_parts",
     "is_mtp_sidecar_name",
     "name_claims",
     "parse_quant_label",
@@ -42,6 +44,9 @@ _LABEL = re.compile(
 # "-00001-of-00003" (llama_split_path) and ".part1of2" (mradermacher byte cuts).
 _SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _PART = re.compile(r"\.gguf\.part(\d+)of(\d+)$", re.IGNORECASE)
+# ".gguf.part00", ".gguf.part01" ... (``split -d``-style byte cuts, e.g. PyPI-packaged models): the
+# count is not in the name; the lowest index present is the first part, the one with the header.
+_PARTNN = re.compile(r"\.gguf\.part(\d+)$", re.IGNORECASE)
 # Word boundaries on letters only, so "Q8nextn" and "27B-MTP" both count.
 _MTP = re.compile(r"(?<![A-Za-z])(?:mtp|nextn)(?![A-Za-z])", re.IGNORECASE)
 _Q8NEXTN = re.compile(r"(?<![A-Za-z0-9])Q8[-_]?nextn(?![A-Za-z])", re.IGNORECASE)
@@ -96,6 +101,7 @@ def _base_type(scheme: str) -> str:
 
 def _strip_suffixes(name: str) -> str:
     name = _PART.sub(".gguf", name)
+    name = _PARTNN.sub(".gguf", name)
     return _SPLIT.sub(".gguf", name)
 
 
@@ -138,7 +144,8 @@ def is_mtp_sidecar_name(path: str) -> bool:
 
 def split_info(path: str) -> tuple[str, int, int] | None:
     """``(kind, index, count)`` for a shard: kind ``split`` (gguf-split, 1-based) or ``part``
-    (mradermacher byte cut); None for a whole file."""
+    (a byte cut: mradermacher ``.part1of2``, or ``.part00`` whose count is not in the name: then
+    ``count`` is 0 and ``index`` is as written); None for a whole file."""
     base = path.replace("\\", "/").rsplit("/", 1)[-1]
     m = _SPLIT.search(base)
     if m:
@@ -146,4 +153,29 @@ def split_info(path: str) -> tuple[str, int, int] | None:
     m = _PART.search(base)
     if m:
         return "part", int(m.group(1)), int(m.group(2))
+    m = _PARTNN.search(base)
+    if m:
+        return "part", int(m.group(1)), 0
     return None
+
+
+def byte_parts(path: str, siblings: Iterable[str]) -> list[str]:
+    """Every part of the byte-cut file ``path`` is a part of, in order (first = the header's).
+
+    ``.partKofN``: parts 1..N by name. ``.partNN``: the paths among ``siblings`` (same folder
+    and stem) with a ``.partNN`` suffix, by index; gaps are left to the caller to notice.
+    """
+    si = split_info(path)
+    if si is None or si[0] != "part":
+        return [path]
+    if si[2]:
+        stem = re.sub(r"\.part\d+of\d+$", "", path, flags=re.IGNORECASE)
+        return [f"{stem}.part{i}of{si[2]}" for i in range(1, si[2] + 1)]
+    stem = re.sub(r"\.part\d+$", "", path, flags=re.IGNORECASE)
+    found: dict[int, str] = {}
+    for s in {*siblings, path}:
+        if s.lower().startswith(stem.lower() + ".part"):
+            m = _PARTNN.search(s)
+            if m and len(s) == len(stem) + len(m.group(0)) - len(".gguf"):
+                found.setdefault(int(m.group(1)), s)
+    return [found[i] for i in sorted(found)]

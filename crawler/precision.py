@@ -249,6 +249,16 @@ class PrecisionProfile:
     claims: tuple[str, ...]
     tensors: tuple[TensorRow, ...] = field(repr=False, default=())
     preserved_bits: int = PRESERVED_BITS
+    #: The file ends before its tensors' data (the header is whole): a partial download or the
+    #: first piece of a byte-split file.
+    data_truncated: bool = False
+    #: Tensors of unknown types whose bytes come from the offsets (bits stay unknown).
+    sized_from_offsets: int = 0
+
+    @property
+    def vocab_only(self) -> bool:
+        """No tensors: a tokenizer/vocabulary file (llama.cpp's ``ggml-vocab-*.gguf``)."""
+        return self.n_tensors == 0
 
     def to_json(
         self,

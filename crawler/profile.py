@@ -116,7 +116,8 @@ def build_profile(
     )
     total = GroupStats.of(rows)
     unknown = tuple(sorted({r.type_id for r in rows if r.type_id not in GGML_TYPES}))
-    loadable = not unknown and all(GGML_TYPES[r.type_id].mainline for r in rows)
+    # A file without tensors is a vocabulary, not a model llama.cpp "loads".
+    loadable = bool(rows) and not unknown and all(GGML_TYPES[r.type_id].mainline for r in rows)
 
     attn = [r for r in rows if r.group == "attn" and r.is_matrix]
     attn_min, attn_ok = _verdict(attn, preserved_bits)
@@ -143,6 +144,10 @@ def build_profile(
         claims=(),
         tensors=rows,
         preserved_bits=preserved_bits,
+        data_truncated=header.data_truncated,
+        sized_from_offsets=sum(
+            1 for t in header.tensors if not t.size_from_type and t.n_bytes is not None
+        ),
     )
     return with_claims(profile, claims, header)
 
@@ -258,4 +263,8 @@ def merge_headers(headers: Sequence[GGUFHeader], *, source: str | None = None) -
         data_offset=sum(h.data_offset for h in headers),
         metadata_types=first.metadata_types,
         tensor_info_end=first.tensor_info_end,
+        file_size=sum(h.file_size for h in headers if h.file_size is not None)
+        if all(h.file_size is not None for h in headers)
+        else None,
+        data_truncated=any(h.data_truncated for h in headers),
     )

@@ -33,6 +33,7 @@ from crawler.errors import (
 )
 from crawler.grouping import FileKind, GroupedFile, QuantGroup, group_files
 from crawler.progress import CrawlCounts, Progress
+from crawler.sibling import SiblingTemplate, read_sibling_header, template_from
 from crawler.tally import Tally
 
 if TYPE_CHECKING:
@@ -376,11 +377,13 @@ class RepoScanner:
         sizes = {f.path: q.size_bytes for q in todo for f in q.files if f.kind == FileKind.PART}
         probes: list[GroupedFile] = []
         for later in (False, True):
-            if hints.get(later) is None:
+            # A first file is always probed: its header is the template of sibling reads.
+            if hints.get(later) is None or not later:
                 probe = next((f for f in jobs if _is_later_shard(f) == later), None)
                 if probe is not None:
                     probes.append(probe)
         out: dict[str, AnalysedShard] = {}
+        template: SiblingTemplate | None = None
         for batch in (probes, [f for f in jobs if f not in probes]):
             futures = [
                 (
@@ -391,6 +394,7 @@ class RepoScanner:
                         f,
                         hints.get(_is_later_shard(f)),
                         sizes.get(f.path, f.size),
+                        None if _is_later_shard(f) else template,
                     ),
                 )
                 for f in batch
@@ -407,10 +411,17 @@ class RepoScanner:
                 out[f.path] = shard
                 later = _is_later_shard(f)
                 hints[later] = max(hints.get(later) or 0, shard.header_bytes)
+                if template is None and not later:
+                    template = template_from(shard.header, f.path)
         return out
 
     def _read_one(
-        self, meta: RepoMeta, f: GroupedFile, hint: int | None, file_size: int
+        self,
+        meta: RepoMeta,
+        f: GroupedFile,
+        hint: int | None,
+        file_size: int,
+        template: SiblingTemplate | None = None,
     ) -> AnalysedShard:
         from crawler.gguf import read_header
 
@@ -427,7 +438,16 @@ class RepoScanner:
             return data
 
         try:
-            header = read_header(
+            header = None
+            if template is not None:
+                header = read_sibling_header(
+                    read_at,
+                    template,
+                    file_size=file_size,
+                    max_header_bytes=self.settings.max_header_bytes,
+                    source=f"{meta.repo_id}/{f.path}",
+                )
+            header = header or read_header(
                 read_at,
                 file_size=file_size,
                 max_header_bytes=self.settings.max_header_bytes,

@@ -41,8 +41,13 @@ OVERLAP = timedelta(hours=1)
 REFRESH_INTERVAL = timedelta(hours=24)
 
 
-def _cursor_key(authors: Sequence[str], searches: Sequence[str]) -> str:
-    query = json.dumps({"authors": sorted(authors), "searches": sorted(searches)})
+def _cursor_key(
+    authors: Sequence[str], searches: Sequence[str], base_models: Sequence[str] = ()
+) -> str:
+    scope: dict[str, list[str]] = {"authors": sorted(authors), "searches": sorted(searches)}
+    if base_models:  # absent otherwise, so the cursors of existing catalogs keep their keys
+        scope["base_models"] = sorted(base_models)
+    query = json.dumps(scope)
     return hashlib.sha256(query.encode("utf-8")).hexdigest()[:16]
 
 
@@ -58,6 +63,7 @@ def run_once(
     searches: Sequence[str] | None = None,
     limit: int | None = None,
     full: bool | None = None,
+    base_models: Sequence[str] = (),
 ) -> ScanSummary:
     """Run one crawl pass and return its summary.
 
@@ -66,13 +72,17 @@ def run_once(
     forbids (False) a full listing; None runs one when the last is older than
     :data:`REFRESH_INTERVAL` and otherwise lists only what changed since the watermark.
     ``stop`` is checked between repos: the repos in flight finish and the scan is marked
-    ``interrupted``. Raises only ConfigError and CatalogError; every other failure is recorded.
+    ``interrupted``. ``base_models`` adds one listing per base model (every GGUF repo whose
+    ``base_model:quantized:<id>`` tag names it). A pass whose every listing failed before any
+    repo was reached ends ``failed`` with the cause in ``message`` (it reached nothing).
+    Raises only ConfigError and CatalogError; every other failure is recorded.
     """
     from crawler.catalog import Catalog as _Catalog
 
     progress = progress or NullProgress()
     stop = stop or threading.Event()
-    if authors is None and searches is None:
+    default_scope = authors is None and searches is None
+    if default_scope:
         from crawler.hub import DEFAULT_AUTHORS, DEFAULT_SEARCH_TERMS
 
         authors, searches = DEFAULT_AUTHORS, DEFAULT_SEARCH_TERMS
@@ -80,6 +90,13 @@ def run_once(
     own_catalog = catalog is None
     if catalog is None:
         catalog = _Catalog.open(settings.resolved_db_url)
+    # The listing cursor follows the scope asked for; the default crawl's base models (those
+    # the catalog holds, which grow) share the default scope's cursor.
+    key_bases = tuple(base_models)
+    if default_scope:
+        from crawler.catalog.base_models import crawl_base_models
+
+        base_models = crawl_base_models(catalog, (*settings.base_models, *base_models))
     own_hub = hub is None
     if hub is None:
         from crawler.hub import HubClient
@@ -94,13 +111,14 @@ def run_once(
             params={
                 "authors": list(authors),
                 "searches": list(searches),
+                "base_models": list(base_models),
                 "limit": limit,
                 "concurrency": settings.concurrency,
             },
         )
         state = RepoScanner(settings, hub, catalog, scan_id, progress, stop)
         try:
-            summary = _run(state, authors, searches, limit, full)
+            summary = _run(state, authors, searches, limit, full, tuple(base_models), key_bases)
         except BaseException as exc:
             state.stop.set()
             try:
@@ -148,8 +166,10 @@ def _run(
     searches: Sequence[str],
     limit: int | None,
     full: bool | None,
+    base_models: Sequence[str] = (),
+    key_bases: Sequence[str] = (),
 ) -> ScanSummary:
-    key = _cursor_key(authors, searches)
+    key = _cursor_key(authors, searches, key_bases)
     now = datetime.now(UTC)
     watermark = _parse_dt(scans.get_state(p.catalog, f"watermark:{key}"))
     last_full = _parse_dt(scans.get_state(p.catalog, f"full_listing:{key}"))
@@ -160,8 +180,11 @@ def _run(
     newest: datetime | None = None
     listed = 0
     complete = True
+    listing_error: HubError | None = None
     try:
-        for listing in p.hub.discover(authors=authors, searches=searches, since=since, limit=limit):
+        for listing in p.hub.discover(
+            authors=authors, searches=searches, base_models=base_models, since=since, limit=limit
+        ):
             if p.stop.is_set():
                 complete = False
                 break
@@ -174,6 +197,7 @@ def _run(
         raise
     except HubError as exc:
         complete = False
+        listing_error = exc
         p.note_budget(exc)
         p.record([error_record(error_kind(exc, during="list"), f"listing failed: {exc}", None)])
     if limit is not None and listed >= limit:
@@ -206,7 +230,7 @@ def _run(
         if full:
             scans.set_state(p.catalog, f"full_listing:{key}", now.isoformat())
             scope: Sequence[str] | None = authors if authors else None
-            if authors or not searches:
+            if authors or not (searches or base_models):
                 gone = store.mark_repos_vanished(p.catalog, seen=p.handled, authors=scope)
                 if gone:
                     logger.info("%d repos vanished from the Hub", len(gone))
@@ -224,6 +248,11 @@ def _run(
             ]
         )
     message = None
+    if listing_error is not None and not listed and not p.handled and not stopped:
+        # Nothing was reached (DNS, connection refused, every listing failed): say so.
+        return dataclasses.replace(
+            _totals(p), status="failed", message=f"reached nothing: {listing_error}"
+        )
     if p.budget_spent:
         message = "stopped: the request/byte budget is spent"
     elif stopped:

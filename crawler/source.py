@@ -4,30 +4,29 @@ Each source is a ``ReadAt`` that counts its requests and bytes. :func:`read_targ
 user types (``model.gguf``, ``https://...``, ``owner/repo/path.gguf``, ``owner/repo:Q4_K_M``)
 into a parsed (and, for split quants, merged) header plus the fetch facts ``quants inspect``
 reports. Hub access goes through :class:`crawler.hub.HubClient` (token, retries, rate limits);
-plain URLs get a small Range reader here that never sends the HF token to a foreign host.
+plain URLs get the same range reader (:class:`crawler.hub.RangeReader`) on a transport of their own
+that never sends the HF token to a foreign host.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import unquote, urlsplit
 
-from crawler.closing import Closing
 from crawler.config import Settings
 from crawler.errors import HubNotFound, HubUnavailable, QuantsError, UsageError
 from crawler.gguf import GGUFHeader, read_header
-from crawler.labels import is_mtp_sidecar_name, parse_quant_label, split_info
+from crawler.labels import byte_parts, is_mtp_sidecar_name, parse_quant_label, split_info
 from crawler.profile import merge_headers
 
 if TYPE_CHECKING:
-    import httpx2
-
     from crawler.hub import HubClient, HubFile
+    from crawler.hub.reader import RangeReader
 
 __all__ = [
     "FileReader",
@@ -38,14 +37,11 @@ __all__ = [
     "resolve_quant",
 ]
 
-# Streamed bodies are read in pieces this large; also the most a reader can over-read when a
-# server ignores Range and the header ends mid-piece.
-_CHUNK = 64 * 1024
 # gguf-split shards after the first carry only split.* keys and their tensor infos: 15-17 KB
 # for 250-270 tensors (synthetic GLM-4.5-Air in 3 shards); 32 KiB holds that in one read.
 _LATER_SHARD_FIRST_READ = 32 * 1024
 _REPO = r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
-_HUB_FILE = re.compile(rf"^(?P<repo>{_REPO})/(?P<path>.+\.gguf(?:\.part\d+of\d+)?)$", re.I)
+_HUB_FILE = re.compile(rf"^(?P<repo>{_REPO})/(?P<path>.+\.gguf(?:\.part\d+(?:of\d+)?)?)$", re.I)
 _HUB_QUANT = re.compile(rf"^(?P<repo>{_REPO}):(?P<quant>[A-Za-z0-9_.-]+)$")
 _RESOLVE = re.compile(rf"^/(?P<repo>{_REPO})/(?:resolve|blob)/(?P<rev>[^/]+)/(?P<path>.+)$")
 
@@ -76,117 +72,27 @@ class FileReader:
         self._fh.close()
 
 
-class UrlReader(Closing):
-    """``ReadAt`` over an http(s) URL with ``Range`` requests (no credentials sent).
+def UrlReader(url: str, *, timeout_s: float = 30.0) -> RangeReader:
+    """The range reader (:class:`crawler.hub.RangeReader`) over a plain http(s) URL.
 
-    A server that ignores ``Range`` (200 and the whole body) is not allowed to make us download
-    the file: the response stays open and later sequential reads continue from it, so the bytes
-    taken stay the bytes the parser needs (plus at most one 64 KiB piece), and :meth:`close`
-    drops the rest. ``requests`` counts HTTP requests (redirect hops included), ``bytes_fetched``
-    the body bytes received.
+    Same reader as for Hub files (retries, the Range-ignored guard that streams only the prefix
+    wanted, request and byte counts), on a transport of its own that never sends the HF token:
+    ``token=False``, and a fresh Settings without one. ``requests`` counts HTTP requests
+    (redirect hops included), ``bytes_fetched`` the bytes returned.
     """
+    import time
 
-    def __init__(self, url: str, *, timeout_s: float = 30.0, client: httpx2.Client | None = None):
-        import httpx2
+    from crawler.hub.reader import RangeReader
+    from crawler.hub.transport import Transport
 
-        from crawler import __version__
-
-        self.url = url
-        self.size: int | None = None
-        self.requests = 0
-        self.bytes_fetched = 0
-        self.range_ignored = False
-        self._own = client is None
-        self._client = client or httpx2.Client(
-            follow_redirects=True,
-            timeout=timeout_s,
-            headers={"user-agent": f"quants/{__version__}", "accept-encoding": "identity"},
-        )
-        self._stream: httpx2.Response | None = None
-        self._pieces: Iterator[bytes] | None = None
-        self._stream_pos = 0
-        self._pending = b""
-
-    def __call__(self, offset: int, length: int) -> bytes:
-        """Read ``length`` bytes at ``offset`` (fewer only at end of file)."""
-        if length <= 0 or (self.size is not None and offset >= self.size):
-            return b""
-        if self._stream is not None and offset == self._stream_pos:
-            return self._continue(length)
-        self._drop_stream()
-        import httpx2
-
-        request = self._client.build_request(
-            "GET", self.url, headers={"range": f"bytes={offset}-{offset + length - 1}"}
-        )
-        try:
-            response = self._client.send(request, stream=True)
-        except httpx2.HTTPError as exc:
-            raise HubUnavailable(f"request failed: {type(exc).__name__}", url=self.url) from None
-        self.requests += 1 + len(response.history)
-        status = response.status_code
-        if status == 416:
-            response.close()
-            return b""
-        if status == 404:
-            response.close()
-            raise HubNotFound("no file at this URL (HTTP 404)", url=self.url)
-        if status not in (200, 206):
-            response.close()
-            raise HubUnavailable(f"HTTP {status}", url=self.url)
-        self._learn_size(response)
-        self._stream, self._pieces, self._stream_pos = response, response.iter_raw(_CHUNK), 0
-        self._pending = b""
-        if status == 206:
-            self._stream_pos = _content_range_start(response.headers.get("content-range"))
-            if self._stream_pos != offset:
-                self._drop_stream()
-                raise HubUnavailable("server answered a different range", url=self.url)
-            data = self._continue(length)
-            self._drop_stream()  # a 206 body is exactly what we asked for; nothing to keep
-            return data
-        self.range_ignored = True
-        self._continue(offset)  # skip to the offset (counted: those bytes did arrive)
-        return self._continue(length)
-
-    def _continue(self, length: int) -> bytes:
-        """Take ``length`` bytes from the open response (fewer at its end)."""
-        assert self._pieces is not None
-        out = bytearray(self._pending[:length])
-        self._pending = self._pending[length:]
-        while len(out) < length:
-            piece = next(self._pieces, b"")
-            if not piece:
-                break
-            self.bytes_fetched += len(piece)
-            need = length - len(out)
-            out += piece[:need]
-            self._pending = piece[need:]
-        self._stream_pos += len(out)
-        return bytes(out)
-
-    def _learn_size(self, response: httpx2.Response) -> None:
-        total = response.headers.get("content-range", "").rpartition("/")[2]
-        if total.isdigit():
-            self.size = int(total)
-        elif response.status_code == 200 and response.headers.get("content-length", "").isdigit():
-            self.size = int(response.headers["content-length"])
-
-    def _drop_stream(self) -> None:
-        if self._stream is not None:
-            self._stream.close()
-        self._stream, self._pieces, self._pending = None, None, b""
-
-    def close(self) -> None:
-        """Close any open response and (if owned) the client."""
-        self._drop_stream()
-        if self._own:
-            self._client.close()
-
-
-def _content_range_start(value: str | None) -> int:
-    m = re.match(r"bytes (\d+)-", value or "")
-    return int(m.group(1)) if m else -1
+    transport = Transport(
+        Settings(timeout_s=timeout_s),
+        limiter=None,
+        max_retries=2,
+        sleep=time.sleep,
+        clock=time.monotonic,
+    )
+    return RangeReader(transport, url, repo_id=None, token=False)
 
 
 # --------------------------------------------------------------------------- targets
@@ -252,6 +158,7 @@ class HeaderRead:
 def _quant_files(files: Sequence[HubFile]) -> list[HubFile]:
     """GGUF files that can be a quant's first file (no mmproj, no MTP sidecar, no later part)."""
     out = []
+    paths = [f.path for f in files]
     for f in files:
         base = f.path.rsplit("/", 1)[-1].lower()
         si = split_info(f.path)
@@ -259,8 +166,10 @@ def _quant_files(files: Sequence[HubFile]) -> list[HubFile]:
             continue
         if "mmproj" in base or is_mtp_sidecar_name(f.path):
             continue
-        if si is not None and si[1] != 1:
+        if si is not None and si[2] and si[1] != 1:
             continue
+        if si is not None and not si[2] and byte_parts(f.path, paths)[0] != f.path:
+            continue  # .partNN: only the lowest index holds the header
         out.append(f)
     return out
 
@@ -323,7 +232,7 @@ def read_target(
                 header=header,
                 file_name=unquote(urlsplit(t.value).path).rsplit("/", 1)[-1],
                 size_bytes=reader.size,
-                header_bytes=header.data_offset,
+                header_bytes=header.header_bytes,
                 bytes_fetched=reader.bytes_fetched,
                 requests=reader.requests,
             )
@@ -341,8 +250,8 @@ def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
         assert m is not None
         paths = [f"{path[: m.start()]}-{i:05d}-of-{si[2]:05d}.gguf" for i in range(1, si[2] + 1)]
     elif si is not None and si[0] == "part":
-        stem = re.sub(r"\.part\d+of\d+$", "", path, flags=re.I)
-        paths = [f"{stem}.part{i}of{si[2]}" for i in range(1, si[2] + 1)]
+        folder = Path(path).parent
+        paths = byte_parts(path, [str(folder / n.name) for n in folder.iterdir()])
     for p in paths:
         if not Path(p).exists():
             raise UsageError(f"missing shard {p}")
@@ -366,6 +275,7 @@ def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
                 size_hint=hint if i == 0 else None,
                 first_read=None if i == 0 else _LATER_SHARD_FIRST_READ,
                 source=p,
+                partial_data=True,
             )
         finally:
             reader.close()
@@ -379,7 +289,7 @@ def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
         file_name=Path(paths[0]).name,
         repo_files=tuple(str(p.name) for p in Path(path).parent.iterdir()),
         size_bytes=total,
-        header_bytes=sum(h.data_offset for h in headers),
+        header_bytes=sum(h.header_bytes for h in headers),
         bytes_fetched=fetched,
         requests=requests,
         shards=tuple(paths),
@@ -405,8 +315,7 @@ def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> 
     sizes = {f.path: f.size for f in files}
     si = split_info(first)
     if si is not None and si[0] == "part":
-        stem = re.sub(r"\.part\d+of\d+$", "", first, flags=re.I)
-        paths = [f"{stem}.part{i}of{si[2]}" for i in range(1, si[2] + 1)]
+        paths = byte_parts(first, [f.path for f in files])
         to_read = paths[:1]
     else:
         paths = _shard_paths(first, files)
@@ -424,6 +333,7 @@ def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> 
                 size_hint=hint if i == 0 else None,
                 first_read=None if i == 0 else _LATER_SHARD_FIRST_READ,
                 source=p,
+                partial_data=True,
             )
         except QuantsError as exc:
             if getattr(exc, "source", None) is None:
@@ -441,7 +351,7 @@ def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> 
         revision=revision,
         repo_files=tuple(f.path for f in files),
         size_bytes=sum(sizes.get(p, 0) for p in paths) or None,
-        header_bytes=sum(h.data_offset for h in headers),
+        header_bytes=sum(h.header_bytes for h in headers),
         bytes_fetched=fetched,
         requests=requests,
         shards=tuple(paths),

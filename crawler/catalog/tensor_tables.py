@@ -70,7 +70,14 @@ def encode_tensor_table(shards: Sequence[AnalysedShard]) -> bytes:
                 "metadata": metadata,
                 "metadata_types": dict(h.metadata_types),
                 "array_lengths": lengths,
-                "tensors": [[t.name, t.shape, t.type_id, t.offset] for t in h.tensors],
+                # A sibling read: the file whose tokenizer bytes this header reused.
+                "tokenizer_from": h.tokenizer_from,
+                # A 5th item only for a fork's type id: its bytes from the offsets (crawler.gguf).
+                "tensors": [
+                    [t.name, t.shape, t.type_id, t.offset]
+                    + ([] if t.size_from_type or t.span_bytes is None else [t.span_bytes])
+                    for t in h.tensors
+                ],
             }
         )
     raw = json.dumps({"shards": out}, separators=(",", ":"), default=_json_default)
@@ -85,7 +92,13 @@ def decode_tensor_table(data: bytes, encoding: str = TENSOR_TABLE_ENCODING) -> l
     shards = []
     for s in doc["shards"]:
         tensors = tuple(
-            TensorInfo(name=t[0], shape=tuple(t[1]), type_id=t[2], offset=t[3])
+            TensorInfo(
+                name=t[0],
+                shape=tuple(t[1]),
+                type_id=t[2],
+                offset=t[3],
+                span_bytes=t[4] if len(t) > 4 else None,
+            )
             for t in s["tensors"]
         )
         header = GGUFHeader(
@@ -96,6 +109,7 @@ def decode_tensor_table(data: bytes, encoding: str = TENSOR_TABLE_ENCODING) -> l
             data_offset=s["data_offset"],
             metadata_types=s.get("metadata_types", {}),
             tensor_info_end=s.get("tensor_info_end", 0),
+            tokenizer_from=s.get("tokenizer_from"),
         )
         shards.append(AnalysedShard(s["path"], s["content_key"], s["header_bytes"], header))
     return shards

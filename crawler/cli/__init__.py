@@ -12,6 +12,7 @@ import sys
 
 from crawler.cli import (  # noqa: F401  (importing a command module registers it)
     changes_cmd,
+    checklog_cmd,
     compare_cmd,
     crawl_cmd,
     db_cmd,
@@ -35,11 +36,14 @@ _HINTS: dict[str, str] = {
     "HubNotFound": "check the repo id and file path; private repos need HF_TOKEN",
     "HubGated": "accept the repo's terms on the Hub and set HF_TOKEN",
     "HubRateLimited": "wait and retry, or set HF_TOKEN for a larger rate limit",
+    "HubUnreachable": "check the network or QUANTS_HF_ENDPOINT; --offline answers from the catalog",
     "HubUnavailable": "the Hub (or network) failed; retry later",
     "HubBudgetExhausted": "raise QUANTS_MAX_REQUESTS / QUANTS_MAX_BYTES or crawl less",
-    "GGUFError": "the file is not a valid GGUF header; `quants inspect --json` shows details",
+    "GGUFError": "the error names where the header fails; a download cut inside its header must be"
+    " fetched again (one cut after the header still inspects)",
     "HeaderTooLarge": "raise QUANTS_MAX_HEADER_BYTES if you trust the file",
     "UnknownArchitecture": "this architecture's memory rules are not modelled yet",
+    "NothingToEstimate": "estimate the model file this vocabulary belongs to",
     "InvalidConfig": "llama.cpp would reject this configuration; change the flags",
     "SchemaOutOfDate": "run `quants db upgrade`",
     "ReadOnlyViolation": "`quants sql` is read-only; it cannot change the catalog",

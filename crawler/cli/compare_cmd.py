@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crawler.cli._app import DbOpt, JsonOpt, app
+from crawler.cli._ondemand import OfflineOpt, ensure_model
 
 if TYPE_CHECKING:
     from crawler.catalog.comparison import ComparedQuant, Comparison
@@ -31,15 +32,20 @@ def compare(
     ],
     as_json: JsonOpt = False,
     db: DbOpt = None,
+    offline: OfflineOpt = False,
 ) -> None:
-    """One base model's quants side by side: uploader, size and the bits of each tensor group."""
+    """One base model's quants side by side: uploader, size and the bits of each tensor group.
+
+    A model not looked up in the last 24 h is first looked up on the Hub (docs/ondemand.md).
+    """
     from crawler.catalog.comparison import load_comparison
     from crawler.catalog.reading import reading
     from crawler.cli._output import print_json
     from crawler.config import Settings
 
-    url = Settings.from_env().replace(db_url=db).resolved_db_url
-    with reading(url) as reader:
+    settings = Settings.from_env().replace(db_url=db)
+    ensure_model(settings, query, offline)
+    with reading(settings.resolved_db_url) as reader:
         comparison = load_comparison(reader, query)
     if as_json:
         print_json(comparison_json(comparison))

@@ -101,6 +101,11 @@ def crawl(
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if summary.status == "failed":
+        # Reached nothing: one line naming the cause and exit 4, not a zero summary (issue 13).
+        from crawler.errors import HubUnreachable
+
+        raise HubUnreachable(f"crawl failed: {summary.message or 'nothing was reached'}")
     data = summary.to_json()
     if as_json:
         print_json(data)

@@ -65,6 +65,7 @@ def estimate_cmd(
     from crawler.cli._output import print_json
     from crawler.config import Settings
     from crawler.fit import RunConfig, coefficients, estimate, max_ctx
+    from crawler.fit.notes import estimate_warnings
     from crawler.ranking.model import Budget
     from crawler.source import read_target
 
@@ -87,6 +88,8 @@ def estimate_cmd(
         model_path=read.source,
     )
     est = estimate(coeffs, cfg)
+    for line in estimate_warnings(read.header, coeffs, cfg):
+        typer.echo(f"warning: {line}", err=True)
     data: dict[str, Any] = {
         "source": read.source,
         "architecture": coeffs.architecture,
@@ -116,6 +119,9 @@ def estimate_cmd(
         print_json(data)
     else:
         typer.echo(_render(read, coeffs, est, data, advice))
+    if vram is not None and data["max_ctx"] == 0:
+        # Not even one token fits: the "nothing fits" exit code (README, Exit codes).
+        raise typer.Exit(3)
 
 
 def _command(read: HeaderRead, cfg: RunConfig) -> str:
@@ -180,14 +186,12 @@ def _render(
     advice: list[tuple[str, FitEstimate]],
 ) -> str:
     from crawler.cli._output import format_table, human_bytes, safe_text
+    from crawler.fit.notes import host_note, kv_note
 
     cfg = est.config
-    kv_layers = sum(g.count for g in coeffs.kv_groups)
     notes = {
-        "weights": f"host: {human_bytes(est.host_bytes)} (input embedding"
-        + (", experts)" if cfg.cpu_moe or cfg.n_cpu_moe else ")"),
-        "kv": f"{kv_layers} layers x {est.kv_cells} cells x {est.n_stream} stream(s),"
-        f" K {cfg.type_k} / V {cfg.type_v}",
+        "weights": host_note(coeffs, est, human_bytes),
+        "kv": kv_note(coeffs, est),
         "mtp_kv": f"draft context, K {cfg.type_k_draft} / V {cfg.type_v_draft}" if cfg.mtp else "",
         "recurrent": f"{coeffs.recurrent_layers} recurrent layers, f32"
         if coeffs.recurrent_layers
@@ -206,10 +210,15 @@ def _render(
     if "fits" in data:
         budget = est.total + data["margin_bytes"]
         verdict = "fits" if data["fits"] else "does NOT fit"
+        largest = (
+            f"largest context at these settings: {data['max_ctx']}"
+            if data["max_ctx"]
+            else "it does not fit at any context at these settings"
+        )
         lines += [
             "",
             f"budget {human_bytes(budget)}: {verdict}, margin {_signed(data['margin_bytes'])};"
-            f" largest context at these settings: {data['max_ctx']}",
+            f" {largest}",
         ]
         if advice:
             lines.append(f"fits at ctx {cfg.ctx} with:")

@@ -57,6 +57,12 @@ def _json(read: HeaderRead, profile: PrecisionProfile, tensors: bool) -> dict[st
     )
 
 
+def _mainline(p: PrecisionProfile) -> str:
+    if p.vocab_only:
+        return "n/a (vocabulary only, no tensors)"
+    return "loads" if p.loadable_by_mainline else "CANNOT load"
+
+
 def _yes(value: bool | None) -> str:
     return "n/a" if value is None else "yes" if value else "NO"
 
@@ -85,13 +91,15 @@ def _render(read: HeaderRead, p: PrecisionProfile, tensors: bool) -> str:
         ("MTP", mtp_text),
         ("attention", f"{attn}, preserved {_yes(p.attention_preserved)}"),
         ("dynamic", _yes(p.dynamic)),
-        ("mainline llama.cpp", "loads" if p.loadable_by_mainline else "CANNOT load"),
+        ("mainline llama.cpp", _mainline(p)),
         (
             "header",
             f"{human_bytes(read.header_bytes)}; fetched {human_bytes(read.bytes_fetched)} "
             f"in {read.requests} request(s)",
         ),
     ]
+    if p.data_truncated:
+        facts.append(("data", "TRUNCATED: the file ends before its tensors' data (header whole)"))
     width = max(len(k) for k, _ in facts)
     lines.extend(f"{k.ljust(width)}  {v}" for k, v in facts)
     lines.append("")
@@ -110,9 +118,17 @@ def _render(read: HeaderRead, p: PrecisionProfile, tensors: bool) -> str:
         for name, g in p.groups.items()
     ]
     cols = ("group", "tensors", "params", "types", "bits", "bpw", "bytes", "share")
-    lines.append(
-        format_table(cols, rows, align_right=("tensors", "params", "bpw", "bytes", "share"))
-    )
+    if p.vocab_only:
+        lines.append("vocabulary only, no tensors: a tokenizer file, not a model")
+    else:
+        lines.append(
+            format_table(cols, rows, align_right=("tensors", "params", "bpw", "bytes", "share"))
+        )
+    if p.sized_from_offsets:
+        lines.append(
+            f"{p.sized_from_offsets} tensor(s) of unknown type: bytes from the file's offsets,"
+            " bits unknown"
+        )
     if tensors:
         lines.append("")
         lrows = [

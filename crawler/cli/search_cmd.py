@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crawler.cli._app import CtxOpt, DbOpt, JsonOpt, LimitOpt, VramOpt, app
+from crawler.cli._ondemand import OfflineOpt, ensure_model
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
@@ -77,8 +78,13 @@ def search(
     limit: LimitOpt = 20,
     as_json: JsonOpt = False,
     db: DbOpt = None,
+    offline: OfflineOpt = False,
 ) -> None:
-    """List the GGUF quants that fit a VRAM budget at a context, best first, with commands."""
+    """List the GGUF quants that fit a VRAM budget at a context, best first, with commands.
+
+    A QUERY naming a model not looked up in the last 24 h (QUANTS_FRESH_HOURS) is first looked
+    up on the Hub and its quants' headers read into the catalog (docs/ondemand.md).
+    """
     from crawler.catalog.reading import reading
     from crawler.cli._output import print_json
     from crawler.config import Settings
@@ -90,8 +96,9 @@ def search(
         spec_draft_n_max, min_attn_bits, arch, author, base, label, loadable, cpu_moe, ram,
         sort, limit,
     )  # fmt: skip
-    url = Settings.from_env().replace(db_url=db).resolved_db_url
-    with reading(url) as reader:
+    settings = Settings.from_env().replace(db_url=db)
+    ensure_model(settings, query, offline)
+    with reading(settings.resolved_db_url) as reader:
         res = run_search(reader, req)
     if res.gpu is not None:
         typer.echo(res.gpu.describe(), err=True)

@@ -185,6 +185,10 @@ class MemoryCoefficients:
         return json.dumps(self.to_json(), separators=(",", ":"), sort_keys=True)
 
 
+#: ``reason`` of a file without tensors (llama.cpp's ``ggml-vocab-*.gguf``): not a model.
+VOCAB_ONLY = "vocabulary only, no tensors"
+
+
 def _unknown(reason: str, arch: str | None) -> MemoryCoefficients:
     return MemoryCoefficients(status="unknown", reason=reason, architecture=arch)
 
@@ -195,6 +199,8 @@ def coefficients(header: GGUFHeader) -> MemoryCoefficients:
     Never raises for a well-formed header: unmodelled rules give ``status="unknown"``.
     """
     arch = header.architecture
+    if not header.tensors:
+        return _unknown(VOCAB_ONLY, arch)
     if arch is None:
         return _unknown("no general.architecture", None)
     try:

@@ -11,9 +11,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.errors import InvalidConfig, UnknownArchitecture
+from crawler.errors import InvalidConfig, NothingToEstimate, UnknownArchitecture
 from crawler.fit.cache import CUDA_ALIGNMENT, MATRIX_ROW_PADDING, CacheType, cache_type, pad
-from crawler.fit.coefficients import KVGroup, MemoryCoefficients
+from crawler.fit.coefficients import VOCAB_ONLY, KVGroup, MemoryCoefficients
 from crawler.fit.cuda import ComputeInputs, compute_bytes, host_context_bytes, overhead_bytes
 
 __all__ = [
@@ -83,6 +83,9 @@ class FitEstimate:
     # pinned CUDA_Host compute and output buffers of each context.
     host_bytes: int
     command: str
+    #: The part of ``host_bytes`` that is pinned CUDA_Host compute and output buffers (the rest is
+    #: tensor bytes: the input embedding, and experts kept on the CPU).
+    host_buffers: int = 0
 
     @property
     def total(self) -> int:
@@ -137,6 +140,8 @@ def _kv_bytes(
 
 
 def _check(c: MemoryCoefficients, cfg: RunConfig) -> tuple[CacheType, CacheType, bool]:
+    if c.status != "ok" and c.reason == VOCAB_ONLY:
+        raise NothingToEstimate(f"{VOCAB_ONLY}: a tokenizer file, nothing to load or estimate")
     if c.status != "ok":
         raise UnknownArchitecture(
             f"memory rules not modelled for {c.architecture or 'this file'}: {c.reason}"
@@ -252,7 +257,7 @@ def estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
     )
     compute = compute_bytes(c, main)
     overhead = overhead_bytes(c, main, first=True)
-    host += host_context_bytes(c, main, n_seq)
+    host_buffers = host_context_bytes(c, main, n_seq)
 
     mtp_kv = 0
     if cfg.mtp:
@@ -276,7 +281,7 @@ def estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
         )
         compute += compute_bytes(c, draft)
         overhead += overhead_bytes(c, draft, first=False)
-        host += host_context_bytes(c, draft, n_seq)
+        host_buffers += host_context_bytes(c, draft, n_seq)
 
     return FitEstimate(
         config=cfg,
@@ -291,8 +296,9 @@ def estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
         recurrent=recurrent,
         compute=compute,
         overhead=overhead,
-        host_bytes=host,
+        host_bytes=host + host_buffers,
         command=command(cfg),
+        host_buffers=host_buffers,
     )
 
 

@@ -51,6 +51,10 @@ class Meta:
 def cuda_tensor_bytes(t: TensorInfo) -> tuple[int, int]:
     """(CUDA buffer bytes, ggml_nbytes) of a tensor; Unknown for a type mainline cannot load."""
     info = type_info(t.type_id)
+    if info is None and t.n_bytes is not None:
+        # A fork's type id (mainline cannot load it): its bytes come from the file's offsets
+        # (crawler.gguf), so the weights are still known; allocated as one padded block.
+        return cuda_alloc_bytes(t.n_bytes, 1, 1, 1), t.n_bytes
     if info is None or not info.mainline:
         raise Unknown(f"tensor {t.name} has type id {t.type_id}, not loadable by mainline")
     blck, type_size = info.block_size, info.type_size

@@ -1,4 +1,10 @@
-"""``RangeReader``: the ``ReadAt`` seam of :mod:`crawler.gguf` over a Hub file's resolve URL."""
+"""``RangeReader``: the one HTTP range reader, the ``ReadAt`` seam of :mod:`crawler.gguf`.
+
+Used for a Hub file's resolve URL (:meth:`crawler.hub.HubClient.range_reader`) and for any other
+http(s) URL (:func:`crawler.source.url_reader`, ``token=False``): one retry policy, one
+Range-ignored guard (``Transport._read_body`` streams only the prefix wanted) and one count of
+requests and bytes.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import logging
 import time
 from typing import Final
 
+from crawler.closing import Closing
 from crawler.errors import HubError, HubUnavailable
 from crawler.hub.status import content_range_total, origin, unquote_etag
 from crawler.hub.transport import Reply, Transport
@@ -18,7 +25,7 @@ logger = logging.getLogger("crawler.hub")
 _CDN_URL_MAX_AGE_S: Final = 60.0
 
 
-class RangeReader:
+class RangeReader(Closing):
     """``ReadAt`` over one resolve URL: ``reader(offset, length) -> bytes``.
 
     Returns exactly ``length`` bytes, fewer only at end of file. After the first read it knows
@@ -34,9 +41,14 @@ class RangeReader:
     (401/403/404/410) sends the read back through the Hub.
     """
 
-    def __init__(self, transport: Transport, url: str, *, repo_id: str) -> None:
+    def __init__(
+        self, transport: Transport, url: str, *, repo_id: str | None, token: bool = True
+    ) -> None:
         self.url = url
         self.repo_id = repo_id
+        #: Whether a read was answered with the whole file (the server ignored Range).
+        self.range_ignored = False
+        self._token = token
         self.size: int | None = None
         self.etag: str | None = None
         self.commit: str | None = None
@@ -55,7 +67,11 @@ class RangeReader:
         reply = self._from_cdn(offset, length)
         if reply is None:
             reply = self._transport.fetch(
-                self.url, params=None, repo_id=self.repo_id, byte_range=(offset, length)
+                self.url,
+                params=None,
+                repo_id=self.repo_id,
+                byte_range=(offset, length),
+                token=self._token,
             )
             self._count(reply)
             self._learn(reply)
@@ -70,6 +86,9 @@ class RangeReader:
                 url=self.url,
             )
         return reply.body
+
+    def close(self) -> None:
+        """Nothing to release: every read's response is closed when the read returns."""
 
     def _from_cdn(self, offset: int, length: int) -> Reply | None:
         """The read from the remembered CDN URL, or None when there is none (any more)."""
@@ -97,6 +116,8 @@ class RangeReader:
         return reply
 
     def _count(self, reply: Reply) -> None:
+        if reply.status == 200:
+            self.range_ignored = True
         self.requests += reply.requests
         self.bytes_fetched += len(reply.body)
 

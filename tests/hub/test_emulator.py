@@ -88,6 +88,24 @@ def test_list_models_filters_search_author_and_base_model_tags(shared_hub):
     assert "Qwen/Qwen3-8B" in {m.id for m in api.list_models(search="Qwen3-8B")}
 
 
+def test_list_models_direction_ascending_pages_the_other_way(shared_hub):
+    # huggingface_hub 0.x list_models(direction=...): "-1 sorts by descending order while all
+    # other values sort by ascending order"; the Hub's Link URLs carry it on (direction=-1).
+    import httpx2
+
+    shared_hub.max_page_size = 3
+    url: str | None = f"{shared_hub.endpoint}/api/models?filter=gguf&sort=lastModified&direction=1"
+    seen: list[str] = []
+    while url:
+        reply = httpx2.get(url)
+        seen += [m["id"] for m in reply.json()]
+        url = reply.links.get("next", {}).get("url")
+        assert url is None or "direction=1" in url
+    assert sorted(seen) == sorted(gguf_repos(shared_hub))  # each repo once, across the pages
+    dates = [shared_hub.state.repos[r].last_modified for r in seen]
+    assert dates == sorted(dates)
+
+
 def test_list_models_full_and_bracketed_expand(shared_hub):
     api = HfApi(endpoint=shared_hub.endpoint)
     full = next(iter(api.list_models(author="bartowski", full=True)))

@@ -285,15 +285,22 @@ def decode_cursor(cursor: str) -> tuple[Any, str] | None:
         return None
 
 
-def after_cursor(repos: Iterable[Repo], key: str, cursor: tuple[Any, str] | None) -> list[Repo]:
-    """Repos sorted by ``key`` descending then ``_id`` ascending, after ``cursor`` (keyset)."""
+def after_cursor(
+    repos: Iterable[Repo], key: str, cursor: tuple[Any, str] | None, *, descending: bool = True
+) -> list[Repo]:
+    """Repos sorted by ``key`` (descending unless ``descending=False``) then ``_id`` ascending,
+    after ``cursor`` (keyset)."""
     ordered = sorted(repos, key=lambda r: r.object_id)
-    ordered.sort(key=lambda r: sort_value(r, key), reverse=True)
+    ordered.sort(key=lambda r: sort_value(r, key), reverse=descending)
     if cursor is None:
         return ordered
     value, object_id = cursor
+
+    def beyond(v: Any) -> bool:
+        return bool(v < value) if descending else bool(v > value)
+
     return [
         r
         for r in ordered
-        if sort_value(r, key) < value or (sort_value(r, key) == value and r.object_id > object_id)
+        if beyond(sort_value(r, key)) or (sort_value(r, key) == value and r.object_id > object_id)
     ]

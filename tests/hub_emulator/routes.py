@@ -173,7 +173,12 @@ def _list_models(emu: HubEmulator, req: Request) -> Reply:
         decoded = render.decode_cursor(cursor) if cursor else None
         if cursor and decoded is None:
             return error_reply(400, "Invalid cursor")
-        ordered = render.after_cursor(repos, sort, decoded)
+        # ``direction``: "-1 sorts by descending order while all other values sort by ascending
+        # order" (huggingface_hub hf_api.py list_models docstring, 0.x); absent = descending, as
+        # the Hub's own Link URLs show (reference/hf-hub-api.md 1.4: ``sort=likes&direction=-1``).
+        direction = req.get("direction")
+        descending = direction is None or direction == "-1"
+        ordered = render.after_cursor(repos, sort, decoded, descending=descending)
         page = ordered[:page_size]
         items = [
             render.listing_item(

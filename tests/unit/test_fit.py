@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawler.errors import InvalidConfig, UnknownArchitecture
+from crawler.errors import InvalidConfig, NothingToEstimate, UnknownArchitecture
 from crawler.fit import (
     CACHE_TYPES,
     MemoryCoefficients,
@@ -174,9 +174,14 @@ def test_unknown_architectures_are_explicit():
         _header("qwen35", {**base, "block_count": 3, "nextn_predict_layers": 1}, [embd, head])
     )
     assert c.status == "unknown" and "MTP-only" in (c.reason or "")
-    c = coefficients(GGUFHeader(3, {}, (), 32, 0))
-    assert c.status == "unknown"
+    c = coefficients(GGUFHeader(3, {}, (embd,), 32, 0))
+    assert c.status == "unknown" and "architecture" in (c.reason or "")
     with pytest.raises(UnknownArchitecture):
+        estimate(c, RunConfig(ctx=4096))
+    # No tensors at all: a vocabulary file, said as such (not "rules not modelled for llama").
+    c = coefficients(GGUFHeader(3, {"general.architecture": "llama"}, (), 32, 0))
+    assert c.status == "unknown" and c.reason == "vocabulary only, no tensors"
+    with pytest.raises(NothingToEstimate, match="vocabulary only, no tensors"):
         estimate(c, RunConfig(ctx=4096))
 
 

@@ -21,6 +21,8 @@ import crawler
 PKG = Path(crawler.__file__).resolve().parent
 PURE = [
     "gguf",
+    "gguf_fetch",
+    "sibling",
     "ggml",
     "profile",
     "precision",
@@ -36,6 +38,9 @@ PURE = [
     "diff",
     "cron",
     "query",
+    "type_claims",
+    "llamalog",
+    "checklog",
 ]
 FORBIDDEN = {
     "httpx",

@@ -14,6 +14,7 @@ from crawler.gguf import parse_header_bytes
 from crawler.precision import tensor_group, tensor_role
 from crawler.profile import build_profile, merge_headers
 from tests import synth
+from tests.synth.spec import MTP
 
 JSON_KEYS = [
     "source",
@@ -137,7 +138,17 @@ def test_mla_and_swa_attention_groups():
 def test_fork_and_ik_types():
     p = _profile("qwen35", synth.fork_type_252(), "Qwen3.8-27B-PXQ4.gguf")
     assert not p.loadable_by_mainline and p.unknown_types == (252,)
-    assert p.groups["ffn"].types.get("TYPE_252") and p.groups["ffn"].bpw is None
+    # Bytes of the fork type come from the offsets (exact: the synth type is 144 B / 256 weights);
+    # bits stay unknown.
+    lay = synth.layout(synth.preset("qwen35"), synth.fork_type_252())
+    want = sum(t.nbytes for t in lay.tensors if t.type_id == 252 and t.kind != MTP)
+    ffn = p.groups["ffn"]
+    assert ffn.types == {"TYPE_252": ffn.n_tensors} and ffn.n_bytes == want
+    assert (
+        ffn.bpw == 4.5
+        and ffn.min_bits is None
+        and p.sized_from_offsets == sum(t.type_id == 252 for t in lay.tensors)
+    )
     assert any("252" in c for c in p.claims)
     ik = _profile("glm4moe", synth.ik_llama_mix(), "GLM-IQ4_K.gguf")
     assert not ik.loadable_by_mainline and ik.unknown_types == ()

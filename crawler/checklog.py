@@ -1,0 +1,267 @@
+"""Predicted vs logged: the estimate of a run next to what llama.cpp's log says it allocated (pure).
+
+:func:`run_config` turns a parsed log's configuration into the estimate's :class:`RunConfig`;
+:func:`compare` lines the estimate's components up with the logged buffers:
+
+========================  =================================================================
+logged buffer             estimate component
+========================  =================================================================
+model, GPU                ``weights`` (device tensor bytes)
+model, host               input embedding (+ experts kept on the CPU)
+KV, GPU                   ``kv`` + ``mtp_kv`` (both contexts' caches)
+RS, GPU                   ``recurrent``
+compute, GPU              ``compute``
+output, host              logits: ``n_vocab x 4 x n_seq`` per context (output_reserve)
+compute, host             the rest of the pinned CUDA_Host buffers
+========================  =================================================================
+
+The memory breakdown printed at exit (model / context / compute per device) is compared the same
+way when the log has no buffer lines. The total compares device buffers only (the CUDA context and
+kernels are not buffers, so ``overhead`` is left out on both sides); it agrees when the difference
+is within the estimate's tolerance, 3% or 256 MiB (README, "estimate" accuracy).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig
+from crawler.fit.estimate import SERVER_AUTO_PARALLEL
+from crawler.llamalog import MIB, LogConfig, LoggedBuffer, ParsedLog
+
+__all__ = ["TOLERANCE_BYTES", "TOLERANCE_PCT", "BufferRow", "CheckReport", "compare", "run_config"]
+
+TOLERANCE_PCT = 3.0
+TOLERANCE_BYTES = 256 * MIB
+
+
+@dataclass(frozen=True, slots=True)
+class BufferRow:
+    """One buffer: logged and predicted bytes (predicted None where the estimate has no part)."""
+
+    name: str
+    device: str
+    logged_bytes: int
+    predicted_bytes: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """``buffers[]`` item (DESIGN.md section 3)."""
+        return {
+            "name": self.name,
+            "device": self.device,
+            "logged_bytes": self.logged_bytes,
+            "predicted_bytes": self.predicted_bytes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """The comparison ``quants check-log`` prints."""
+
+    config: LogConfig
+    run: RunConfig
+    buffers: tuple[BufferRow, ...]
+    logged_total: int
+    predicted_total: int
+    notes: tuple[str, ...] = ()
+    source: str = "buffers"  # "buffers" (the ... buffer size lines) or "breakdown"
+    #: The GGUF the estimate was computed from (a path, URL, or repo/path from the catalog).
+    estimated_from: str = ""
+
+    @property
+    def diff_bytes(self) -> int:
+        """Predicted minus logged (positive: the estimate is above what llama.cpp allocated)."""
+        return self.predicted_total - self.logged_total
+
+    @property
+    def diff_pct(self) -> float | None:
+        """``diff_bytes`` as a percentage of the logged total."""
+        return 100 * self.diff_bytes / self.logged_total if self.logged_total else None
+
+    @property
+    def tolerance_bytes(self) -> int:
+        """The estimate's tolerance at this size: 3% of the logged total or 256 MiB."""
+        return max(int(self.logged_total * TOLERANCE_PCT / 100), TOLERANCE_BYTES)
+
+    @property
+    def within_tolerance(self) -> bool:
+        """Whether the estimate agrees with the log."""
+        return abs(self.diff_bytes) <= self.tolerance_bytes
+
+    def to_json(self) -> dict[str, Any]:
+        """``quants check-log --json`` (DESIGN.md section 3, plus tolerance and notes)."""
+        c = self.config
+        pct = self.diff_pct
+        return {
+            "model": c.model_path,
+            "estimated_from": self.estimated_from,
+            "config": {
+                "ctx": c.ctx,
+                "type_k": self.run.type_k,
+                "type_v": self.run.type_v,
+                "flash_attn": self.run.flash_attn,
+                "n_seq": c.n_seq,
+                "ubatch": self.run.ubatch,
+                "n_gpu_layers": c.n_gpu_layers,
+            },
+            "source": self.source,
+            "buffers": [b.to_json() for b in self.buffers],
+            "total": {
+                "logged_bytes": self.logged_total,
+                "predicted_bytes": self.predicted_total,
+                "diff_bytes": self.diff_bytes,
+                "diff_pct": None if pct is None else round(pct, 2),
+                "tolerance_bytes": self.tolerance_bytes,
+                "within_tolerance": self.within_tolerance,
+            },
+            "notes": list(self.notes),
+        }
+
+
+def run_config(
+    cfg: LogConfig,
+    c: MemoryCoefficients,
+    model_path: str,
+    *,
+    n_cpu_moe: int | None = None,
+) -> tuple[RunConfig, list[str]]:
+    """The estimate's configuration for the logged run, and notes on what it cannot reproduce."""
+    notes: list[str] = []
+    n_seq = cfg.n_seq or 1
+    if cfg.kv_unified and n_seq == SERVER_AUTO_PARALLEL:
+        parallel: int | None = None  # llama-server's default: 4 slots, one unified cache
+    else:
+        parallel = n_seq
+        if cfg.kv_unified and n_seq > 1:
+            notes.append(f"unified cache with {n_seq} sequences: estimated as {n_seq} streams")
+    mtp = cfg.n_contexts >= 2 and c.mtp_available
+    if cfg.n_contexts >= 2 and not mtp:
+        notes.append("the log has a second (draft) context; only the target is estimated")
+    if cfg.n_gpu_layers is not None and cfg.n_layers and cfg.n_gpu_layers < cfg.n_layers:
+        notes.append(
+            f"only {cfg.n_gpu_layers}/{cfg.n_layers} layers were offloaded; the estimate assumes"
+            " all of them on the GPU"
+        )
+    if cfg.n_ctx_train and cfg.ctx and cfg.ctx > cfg.n_ctx_train:
+        notes.append(
+            f"n_ctx {cfg.ctx} is above the trained context {cfg.n_ctx_train}: llama.cpp allocated"
+            f" the cache for {cfg.ctx} (compared here); llama-server caps a slot at"
+            f" {cfg.n_ctx_train}"
+        )
+    ctx = cfg.ctx or 4096
+    # --cpu-moe / --n-cpu-moe N keep the experts of blocks 0..N-1 on the host (common/arg.cpp).
+    layers = cfg.expert_host_layers
+    n_cpu_moe_logged = layers[-1] + 1 if layers else 0
+    given = n_cpu_moe
+    n_cpu_moe = given if given is not None else n_cpu_moe_logged
+    if cfg.cpu_overrides and not layers and given is None:
+        notes.append(
+            "the run kept tensors on the CPU (--cpu-moe / --n-cpu-moe / -ot), which this log does"
+            " not detail: pass the same --cpu-moe or --n-cpu-moe N to check-log"
+        )
+    cpu_moe = n_cpu_moe > 0 and n_cpu_moe >= c.n_layer
+    if layers and list(layers) != list(range(layers[0], n_cpu_moe_logged)):
+        notes.append(
+            "experts of non-leading blocks are on the host (-ot): estimated as --n-cpu-moe"
+        )
+    run = RunConfig(
+        ctx=ctx,
+        type_k=cfg.type_k or "f16",
+        type_v=cfg.type_v or "f16",
+        flash_attn=cfg.flash_attn or "auto",
+        parallel=parallel,
+        ubatch=cfg.ubatch or 512,
+        batch=cfg.batch or 2048,
+        mtp=mtp,
+        cpu_moe=cpu_moe,
+        n_cpu_moe=0 if cpu_moe else n_cpu_moe,
+        model_path=model_path,
+    )
+    return run, notes
+
+
+def _predictions(c: MemoryCoefficients, est: FitEstimate) -> dict[tuple[str, bool], int]:
+    """Estimate components by (logged kind, on host)."""
+    n_seq = est.n_stream if est.config.parallel is not None else SERVER_AUTO_PARALLEL
+    contexts = 2 if est.config.mtp else 1
+    # src/llama-context.cpp output_reserve: logits of n_outputs_max = n_seq_max rows at f32.
+    output = c.n_vocab * 4 * max(1, n_seq) * contexts
+    return {
+        ("model", False): est.weights,
+        ("model", True): est.host_bytes - est.host_buffers,
+        ("kv", False): est.kv + est.mtp_kv,
+        ("rs", False): est.recurrent,
+        ("compute", False): est.compute,
+        ("output", True): output,
+        ("compute", True): est.host_buffers - output,
+        # memory breakdown rows
+        ("context", False): est.kv + est.mtp_kv + est.recurrent,
+        ("context", True): 0,
+    }
+
+
+def _rows(
+    logged: tuple[LoggedBuffer, ...], pred: dict[tuple[str, bool], int]
+) -> tuple[list[BufferRow], list[str]]:
+    sums: dict[tuple[str, str], int] = defaultdict(int)
+    host: dict[str, bool] = {}
+    for b in logged:
+        if b.kind.startswith("mmproj_"):
+            continue
+        sums[(b.kind, b.device)] += b.bytes
+        host[b.device] = b.on_host
+    gpus = [d for d, h in host.items() if not h]
+    notes = []
+    mmproj = sum(b.bytes for b in logged if b.kind.startswith("mmproj_"))
+    if mmproj:
+        notes.append(
+            f"the multimodal projector's compute buffers ({mmproj / MIB:.2f} MiB) are not estimated"
+            " and are left out"
+        )
+    if len(gpus) > 1:
+        notes.append(f"buffers on {len(gpus)} GPUs; the estimate is for one GPU: compare the total")
+    rows = []
+    used: set[tuple[str, bool]] = set()
+    for (kind, device), n in sums.items():
+        key = (kind, host[device])
+        # The first logged buffer of a (kind, host/GPU) takes the prediction; later ones (a second
+        # GPU, CPU beside CPU_Mapped) have none of their own.
+        rows.append(BufferRow(kind, device, n, None if key in used else pred.get(key)))
+        used.add(key)
+    kinds = {b.kind for b in logged}
+    if "kv" in kinds and "rs" not in kinds and pred[("rs", False)]:
+        rows.append(BufferRow("rs", "-", 0, pred[("rs", False)]))  # predicted, not logged
+    return rows, notes
+
+
+def compare(
+    log: ParsedLog,
+    c: MemoryCoefficients,
+    est: FitEstimate,
+    notes: list[str],
+    *,
+    estimated_from: str = "",
+) -> CheckReport:
+    """Line the estimate up with the log's buffers (or, without them, its memory breakdown)."""
+    pred = _predictions(c, est)
+    source = "buffers" if log.buffers else "breakdown"
+    rows, more = _rows(log.buffers or log.breakdown, pred)
+    device_rows = [r for r in rows if r.device not in ("-",) and not _host_name(r.device)]
+    logged_total = sum(r.logged_bytes for r in device_rows)
+    predicted_total = sum(r.predicted_bytes or 0 for r in rows if not _host_name(r.device))
+    return CheckReport(
+        config=log.config,
+        run=est.config,
+        buffers=tuple(rows),
+        logged_total=logged_total,
+        predicted_total=predicted_total,
+        notes=tuple(notes + more),
+        source=source,
+        estimated_from=estimated_from,
+    )
+
+
+def _host_name(device: str) -> bool:
+    return LoggedBuffer("", device, 0).on_host
