@@ -93,7 +93,8 @@ def quant_group_bits(
     """One row per quant (label, [(group, min_bits, max_bits)]), one column per group present."""
     present = {g for _, groups in quants for g, lo, _ in groups if lo is not None}
     cols = [g for g in GROUP_ORDER if g in present]
-    cols += sorted(present - set(cols))
+    # 1-D tensors (norms) are F32 everywhere: a column of 32s says nothing.
+    cols += sorted(present - set(cols) - {"norm"})
     rows = []
     for _, groups in quants:
         by = {g: (lo, hi if hi is not None else lo) for g, lo, hi in groups if lo is not None}
@@ -117,7 +118,7 @@ def heatmap_svg(
     label_w = min(320, 12 + 7 * max((len(r) for r in hm.row_labels), default=4))
     cell_w, cell_h = 64, 16 if len(hm.row_labels) > 30 else 22
     top, left = 70, label_w + 30
-    width = max(left + cell_w * len(hm.col_labels) + 20, 420)
+    width = max(left + cell_w * len(hm.col_labels), left + 44 * len(_BIT_FILLS), 520) + 20
     height = top + cell_h * len(hm.row_labels) + 20
     p: list[str] = [
         f'<text class="xlabel" x="{left}" y="14" fill="currentColor">'
