@@ -136,7 +136,7 @@ def heatmap_svg(
         p.append(
             f'<rect x="{x}" y="24" width="40" height="14" fill="{colour}"/>'
             f'<text x="{x + 20}" y="35" text-anchor="middle" fill="#000">'
-            f"{'<=' if lx == 0 else ''}{bits}b</text>"
+            f"{'&lt;=' if lx == 0 else ''}{bits}b</text>"
         )
     for i, (label, row) in enumerate(zip(hm.row_labels, hm.cells, strict=True)):
         y = top + i * cell_h

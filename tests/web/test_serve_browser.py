@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import pytest
 
+from crawler.web.app import shown
 from tests.web.conftest import NAME_ESC, NAME_HTML, Served
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -138,10 +139,12 @@ def test_hostile_names_are_text_in_the_dom(served: Served, browser, shots: Path)
     assert any(r"\x1b]0;owned\x07[bold]x[/bold]\u202eevil-Q4_K_M.gguf" in t for t in links)
     text = page.inner_text("main")
     assert "\x1b" not in text and "\u202e" not in text
-    # The copy button carries the real file name (shell-quoted in the command).
+    # The copy button carries the command as the CLI prints it: the file name shell-quoted,
+    # markup as is, terminal controls as visible escapes (never onto the clipboard raw).
     copies = page.locator("button.copy").evaluate_all("bs => bs.map(b => b.dataset.copy)")
     assert any(shlex.quote(NAME_HTML) in c for c in copies)
-    assert any(shlex.quote(NAME_ESC) in c for c in copies)
+    assert any(shown(shlex.quote(NAME_ESC)) in c for c in copies)
+    assert not any("\x1b" in c or "\u202e" in c for c in copies)
     _shoot(page, shots, "hostile")
     page.wait_for_timeout(200)
     assert dialogs == []
