@@ -114,7 +114,7 @@ def _coeffs() -> MemoryCoefficients:
         n_vocab=128256,
         kv_groups=(
             KVGroup(count=32, k_width=1024, v_width=1024, swa=False, k_head=128, v_head=128),
-        ),  # fmt: skip
+        ),
     )
 
 

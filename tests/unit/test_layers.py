@@ -25,6 +25,7 @@ PURE = [
     "cron",
     "launch",
     "query",
+    "charts",
 ]
 FORBIDDEN = {
     "httpx",
@@ -89,3 +90,17 @@ def test_public_api_is_sorted_and_importable():
     assert list(crawler.__all__) == sorted(crawler.__all__)
     for name in crawler.__all__:
         assert hasattr(crawler, name), name
+
+
+def test_web_app_is_a_layer_beside_the_cli():
+    """crawler.web calls the library, never the CLI; only ``quants serve`` imports it."""
+    for path in sorted((PKG / "web").rglob("*.py")):
+        bad = {imp for imp in _imports(path) if imp.startswith("crawler.cli")}
+        assert not bad, f"{path.name} (web) imports {sorted(bad)}"
+    users = {
+        path.relative_to(PKG).as_posix()
+        for path in PKG.rglob("*.py")
+        if not path.is_relative_to(PKG / "web")
+        and any(imp.startswith("crawler.web") for imp in _imports(path))
+    }
+    assert users == {"cli/serve_cmd.py"}

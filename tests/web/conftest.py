@@ -88,8 +88,9 @@ def _hostile_repo(emulator: HubEmulator, files: Path) -> None:
     )
 
 
-def start_server(db: str, tmp: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    """``quants serve --db DB --port 0 ARGS``; (process, base URL) once it listens."""
+def start_server(db: str, tmp: Path, *args: str) -> tuple[subprocess.Popen[str], str, str]:
+    """``quants serve --db DB --port 0 ARGS``; (process, base URL, its stderr so far) once it
+    listens."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "crawler", "serve", "--db", db, "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -103,7 +104,7 @@ def start_server(db: str, tmp: Path, *args: str) -> tuple[subprocess.Popen[str],
         lines.append(line)
         m = re.search(r"quants serve: (http://\S+/)", line)
         if m:
-            return proc, m.group(1)
+            return proc, m.group(1), "".join(lines)
     proc.wait(10)
     raise AssertionError("server did not start: " + "".join(lines))
 
@@ -121,7 +122,7 @@ def served(tmp_path_factory, world_cache: FileCache) -> Iterator[Served]:  # noq
             env=clean_env(tmp), timeout=300,
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    proc, base = start_server(db, tmp)
+    proc, base, _ = start_server(db, tmp)
     m = re.match(r"http://([\d.]+):(\d+)/", base)
     assert m
     try:

@@ -176,7 +176,7 @@ def test_unknown_path_host_header_and_static_files(served: Served) -> None:
     assert served.get("/api/nope")[0] == 404
     # A page asked for under another host name (DNS rebinding) is refused.
     assert served.get("/", headers={"Host": "evil.example"})[0] == 400
-    status, headers, css = served.get("/static/style.css")
+    status, _, css = served.get("/static/style.css")
     assert status == 200 and "prefers-color-scheme: dark" in css
     status, _, js = served.get("/static/copy.js")
     assert status == 200 and "clipboard" in js
@@ -203,12 +203,13 @@ def test_hostile_names_are_escaped_in_html_and_svg(served: Served) -> None:
 
 
 def test_serve_warns_off_loopback_and_refuses_a_taken_port(served: Served) -> None:
-    proc, base = start_server(served.db, served.tmp, "--host", "0.0.0.0")
+    proc, base, head = start_server(served.db, served.tmp, "--host", "0.0.0.0")
     try:
         assert base.startswith("http://0.0.0.0:")
+        assert "warning: listening on 0.0.0.0, not 127.0.0.1" in head
     finally:
         proc.terminate()
-        _, err = proc.communicate(timeout=10)
+        proc.communicate(timeout=10)
     out = run_quants("serve", "--db", served.db, "--port", str(served.port),
                      env=clean_env(served.tmp), timeout=60)  # fmt: skip
     assert out.returncode == 2 and "cannot listen on 127.0.0.1" in out.stderr
