@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -136,6 +137,14 @@ def create_app(db_url: str, *, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS) 
 
     def route(path: str, handler: Handler, *, api: bool) -> Route:
         def endpoint(request: Request) -> Response:
+            started = time.perf_counter()
+            response = answer(request)
+            # Server time of this request (bench/bench_serve.py reads it; browsers show it).
+            ms = (time.perf_counter() - started) * 1000
+            response.headers["Server-Timing"] = f"app;dur={ms:.1f}"
+            return response
+
+        def answer(request: Request) -> Response:
             try:
                 return handler(site, request)
             except (BadParam, UsageError) as exc:
