@@ -17,6 +17,7 @@ from crawler.catalog.reader import Reader
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
+    from crawler.catalog.comparison import ComparedQuant
     from crawler.catalog.quant_detail import QuantDetail
     from crawler.search import SearchRequest
 
@@ -24,6 +25,9 @@ __all__ = ["model_view", "quant_view", "scans_view", "search_view"]
 
 GIB = 1024**3
 DEFAULT_BUDGET_GIB = 24.0
+#: The model page's table and heatmap rows, and its scatter's points, at most.
+MAX_ROWS = 100
+MAX_POINTS = 2000
 
 
 def search_view(reader: Reader, req: SearchRequest) -> dict[str, Any]:
@@ -46,10 +50,20 @@ def model_view(reader: Reader, query: str, *, chart: bool) -> dict[str, Any]:
     if chart:
         from crawler.charts import ScatterPoint, heatmap_svg, quant_group_bits, scatter_svg
 
+        # A popular base model has thousands of quants: the page's table and heatmap keep the
+        # best estimated ones (still smallest first), the scatter at most MAX_POINTS.
+        ranked = sorted(
+            range(len(comparison.quants)),
+            key=lambda i: -(scores.get(_key(comparison.quants[i])) or -1.0),
+        )
+        shown = sorted(ranked[:MAX_ROWS])
+        doc["total_quants"] = len(doc["quants"])
+        doc["quants"] = [doc["quants"][i] for i in shown]
+        kept = [comparison.quants[i] for i in shown]
         rows = [
             (_quant_name(q.repo_id, q.quant_label, q.path),
              [(g.name, g.min_bits, g.max_bits) for g in q.groups])
-            for q in comparison.quants
+            for q in kept
         ]  # fmt: skip
         doc["heatmap_svg"] = heatmap_svg(
             quant_group_bits(rows), title=f"Bits per tensor group: {comparison.base_model}",
@@ -57,13 +71,17 @@ def model_view(reader: Reader, query: str, *, chart: bool) -> dict[str, Any]:
         )  # fmt: skip
         points = [
             ScatterPoint(_quant_name(q.repo_id, q.quant_label, q.path), q.size_bytes, s)
-            for q in comparison.quants
-            if (s := scores.get((q.repo_id, q.path))) is not None
+            for q in (comparison.quants[i] for i in sorted(ranked[:MAX_POINTS]))
+            if (s := scores.get(_key(q))) is not None
         ]
         doc["scatter_svg"] = scatter_svg(
             points, title=f"Size vs estimated quality: {comparison.base_model}"
         )
     return doc
+
+
+def _key(q: ComparedQuant) -> tuple[str, str]:
+    return (q.repo_id, q.path)
 
 
 def _quant_name(repo_id: str, label: str | None, path: str) -> str:
