@@ -1,10 +1,10 @@
 """One quant as the catalog knows it, for ``quants serve``'s quant page and ``/api/quant``.
 
 Read path only, through a :class:`~crawler.catalog.reader.Reader` (plain SQL, no SQLAlchemy):
-the quant's columns, its tensor groups, its memory coefficients, its per-tensor rows (re-profiled
-from the stored raw tensor table, the same :func:`crawler.profile.build_profile` the crawl ran)
-and its versions with what each re-upload changed (:func:`crawler.diff.describe_change`, as
-``quants changes`` words it). Returns frozen dataclasses.
+the quant's columns, its tensor groups, its memory coefficients, its stored raw tensor table
+(decoded shards: the caller re-profiles them with :func:`crawler.profile.build_profile`, as the
+crawl did; the catalog computes nothing) and its versions with what each re-upload changed
+(:func:`crawler.diff.describe_change`, as ``quants changes`` words it). Frozen dataclasses.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from crawler.catalog.candidates import VERDICT_COLUMNS, load_groups, verdicts
 from crawler.catalog.reader import Reader, as_datetime, placeholders
 
 if TYPE_CHECKING:
+    from crawler.analysis import AnalysedShard
     from crawler.fit import MemoryCoefficients
-    from crawler.profile import TensorRow
-    from crawler.rank import GroupStats
 
 __all__ = ["QuantDetail", "QuantVersionRecord", "load_quant", "quality_scores"]
 
@@ -54,11 +53,11 @@ class QuantDetail:
     quality: float | None
     claims: tuple[str, ...]
     verdicts: dict[str, Any]
-    groups: tuple[GroupStats, ...]
+    groups: tuple[Any, ...]  # GroupStats, as crawler.catalog.candidates.load_groups gives them
     memory_status: str | None
     memory_reason: str | None
     coefficients: MemoryCoefficients | None
-    tensors: tuple[TensorRow, ...]
+    shards: tuple[AnalysedShard, ...]  # empty when no tensor table is stored
     versions: tuple[QuantVersionRecord, ...]
 
 
@@ -110,25 +109,21 @@ def load_quant(reader: Reader, repo_id: str, path: str) -> QuantDetail | None:
         memory_status=status,
         memory_reason=reason,
         coefficients=coeffs,
-        tensors=_tensors(reader, qid, repo_id, path),
+        shards=_shards(reader, qid),
         versions=_versions(reader, qid),
     )
 
 
-def _tensors(reader: Reader, qid: int, repo_id: str, path: str) -> tuple[TensorRow, ...]:
-    """The quant's tensors with role, group and layer, from its stored headers (empty if none)."""
+def _shards(reader: Reader, qid: int) -> tuple[AnalysedShard, ...]:
+    """The quant's stored header shards (empty if none, or in an encoding this version lacks)."""
     from crawler.catalog.tensor_tables import decode_tensor_table
-    from crawler.profile import build_profile, merge_headers
 
     rows = reader.rows("SELECT encoding, data FROM tensor_tables WHERE quant_id = :q", {"q": qid})
     if not rows:
         return ()
     try:
-        shards = decode_tensor_table(bytes(rows[0][1]), rows[0][0])
-        headers = [s.header for s in shards]
-        header = headers[0] if len(headers) == 1 else merge_headers(headers)
-        return build_profile(header, file_name=path, repo_id=repo_id).tensors
-    except (ValueError, KeyError):  # an unknown encoding or a table the rules cannot read
+        return tuple(decode_tensor_table(bytes(rows[0][1]), rows[0][0]))
+    except ValueError:
         return ()
 
 

@@ -126,7 +126,8 @@ def estimate_cmd(
                 for text, alt in advice
             ]
     if plot is not None:
-        _plot(plot, read, coeffs, cfg, vram)
+        plot_budget = est.total + data["margin_bytes"] if "margin_bytes" in data else None
+        _plot(plot, read, coeffs, cfg, plot_budget)
     if as_json:
         print_json(data)
     else:
@@ -134,14 +135,13 @@ def estimate_cmd(
 
 
 def _plot(
-    path: Path, read: HeaderRead, coeffs: MemoryCoefficients, cfg: RunConfig, vram: float | None
+    path: Path, read: HeaderRead, coeffs: MemoryCoefficients, cfg: RunConfig, budget: int | None
 ) -> None:
-    """The memory-vs-context chart of ``quants serve``'s quant page, as a file."""
+    """The memory-vs-context chart of ``quants serve``'s quant page, as a file (``budget``: the
+    --vram budget in bytes, drawn as a line with each cache type's largest context)."""
     from crawler.charts import memory_curves, memory_svg
     from crawler.cli._plot import write_plot
-    from crawler.rank import Budget
 
-    budget = Budget.from_gib(vram, headroom_gib=0).device_bytes if vram is not None else None
     curves = memory_curves(coeffs, cfg, budget_bytes=budget)
     title = f"Device memory vs context: {read.source}"
     write_plot(path, memory_svg(curves, budget_bytes=budget, title=title, standalone=True))

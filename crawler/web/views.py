@@ -106,7 +106,7 @@ def quant_view(
     if q is None:
         return None
     budget = int((vram_gib if vram_gib is not None else DEFAULT_BUDGET_GIB) * GIB)
-    layers = layer_group_bits(q.tensors)
+    layers = layer_group_bits(_tensor_rows(q))
     doc = _quant_json(q)
     doc["layers"] = layers.to_json()
     memory: dict[str, Any] = {
@@ -142,6 +142,22 @@ def quant_view(
             else None
         )
     return doc
+
+
+def _tensor_rows(q: QuantDetail) -> tuple[Any, ...]:
+    """The quant's tensors with group, layer and bits: its stored headers profiled again by
+    :func:`crawler.profile.build_profile` (what the crawl ran on them)."""
+    from crawler.errors import QuantsError
+    from crawler.profile import build_profile, merge_headers
+
+    if not q.shards:
+        return ()
+    headers = [s.header for s in q.shards]
+    try:
+        header = headers[0] if len(headers) == 1 else merge_headers(headers)
+        return build_profile(header, file_name=q.path, repo_id=q.repo_id).tensors
+    except (QuantsError, ValueError, KeyError):  # a table today's rules cannot read
+        return ()
 
 
 def _quant_json(q: QuantDetail) -> dict[str, Any]:
