@@ -30,8 +30,8 @@ from starlette.staticfiles import StaticFiles
 
 from crawler.catalog.reader import Reader
 from crawler.errors import CatalogError, NothingFits, QuantsError, UsageError
-from crawler.web import views
 from crawler.web.params import BadParam, integer, number, parse_search, pick, search_values, text
+from crawler.web.views import model_view, quant_view, scans_view, search_view
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
@@ -218,7 +218,7 @@ def _error(site: Site, api: bool, status: int, message: str, *, code: str = "") 
 def _search_api(site: Site, request: Request) -> Response:
     req = parse_search(_query(request))
     with site.reader() as reader:
-        return _json(views.search_view(reader, req))
+        return _json(search_view(reader, req))
 
 
 def _search_page(site: Site, request: Request) -> Response:
@@ -229,7 +229,7 @@ def _search_page(site: Site, request: Request) -> Response:
         try:
             req = parse_search(query)
             with site.reader() as reader:
-                doc = views.search_view(reader, req)
+                doc = search_view(reader, req)
         except (NothingFits, UsageError) as exc:
             error = str(exc)
     return site.page("search.html", form=form, doc=doc, error=error, nav="search")
@@ -241,7 +241,7 @@ def _compare_api(site: Site, request: Request) -> Response:
     q = text("q", query.get("q", ""), required=True)
     assert q is not None
     with site.reader() as reader:
-        return _json(views.model_view(reader, q, chart=False))
+        return _json(model_view(reader, q, chart=False))
 
 
 def _model_page(site: Site, request: Request) -> Response:
@@ -252,7 +252,7 @@ def _model_page(site: Site, request: Request) -> Response:
     if q is not None:
         try:
             with site.reader() as reader:
-                doc = views.model_view(reader, q, chart=True)
+                doc = model_view(reader, q, chart=True)
         except UsageError as exc:
             error = str(exc)
     return site.page("model.html", q=q or "", doc=doc, error=error, nav="model")
@@ -272,7 +272,7 @@ def _quant_args(request: Request) -> tuple[str, str, float | None, int | None]:
 def _quant_doc(site: Site, request: Request, *, chart: bool) -> dict[str, Any]:
     repo, path, vram, ctx = _quant_args(request)
     with site.reader() as reader:
-        doc = views.quant_view(reader, repo, path, vram_gib=vram, ctx=ctx, chart=chart)
+        doc = quant_view(reader, repo, path, vram_gib=vram, ctx=ctx, chart=chart)
     if doc is None:
         raise _NotInCatalog(f"no live quant {repo}/{path} in the catalog")
     return doc
@@ -302,7 +302,7 @@ def _scans_doc(site: Site, request: Request) -> dict[str, Any]:
     pick(query, ("limit",))
     limit = integer("limit", query.get("limit", ""), 1, 500) or 20
     with site.reader() as reader:
-        return views.scans_view(site.catalog(), reader, limit=limit)
+        return scans_view(site.catalog(), reader, limit=limit)
 
 
 def _scans_api(site: Site, request: Request) -> Response:
