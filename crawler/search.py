@@ -19,7 +19,14 @@ from crawler.ranking.rank import rank_candidates
 if TYPE_CHECKING:
     from crawler.catalog.reader import Reader
 
-__all__ = ["SearchRequest", "SearchResult", "result_json", "search", "search_json"]
+__all__ = [
+    "SearchRequest",
+    "SearchResult",
+    "build_request",
+    "result_json",
+    "search",
+    "search_json",
+]
 
 GIB = 1024**3
 
@@ -36,6 +43,62 @@ class SearchRequest:
     ram_gib: float | None = None
     sort: str = "quality"
     limit: int = 20
+
+
+def build_request(
+    *,
+    query: str | None = None,
+    vram: float | None = None,
+    ctx: int | None = None,
+    gpu: str | None = None,
+    headroom: float = 0.5,
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    auto_cache: bool = False,
+    mtp: bool = False,
+    spec_draft_n_max: int = 3,
+    min_attn_bits: float | None = None,
+    arch: str | None = None,
+    author: str | None = None,
+    base: str | None = None,
+    label: str | None = None,
+    loadable: bool = False,
+    cpu_moe: bool = False,
+    ram: float | None = None,
+    sort: str = "quality",
+    limit: int = 20,
+) -> SearchRequest:
+    """The request for ``quants search``'s options, by their names (the CLI, saved searches
+    and ``quants serve``'s ``/api/search`` build it here). ``mtp`` filters and runs the head."""
+    spec = RunSpec(
+        ctx=ctx,
+        type_k=cache_type_k,
+        type_v=cache_type_v,
+        auto_cache=auto_cache,
+        mtp=mtp,
+        spec_draft_n_max=spec_draft_n_max,
+        cpu_moe=cpu_moe,
+    )
+    filters = Filters(
+        query=query,
+        mtp=mtp,
+        min_attn_bits=min_attn_bits,
+        arch=arch,
+        author=author,
+        base=base,
+        label=label,
+        loadable=loadable,
+    )
+    return SearchRequest(
+        spec=spec,
+        filters=filters,
+        vram_gib=vram,
+        gpu=gpu,
+        headroom_gib=headroom,
+        ram_gib=ram,
+        sort=sort,
+        limit=limit,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from crawler.catalog.candidates import VERDICT_COLUMNS, escape_like, load_groups
 from crawler.catalog.reader import Reader
 from crawler.group_stats import GroupStats
 
-__all__ = ["ComparedQuant", "Comparison", "load_comparison"]
+__all__ = ["ComparedQuant", "Comparison", "comparison_json", "load_comparison"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +103,32 @@ def _pick_base(query: str, bases: Sequence[str]) -> str:
         return exact[0]
     listed = "; ".join(bases[:10]) + (f" (+{len(bases) - 10} more)" if len(bases) > 10 else "")
     raise UsageError(f"{query!r} matches several base models: {listed}; name one of them")
+
+
+def comparison_json(c: Comparison) -> dict[str, Any]:
+    """``{base_model, quants: [...]}``; each quant as DESIGN.md section 3 lists."""
+    return {
+        "base_model": c.base_model,
+        "quants": [_quant_json(q) for q in c.quants],
+    }
+
+
+def _quant_json(q: ComparedQuant) -> dict[str, Any]:
+    return {
+        "repo": q.repo_id,
+        "author": q.author,
+        "path": q.path,
+        "quant_label": q.quant_label,
+        "size_bytes": q.size_bytes,
+        "groups": {
+            g.name: {"bpw": g.bpw, "min_bits": g.min_bits, "max_bits": g.max_bits} for g in q.groups
+        },
+        "mtp": {
+            "present": q.mtp_present,
+            "state": q.mtp_state,
+            "preserved": q.mtp_preserved,
+            "min_bits": q.mtp_min_bits,
+        },
+        "attention": {"min_bits": q.attn_min_bits, "preserved": q.attn_preserved},
+        "loadable_by_mainline": q.loadable_by_mainline,
+    }

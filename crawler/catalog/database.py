@@ -159,6 +159,20 @@ class Catalog(Closing):
             raise
         return catalog
 
+    @classmethod
+    def open_readonly(cls, url: str) -> Catalog:
+        """The catalog at ``url`` on connections that cannot write (``quants serve``): never
+        created or migrated (the caller checks the schema, e.g. with ``Reader.open``)."""
+        url = _normalise_url(url)
+        path = _sqlite_path(url)
+        if path is not None and not path.is_file():
+            raise CatalogError(f"no catalog at {path}")
+        probe = cls(create_engine("sqlite://") if path is not None else create_engine(url), url)
+        try:
+            return cls(probe._readonly_engine(), url)
+        finally:
+            probe.engine.dispose()
+
     def close(self) -> None:
         """Release all connections."""
         self.engine.dispose()

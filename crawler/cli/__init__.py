@@ -22,6 +22,7 @@ from crawler.cli import (  # noqa: F401  (importing a command module registers i
     scans_cmd,
     schedule_cmd,
     search_cmd,
+    serve_cmd,
     sql_cmd,
     watch_cmd,
 )

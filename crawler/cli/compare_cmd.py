@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +12,7 @@ from crawler.cli._ondemand import OfflineOpt, ensure_model
 
 if TYPE_CHECKING:
     from crawler.catalog.comparison import ComparedQuant, Comparison
+    from crawler.catalog.reader import Reader
 
 #: Table columns: (group name in the catalog, header).
 _GROUPS = (
@@ -33,53 +35,68 @@ def compare(
     as_json: JsonOpt = False,
     db: DbOpt = None,
     offline: OfflineOpt = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Also write FILE.svg: bits per tensor group per quant, and size vs quality.",
+        ),
+    ] = None,
 ) -> None:
     """One base model's quants side by side: uploader, size and the bits of each tensor group.
 
     A model not looked up in the last 24 h is first looked up on the Hub (docs/ondemand.md).
     """
-    from crawler.catalog.comparison import load_comparison
+    from crawler.catalog.comparison import comparison_json, load_comparison
     from crawler.catalog.reading import reading
     from crawler.cli._output import print_json
     from crawler.config import Settings
 
+    if plot is not None:
+        from crawler.cli._plot import check_plot_path
+
+        check_plot_path(plot)
     settings = Settings.from_env().replace(db_url=db)
     ensure_model(settings, query, offline)
     with reading(settings.resolved_db_url) as reader:
         comparison = load_comparison(reader, query)
+        if plot is not None:
+            _plot(plot, reader, comparison)
     if as_json:
         print_json(comparison_json(comparison))
         return
     typer.echo(_render(comparison))
 
 
-def comparison_json(c: Comparison) -> dict[str, Any]:
-    """``{base_model, quants: [...]}``; each quant as DESIGN.md section 3 lists."""
-    return {
-        "base_model": c.base_model,
-        "quants": [_quant_json(q) for q in c.quants],
-    }
+def _plot(path: Path, reader: Reader, c: Comparison) -> None:
+    """The model page's two charts of ``quants serve``, stacked in one SVG file."""
+    from crawler.catalog.quant_detail import quality_scores
+    from crawler.charts import (
+        ScatterPoint,
+        heatmap_svg,
+        quant_group_bits,
+        scatter_svg,
+        stack_svg,
+    )
+    from crawler.cli._plot import write_plot
 
+    def name(q: ComparedQuant) -> str:
+        return f"{q.repo_id}: {q.quant_label or q.path}"
 
-def _quant_json(q: ComparedQuant) -> dict[str, Any]:
-    return {
-        "repo": q.repo_id,
-        "author": q.author,
-        "path": q.path,
-        "quant_label": q.quant_label,
-        "size_bytes": q.size_bytes,
-        "groups": {
-            g.name: {"bpw": g.bpw, "min_bits": g.min_bits, "max_bits": g.max_bits} for g in q.groups
-        },
-        "mtp": {
-            "present": q.mtp_present,
-            "state": q.mtp_state,
-            "preserved": q.mtp_preserved,
-            "min_bits": q.mtp_min_bits,
-        },
-        "attention": {"min_bits": q.attn_min_bits, "preserved": q.attn_preserved},
-        "loadable_by_mainline": q.loadable_by_mainline,
-    }
+    rows = [(name(q), [(g.name, g.min_bits, g.max_bits) for g in q.groups]) for q in c.quants]
+    scores = quality_scores(reader, [(q.repo_id, q.path) for q in c.quants])
+    points = [
+        ScatterPoint(name(q), q.size_bytes, s)
+        for q in c.quants
+        if (s := scores.get((q.repo_id, q.path))) is not None
+    ]
+    charts = [
+        heatmap_svg(quant_group_bits(rows), title=f"Bits per tensor group: {c.base_model}",
+                    row_axis="quant (uploader/repo: label)"),
+        scatter_svg(points, title=f"Size vs estimated quality: {c.base_model}"),
+    ]  # fmt: skip
+    write_plot(path, stack_svg(charts, title=f"{c.base_model}: {len(c.quants)} quants"))
+    typer.echo(f"wrote {path}", err=True)
 
 
 def _bits(lo: float | None, hi: float | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -59,6 +60,14 @@ def estimate_cmd(
     ] = 0,
     vram: VramOpt = None,
     as_json: JsonOpt = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Also write memory vs context per cache type to FILE.svg (with --vram: the"
+            " budget line and the largest context of each).",
+        ),
+    ] = None,
 ) -> None:
     """Estimate the GPU memory llama-server needs for a GGUF at --ctx tokens (reads only the
     header); with --vram, say whether it fits, the largest context that does, and what fits."""
@@ -69,6 +78,10 @@ def estimate_cmd(
     from crawler.ranking.model import Budget
     from crawler.source import read_target
 
+    if plot is not None:
+        from crawler.cli._plot import check_plot_path
+
+        check_plot_path(plot)
     settings = Settings.from_env()
     read = read_target(target, settings)
     coeffs = coefficients(read.header)
@@ -115,6 +128,9 @@ def estimate_cmd(
                 {"change": text, "bytes": alt.bytes_dict(), "command": _command(read, alt.config)}
                 for text, alt in advice
             ]
+    if plot is not None:
+        plot_budget = est.total + data["margin_bytes"] if "margin_bytes" in data else None
+        _plot(plot, read, coeffs, cfg, plot_budget)
     if as_json:
         print_json(data)
     else:
@@ -122,6 +138,20 @@ def estimate_cmd(
     if vram is not None and data["max_ctx"] == 0:
         # Not even one token fits: the "nothing fits" exit code (README, Exit codes).
         raise typer.Exit(3)
+
+
+def _plot(
+    path: Path, read: HeaderRead, coeffs: MemoryCoefficients, cfg: RunConfig, budget: int | None
+) -> None:
+    """The memory-vs-context chart of ``quants serve``'s quant page, as a file (``budget``: the
+    --vram budget in bytes, drawn as a line with each cache type's largest context)."""
+    from crawler.charts import memory_curves, memory_svg
+    from crawler.cli._plot import write_plot
+
+    curves = memory_curves(coeffs, cfg, budget_bytes=budget)
+    title = f"Device memory vs context: {read.source}"
+    write_plot(path, memory_svg(curves, budget_bytes=budget, title=title, standalone=True))
+    typer.echo(f"wrote {path}", err=True)
 
 
 def _command(read: HeaderRead, cfg: RunConfig) -> str:

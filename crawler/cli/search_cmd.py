@@ -131,38 +131,15 @@ def _request(
     sort: str,
     limit: int,
 ) -> SearchRequest:
-    from crawler.ranking.model import Filters, RunSpec
-    from crawler.search import SearchRequest
+    from crawler.search import build_request
 
-    spec = RunSpec(
-        ctx=ctx,
-        type_k=cache_type_k,
-        type_v=cache_type_v,
-        auto_cache=auto_cache,
-        mtp=mtp,
-        spec_draft_n_max=spec_draft_n_max,
-        cpu_moe=cpu_moe,
-    )
-    filters = Filters(
-        query=query,
-        mtp=mtp,
-        min_attn_bits=min_attn_bits,
-        arch=arch,
-        author=author,
-        base=base,
-        label=label,
-        loadable=loadable,
-    )
-    return SearchRequest(
-        spec=spec,
-        filters=filters,
-        vram_gib=vram,
-        gpu=gpu,
-        headroom_gib=headroom,
-        ram_gib=ram,
-        sort=sort,
+    return build_request(
+        query=query, vram=vram, ctx=ctx, gpu=gpu, headroom=headroom, cache_type_k=cache_type_k,
+        cache_type_v=cache_type_v, auto_cache=auto_cache, mtp=mtp,
+        spec_draft_n_max=spec_draft_n_max, min_attn_bits=min_attn_bits, arch=arch, author=author,
+        base=base, label=label, loadable=loadable, cpu_moe=cpu_moe, ram=ram, sort=sort,
         limit=limit,
-    )
+    )  # fmt: skip
 
 
 def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:

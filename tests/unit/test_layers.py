@@ -41,6 +41,7 @@ PURE = [
     "type_claims",
     "llamalog",
     "checklog",
+    "charts",
 ]
 FORBIDDEN = {
     "httpx",
@@ -198,3 +199,17 @@ def test_pure_packages_are_checked_whole():
     # A package in PURE is checked file by file (rglob), so a new module in it is covered.
     assert len(_module_files("ranking")) >= 6
     assert all(p.suffix == ".py" for p in _module_files("ranking"))
+
+
+def test_web_app_is_a_layer_beside_the_cli():
+    """crawler.web calls the library, never the CLI; only ``quants serve`` imports it."""
+    for path in sorted((PKG / "web").rglob("*.py")):
+        bad = {imp for imp in _imports(path) if imp.startswith("crawler.cli")}
+        assert not bad, f"{path.name} (web) imports {sorted(bad)}"
+    users = {
+        path.relative_to(PKG).as_posix()
+        for path in PKG.rglob("*.py")
+        if not path.is_relative_to(PKG / "web")
+        and any(imp.startswith("crawler.web") for imp in _imports(path))
+    }
+    assert users == {"cli/serve_cmd.py"}

@@ -1,0 +1,158 @@
+"""Query parameters of ``quants serve``: parsed, bounded and validated, or a one-line 400.
+
+The search parameters are ``quants search``'s options without dashes (``cache-type-k`` ->
+``cache_type_k``, DESIGN.md section 3); they become the same :class:`~crawler.search.SearchRequest`
+through :func:`crawler.search.build_request`. Bounds keep one request's cost bounded (``limit``
+at most 200, strings at most 200 characters); an unknown parameter is refused, not ignored, so a
+typo never silently widens a search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from crawler.search import SearchRequest, build_request
+
+__all__ = [
+    "SEARCH_PARAMS",
+    "BadParam",
+    "integer",
+    "number",
+    "parse_search",
+    "pick",
+    "search_values",
+    "text",
+]
+
+MAX_TEXT = 200
+SORTS = ("quality", "speed", "size", "margin", "ctx", "downloads", "updated")
+_TRUE = {"1", "true", "on", "yes"}
+_FALSE = {"0", "false", "off", "no", ""}
+
+
+class BadParam(ValueError):
+    """A malformed or out-of-range query parameter (answered 400 with this message)."""
+
+
+def text(name: str, raw: str, *, required: bool = False) -> str | None:
+    """A string parameter (empty = absent), at most :data:`MAX_TEXT` characters."""
+    value = raw.strip()
+    if not value:
+        if required:
+            raise BadParam(f"{name}: required")
+        return None
+    if len(value) > MAX_TEXT:
+        raise BadParam(f"{name}: at most {MAX_TEXT} characters")
+    return value
+
+
+def number(name: str, raw: str, lo: float, hi: float) -> float | None:
+    """A finite decimal in [lo, hi] (empty = absent)."""
+    value = raw.strip()
+    if not value:
+        return None
+    try:
+        x = float(value)
+    except ValueError:
+        raise BadParam(f"{name}: not a number") from None
+    if not math.isfinite(x) or not lo <= x <= hi:
+        raise BadParam(f"{name}: must be between {lo:g} and {hi:g}")
+    return x
+
+
+def integer(name: str, raw: str, lo: int, hi: int) -> int | None:
+    """A whole number in [lo, hi] (empty = absent); ``k``/``K`` multiplies by 1024 (``256k``)."""
+    value = raw.strip()
+    if not value:
+        return None
+    scale = 1
+    if value[-1:] in ("k", "K"):
+        value, scale = value[:-1], 1024
+    if not value.isdigit() or len(value) > 9:
+        raise BadParam(f"{name}: not a whole number")
+    n = int(value) * scale
+    if not lo <= n <= hi:
+        raise BadParam(f"{name}: must be between {lo} and {hi}")
+    return n
+
+
+def flag(name: str, raw: str) -> bool:
+    """A checkbox / boolean: 1/true/on/yes or 0/false/off/no/empty."""
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise BadParam(f"{name}: not a boolean (use 1 or 0)")
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str | None]:
+    def parse(name: str, raw: str) -> str | None:
+        value = raw.strip().lower()
+        if not value:
+            return None
+        if value not in choices:
+            raise BadParam(f"{name}: one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _cache(name: str, raw: str) -> str | None:
+    from crawler.fit import CACHE_TYPES
+
+    return _choice(tuple(CACHE_TYPES))(name, raw)
+
+
+#: name -> parser; each returns the value (None = not given).
+_SEARCH: dict[str, Callable[[str, str], Any]] = {
+    "q": text,
+    "vram": lambda n, r: number(n, r, 0.1, 4096),
+    "gpu": text,
+    "ctx": lambda n, r: integer(n, r, 1, 1 << 24),
+    "headroom": lambda n, r: number(n, r, 0, 1024),
+    "cache_type_k": _cache,
+    "cache_type_v": _cache,
+    "auto_cache": flag,
+    "mtp": flag,
+    "spec_draft_n_max": lambda n, r: integer(n, r, 0, 64),
+    "min_attn_bits": lambda n, r: number(n, r, 0, 32),
+    "arch": text,
+    "author": text,
+    "base": text,
+    "label": text,
+    "loadable": flag,
+    "cpu_moe": flag,
+    "ram": lambda n, r: number(n, r, 0.1, 1 << 20),
+    "sort": _choice(SORTS),
+    "limit": lambda n, r: integer(n, r, 1, 200),
+}
+SEARCH_PARAMS = tuple(_SEARCH)
+
+
+def pick(query: Mapping[str, str], allowed: tuple[str, ...]) -> None:
+    """BadParam for a parameter outside ``allowed``."""
+    unknown = sorted(set(query) - set(allowed))
+    if unknown:
+        raise BadParam(f"unknown parameter {unknown[0]!r}; known: {', '.join(allowed)}")
+
+
+def search_values(query: Mapping[str, str]) -> dict[str, Any]:
+    """The given search parameters, parsed (absent ones left out)."""
+    pick(query, SEARCH_PARAMS)
+    values = {}
+    for name, parse in _SEARCH.items():
+        if name in query:
+            value = parse(name, query[name])
+            if value is not None:
+                values[name] = value
+    return values
+
+
+def parse_search(query: Mapping[str, str]) -> SearchRequest:
+    """The search request the parameters ask for (``q`` is ``quants search``'s QUERY)."""
+    values = search_values(query)
+    values["query"] = values.pop("q", None)
+    return build_request(**values)

@@ -1,0 +1,220 @@
+"""``quants serve`` over HTTP: every page and API route, errors, read-only, escaping.
+
+The API answers are compared with the CLI's own ``--json`` output for the same options (one
+implementation: the web app calls the same library functions).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.cli import clean_env, run_quants
+from tests.web.conftest import HOSTILE_NAMES, NAME_HTML, Served, start_server
+
+ROUTES = ["/", "/model", "/quant", "/scans", "/api/search", "/api/compare", "/api/quant",
+          "/api/scans"]  # fmt: skip
+
+
+def cli_json(served: Served, *args: str):
+    out = run_quants(*args, "--db", served.db, "--json", env=clean_env(served.tmp), timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_api_search_is_the_cli_search(served: Served) -> None:
+    status, doc = served.json(
+        "/api/search", {"vram": 24, "ctx": 262144, "auto_cache": 1, "q": "qwen3.6 27b"}
+    )
+    assert status == 200
+    cli = cli_json(served, "search", "qwen3.6 27b", "--vram", "24", "--ctx", "262144",
+                   "--auto-cache")  # fmt: skip
+    assert doc == cli
+    assert doc["results"] and all(r["total_bytes"] <= doc["budget"]["device_bytes"]
+                                  for r in doc["results"])  # fmt: skip
+
+
+def test_api_search_gpu_mtp_sort_and_limit(served: Served) -> None:
+    params = {"gpu": "RTX 4090", "ctx": 32768, "mtp": "true", "sort": "speed", "limit": 3}
+    status, doc = served.json("/api/search", params)
+    assert status == 200
+    cli = cli_json(served, "search", "--gpu", "RTX 4090", "--ctx", "32768", "--mtp", "--sort",
+                   "speed", "--limit", "3")  # fmt: skip
+    assert doc == cli
+    assert len(doc["results"]) <= 3 and doc["gpu"]["name"]
+    assert all(r["mtp"]["enabled"] for r in doc["results"])
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"vram": "abc"}, "vram: not a number"),
+        ({"vram": "-1"}, "vram: must be between"),
+        ({"vram": "nan"}, "vram: must be between"),
+        ({"vram": 24, "ctx": "1e9"}, "ctx: not a whole number"),
+        ({"vram": 24, "ctx": "20000000"}, "ctx: must be between"),
+        ({"vram": 24, "limit": "100000"}, "limit: must be between"),
+        ({"vram": 24, "sort": "random"}, "sort: one of"),
+        ({"vram": 24, "cache_type_k": "q3_k"}, "cache_type_k: one of"),
+        ({"vram": 24, "mtp": "maybe"}, "mtp: not a boolean"),
+        ({"vram": 24, "q": "x" * 201}, "q: at most 200"),
+        ({"vram": 24, "bogus": "1"}, "unknown parameter 'bogus'"),
+        ({"ctx": 4096}, "give --vram GIB or --gpu NAME"),
+        ({"vram": 24, "gpu": "nonexistent-gpu-zz"}, "gpu"),
+        ({"vram": 24, "ram": 8}, "--ram only applies with --cpu-moe"),
+    ],
+)
+def test_api_search_bad_parameters_are_400_with_a_message(served: Served, params, message):
+    status, doc = served.json("/api/search", params)
+    assert status == 400, doc
+    assert message in doc["error"]
+    assert "Traceback" not in doc["error"]
+
+
+def test_nothing_fits_is_404_with_the_reason(served: Served) -> None:
+    status, doc = served.json("/api/search", {"vram": 1, "ctx": 262144})
+    assert status == 404
+    assert doc["code"] == "nothing_fits" and "no quant fits" in doc["error"]
+
+
+def test_search_page_rows_commands_and_copy_buttons(served: Served) -> None:
+    status, headers, html = served.get("/", {"vram": 24, "ctx": 262144, "auto_cache": "1"})
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in headers["content-security-policy"]
+    rows = re.findall(r'<tr class="result">', html)
+    _, doc = served.json("/api/search", {"vram": 24, "ctx": 262144, "auto_cache": "1"})
+    assert len(rows) == len(doc["results"]) >= 2
+    assert html.count('class="copy"') >= len(rows)
+    assert "llama-server -hf " in html
+    # A plain page load has the form and no results; a bad parameter is a 400 page.
+    status, _, plain = served.get("/")
+    assert status == 200 and 'form id="search"' in plain and '<tr class="result">' not in plain
+    status, _, bad = served.get("/", {"vram": "lots"})
+    assert status == 400 and "vram: not a number" in bad
+
+
+def test_api_compare_is_the_cli_compare_and_the_page_has_charts(served: Served) -> None:
+    status, doc = served.json("/api/compare", {"q": "Qwen/Qwen3.6-27B"})
+    assert status == 200
+    cli = cli_json(served, "compare", "Qwen/Qwen3.6-27B")
+    # The API adds the catalog's quality estimate to each quant; the rest is the CLI's shape.
+    assert [{k: v for k, v in q.items() if k != "quality"} for q in doc["quants"]] == cli["quants"]
+    assert doc["base_model"] == cli["base_model"]
+    assert any(q["quality"] is not None for q in doc["quants"])
+    status, _, html = served.get("/model", {"q": "Qwen/Qwen3.6-27B"})
+    assert status == 200
+    assert html.count('class="cell"') > 10 and 'class="pareto"' in html
+    assert "file size (GiB)" in html and "estimated quality (0-100)" in html
+    assert served.json("/api/compare", {})[0] == 400
+    assert served.json("/api/compare", {"q": "no-such-model-zz"})[0] == 400
+
+
+def test_api_quant_profile_layers_memory_versions(served: Served) -> None:
+    _, found = served.json("/api/search", {"vram": 24, "ctx": 32768, "q": "Qwen3.6-27B-MTP"})
+    top = found["results"][0]
+    status, doc = served.json(
+        "/api/quant", {"repo": top["repo"], "path": top["path"], "vram": 24, "ctx": 32768}
+    )
+    assert status == 200
+    assert (doc["repo"], doc["path"], doc["size_bytes"]) == (top["repo"], top["path"],
+                                                            top["size_bytes"])  # fmt: skip
+    assert doc["groups"]["attn"]["min_bits"] == top["attention"]["min_bits"]
+    assert doc["layers"]["rows"][0] == "blk.0" and "attn" in doc["layers"]["columns"]
+    curves = {(c["type_k"], c["type_v"]): c for c in doc["memory"]["curves"]}
+    assert ("f16", "f16") in curves and ("q4_0", "q4_0") in curves
+    # The memory model is the search's: the estimate at the search's context is its total.
+    if top["cache"] == {"type_k": "f16", "type_v": "f16"} and not top["mtp"]["enabled"]:
+        assert doc["memory"]["at_ctx"]["total"] == top["total_bytes"]
+    # Lighter caches reach further within the same budget.
+    assert curves[("q4_0", "q4_0")]["max_ctx"] >= curves[("f16", "f16")]["max_ctx"]
+    assert doc["versions"] and doc["versions"][0]["scan_id"] == 1
+    status, _, html = served.get("/quant", {"repo": top["repo"], "path": top["path"]})
+    assert status == 200
+    assert 'class="budget"' in html and html.count('class="curve"') >= 2
+    assert "context (tokens, log scale)" in html and "device memory (GiB)" in html
+
+
+@pytest.mark.parametrize(
+    ("params", "status"),
+    [
+        ({"repo": "nobody/none", "path": "x.gguf"}, 404),
+        ({"repo": "nobody/none"}, 400),
+        ({"repo": "a", "path": "b", "vram": "x"}, 400),
+        ({"repo": "a", "path": "b", "extra": "1"}, 400),
+    ],
+)
+def test_api_quant_errors(served: Served, params, status) -> None:
+    got, doc = served.json("/api/quant", params)
+    assert got == status and doc["error"]
+
+
+def test_api_scans_is_the_history(served: Served) -> None:
+    status, doc = served.json("/api/scans")
+    assert status == 200
+    assert doc["scans"] == cli_json(served, "scans")
+    assert doc["scans"][0]["status"] in ("ok", "partial")
+    # The broken hostile file is not an error (not a GGUF); the counts and the list agree.
+    assert sum(doc["errors_by_kind"].values()) >= len(doc["errors"])
+    assert set(doc["changes"]) >= {"new_quants", "reuploads"}
+    assert doc["watches"] == []
+    status, _, html = served.get("/scans")
+    assert status == 200 and 'id="scans"' in html
+    assert served.json("/api/scans", {"limit": "0"})[0] == 400
+
+
+@pytest.mark.parametrize("path", ROUTES)
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+def test_no_route_accepts_a_write_method(served: Served, path: str, method: str) -> None:
+    status, _, _ = served.get(path, method=method)
+    assert status == 405
+
+
+def test_unknown_path_host_header_and_static_files(served: Served) -> None:
+    assert served.get("/nope")[0] == 404
+    assert served.get("/api/nope")[0] == 404
+    # A page asked for under another host name (DNS rebinding) is refused.
+    assert served.get("/", headers={"Host": "evil.example"})[0] == 400
+    status, _, css = served.get("/static/style.css")
+    assert status == 200 and "prefers-color-scheme: dark" in css
+    status, _, js = served.get("/static/copy.js")
+    assert status == 200 and "clipboard" in js
+    assert served.get("/static/../app.py")[0] == 404
+    assert served.get("/", {"q": "x" * 5000})[0] == 400
+
+
+def test_hostile_names_are_escaped_in_html_and_svg(served: Served) -> None:
+    status, _, html = served.get("/", {"vram": 24, "ctx": 4096, "limit": 50, "q": "Hostile-Text"})
+    assert status == 200
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in html
+    assert "\x1b" not in html and "\u202e" not in html and "\x07" not in html
+    assert r"\x1b]0;owned\x07[bold]x[/bold]\u202eevil-Q4_K_M.gguf" in html
+    _, doc = served.json("/api/search", {"vram": 24, "ctx": 4096, "limit": 50, "q": "Hostile"})
+    paths = {r["path"] for r in doc["results"]}
+    assert set(HOSTILE_NAMES) <= paths  # JSON carries the names as they are
+    status, _, page = served.get("/quant", {"repo": "evil/Hostile-Text-GGUF", "path": NAME_HTML})
+    assert status == 200
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(1)" in page  # the file name, shown as text
+    status, _, model = served.get("/model", {"q": "meta-llama/Llama-3.1-8B"})
+    assert status == 200 and "<script>alert" not in model and "&lt;script&gt;" in model
+
+
+def test_serve_warns_off_loopback_and_refuses_a_taken_port(served: Served) -> None:
+    proc, base, head = start_server(served.db, served.tmp, "--host", "0.0.0.0")
+    try:
+        assert base.startswith("http://0.0.0.0:")
+        assert "warning: listening on 0.0.0.0, not 127.0.0.1" in head
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    out = run_quants("serve", "--db", served.db, "--port", str(served.port),
+                     env=clean_env(served.tmp), timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "cannot listen on 127.0.0.1" in out.stderr
+    assert "Traceback" not in out.stderr
+    missing = run_quants("serve", "--db", f"sqlite:///{served.tmp / 'none.sqlite'}",
+                         env=clean_env(served.tmp), timeout=60)  # fmt: skip
+    assert missing.returncode == 1 and "no catalog at" in missing.stderr
+    assert not (served.tmp / "none.sqlite").exists()  # read-only: never created

@@ -1,0 +1,55 @@
+"""``quants serve`` on a PostgreSQL catalog: the same routes answer, read-only sessions."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.cli import clean_env, run_quants
+from tests.fixtures.world import WORLD, FileCache, populate
+from tests.hub_emulator import HubEmulator
+from tests.hub_emulator.fixtures import world_cache  # noqa: F401
+from tests.pg import databases
+from tests.web.conftest import Served, start_server
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="module")
+def pg_served(tmp_path_factory, world_cache: FileCache):  # noqa: F811
+    tmp = tmp_path_factory.mktemp("serve-pg")
+    with databases("quants_serve") as new:
+        db = new()
+        emulator = HubEmulator()
+        populate(emulator.state, world_cache, WORLD)
+        with emulator:
+            out = run_quants("crawl", "--endpoint", emulator.endpoint, "--db", db, "--all",
+                             env=clean_env(tmp), timeout=300)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        proc, base, _ = start_server(db, tmp)
+        m = re.match(r"http://([\d.]+):(\d+)/", base)
+        assert m
+        try:
+            yield Served(base, m.group(1), int(m.group(2)), db, tmp, proc)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def test_routes_answer_on_postgresql(pg_served: Served) -> None:
+    status, doc = pg_served.json("/api/search", {"vram": 24, "ctx": 32768})
+    assert status == 200 and doc["results"]
+    cli = run_quants("search", "--vram", "24", "--ctx", "32768", "--db", pg_served.db, "--json",
+                     env=clean_env(pg_served.tmp), timeout=120)  # fmt: skip
+    assert doc == json.loads(cli.stdout)
+    top = doc["results"][0]
+    status, quant = pg_served.json("/api/quant", {"repo": top["repo"], "path": top["path"]})
+    assert status == 200 and quant["layers"]["rows"] and quant["memory"]["curves"]
+    assert pg_served.json("/api/compare", {"q": top["base_model"] or top["repo"]})[0] == 200
+    status, scans = pg_served.json("/api/scans")
+    assert status == 200 and scans["scans"]
+    for path in ("/", "/scans"):
+        assert pg_served.get(path)[0] == 200
+        assert pg_served.get(path, method="POST")[0] == 405
