@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Table, Text, cast
+from sqlalchemy import JSON, Column, MetaData, Table, Text, cast
 
 from crawler.catalog.tables import (
     File,
@@ -23,9 +23,10 @@ from crawler.catalog.tables import (
     TensorGroup,
     TensorTable,
 )
-from crawler.snapshot.manifest import FILES, OPTIONAL_FILES, Column
+from crawler.snapshot.manifest import FILES, OPTIONAL_FILES
+from crawler.snapshot.manifest import Column as SnapshotColumn
 
-__all__ = ["TABLES", "arrow_schema", "as_utc", "columns_of", "read_expr"]
+__all__ = ["TABLES", "WRITE_TABLES", "arrow_schema", "as_utc", "columns_of", "read_expr"]
 
 #: snapshot file -> the catalog table its non-key columns come from.
 TABLES: dict[str, Table] = {
@@ -37,6 +38,22 @@ TABLES: dict[str, Table] = {
     "quant_versions.parquet": QuantVersion.__table__,  # type: ignore[dict-item]
     "tensor_tables.parquet": TensorTable.__table__,  # type: ignore[dict-item]
 }
+
+
+
+def _write_table(table: Table) -> Table:
+    # The same table for INSERT/UPDATE, except that Python None in a JSON column is SQL NULL
+    # (what the crawl stores when it sets nothing), not the JSON text 'null'.
+    cols = [
+        Column(c.name, JSON(none_as_null=True) if isinstance(c.type, JSON) else c.type,
+               primary_key=c.primary_key)
+        for c in table.columns
+    ]  # fmt: skip
+    return Table(table.name, MetaData(), *cols)
+
+
+#: What the import writes through (see :func:`_write_table`).
+WRITE_TABLES: dict[str, Table] = {name: _write_table(t) for name, t in TABLES.items()}
 
 _ARROW = {
     "int": pa.int64(),
@@ -50,7 +67,7 @@ _ARROW = {
 }
 
 
-def columns_of(name: str) -> tuple[Column, ...]:
+def columns_of(name: str) -> tuple[SnapshotColumn, ...]:
     """The columns of snapshot file ``name``."""
     return FILES.get(name) or OPTIONAL_FILES[name]
 
@@ -60,7 +77,7 @@ def arrow_schema(name: str) -> pa.Schema:
     return pa.schema([pa.field(c.name, _ARROW[c.kind]) for c in columns_of(name)])
 
 
-def read_expr(table: Table, column: Column) -> Any:
+def read_expr(table: Table, column: SnapshotColumn) -> Any:
     """The SELECT expression of a catalog column: JSON is read as its text (no decode/encode)."""
     col = table.c[column.name]
     return cast(col, Text) if column.kind == "json" else col

@@ -135,16 +135,27 @@ def _select(name: str, cutoff: datetime | None) -> Select[Any]:
             .order_by(Repo.repo_id, File.path)
         )
     exprs = [Repo.repo_id, Quant.path, *(read_expr(table, c) for c in cols[2:])]
-    query = select(*exprs).join(Repo, Repo.id == Quant.repo_pk).where(_quant_filter(cutoff))
     if name == "quants.parquet":
-        return query.select_from(Quant).order_by(Repo.repo_id, Quant.path)
+        return (
+            select(*exprs)
+            .select_from(Quant)
+            .join(Repo, Repo.id == Quant.repo_pk)
+            .where(_quant_filter(cutoff))
+            .order_by(Repo.repo_id, Quant.path)
+        )
     child = {
         "tensor_groups.parquet": TensorGroup,
         "memory_models.parquet": MemoryModel,
         "quant_versions.parquet": QuantVersion,
         "tensor_tables.parquet": TensorTable,
     }[name]
-    query = query.select_from(child).join(Quant, Quant.id == child.quant_id)
+    query = (
+        select(*exprs)
+        .select_from(child)
+        .join(Quant, Quant.id == child.quant_id)
+        .join(Repo, Repo.id == Quant.repo_pk)
+        .where(_quant_filter(cutoff))
+    )
     order: list[Any] = [Repo.repo_id, Quant.path]
     if child is TensorGroup:
         order.append(TensorGroup.group_name)

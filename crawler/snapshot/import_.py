@@ -40,7 +40,8 @@ from crawler.catalog.tables import (
     TensorTable,
 )
 from crawler.errors import SnapshotError
-from crawler.snapshot.columns import TABLES, arrow_schema, as_utc, columns_of
+from crawler.snapshot.columns import WRITE_TABLES as TABLES
+from crawler.snapshot.columns import arrow_schema, as_utc, columns_of
 from crawler.snapshot.manifest import MANIFEST_NAME, Manifest, ManifestError, parse_manifest
 
 __all__ = ["ImportSummary", "import_snapshot", "verify_snapshot"]
@@ -196,7 +197,7 @@ class _Merge:
                     theirs = as_utc(row["first_seen_at"])
                     if first is None or (theirs is not None and theirs < first):
                         values["first_seen_at"] = theirs
-                    self.conn.execute(update(Repo).where(Repo.id == mine.id).values(**values))
+                    self.conn.execute(update(table).where(table.c.id == mine.id).values(**values))
                     self.summary.repos_updated += 1
                     self.repos_taken.add(row["repo_id"])
                     self.touched_repos.add(mine.id)
@@ -233,7 +234,7 @@ class _Merge:
                     self.summary.quants_added += 1
                 elif _newer(row["analysed_at"], mine.analysed_at):
                     values.pop("first_seen_at", None)
-                    self.conn.execute(update(Quant).where(Quant.id == mine.id).values(**values))
+                    self.conn.execute(update(table).where(table.c.id == mine.id).values(**values))
                     replaced.append(mine.id)
                     if mine.content_key != row["content_key"]:
                         self.content_changed.add(mine.id)
