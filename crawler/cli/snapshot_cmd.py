@@ -72,3 +72,85 @@ def _render_import(data: dict[str, object], *, as_json: bool) -> None:
     for key, value in data.items():
         if key != "scans":
             typer.echo(f"{key:16} {value}")
+
+
+@app.command("publish")
+def publish_command(
+    dataset_repo: Annotated[str, typer.Argument(help="Hub dataset repo, e.g. you/quants-catalog.")],
+    path: Annotated[
+        Path | None,
+        typer.Option("--path", help="Publish this snapshot directory instead of exporting now."),
+    ] = None,
+    with_tensors: Annotated[
+        bool, typer.Option("--with-tensors", help="Export the raw tensor tables too.")
+    ] = False,
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="Hub URL (default: $QUANTS_HF_ENDPOINT).")
+    ] = None,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Export the catalog and upload it to a Hub dataset repo as one commit.
+
+    The token comes from HF_TOKEN or `hf auth login`; it is never printed.
+    """
+    import tempfile
+
+    from huggingface_hub.utils import disable_progress_bars
+
+    from crawler.catalog import Catalog
+    from crawler.cli._output import print_json
+    from crawler.config import Settings
+    from crawler.snapshot.export import export_snapshot
+    from crawler.snapshot.hubsync import publish_snapshot
+
+    disable_progress_bars()
+    settings = Settings.from_env().replace(db_url=db, hf_endpoint=endpoint)
+    with tempfile.TemporaryDirectory(prefix="quants-publish-") as tmp:
+        if path is None:
+            path = Path(tmp) / "snapshot"
+            with Catalog.open(settings.resolved_db_url) as catalog:
+                export_snapshot(catalog, path, with_tensors=with_tensors)
+        result = publish_snapshot(settings, path, dataset_repo)
+    if as_json:
+        print_json(result.to_json())
+        return
+    typer.echo(f"published {result.files} files to {result.url} (commit {result.commit})")
+
+
+@app.command("pull")
+def pull_command(
+    dataset_repo: Annotated[str, typer.Argument(help="Hub dataset repo to pull a snapshot from.")],
+    revision: Annotated[
+        str | None, typer.Option("--revision", help="Branch, tag or commit (default: main).")
+    ] = None,
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="Hub URL (default: $QUANTS_HF_ENDPOINT).")
+    ] = None,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Download a published snapshot (changed files only) and import it into the catalog."""
+    from huggingface_hub.utils import disable_progress_bars
+
+    from crawler.catalog import Catalog
+    from crawler.cli._output import print_json
+    from crawler.config import Settings
+    from crawler.lock import crawl_lock
+    from crawler.snapshot.hubsync import pull_snapshot
+
+    disable_progress_bars()
+    settings = Settings.from_env().replace(db_url=db, hf_endpoint=endpoint)
+    with (
+        crawl_lock(settings, command="quants pull"),
+        Catalog.open(settings.resolved_db_url) as catalog,
+    ):
+        result = pull_snapshot(settings, catalog, dataset_repo, revision=revision)
+    if as_json:
+        print_json(result.to_json())
+        return
+    typer.echo(f"pulled {dataset_repo} at {result.commit}: {result.bytes_downloaded} bytes")
+    if result.imported is None:
+        typer.echo("snapshot already imported; nothing to do")
+    else:
+        _render_import(result.imported.to_json(), as_json=False)

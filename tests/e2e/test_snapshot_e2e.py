@@ -300,3 +300,91 @@ def test_duckdb_reads_the_export_and_the_documented_query_answers(crawled) -> No
     for name, entry in manifest["files"].items():
         n = conn.execute(f"SELECT count(*) FROM '{snap / name}'").fetchone()[0]
         assert n == entry["rows"], name
+
+
+# --- publish / pull through the emulator -------------------------------------------------------
+
+TOKEN = "hf_test_user"
+DATASET = "quants-bot/gguf-catalog"
+
+
+def hub_env(tmp: Path, emu: HubEmulator, *, token: bool = True) -> dict[str, str]:
+    # The emulator speaks the LFS batch protocol, not Xet: HF_HUB_DISABLE_XET=1 is
+    # huggingface_hub's documented switch (constants.py) that makes it upload that way.
+    extra = {"QUANTS_HF_ENDPOINT": emu.endpoint, "HF_HUB_DISABLE_XET": "1"}
+    if token:
+        extra["HF_TOKEN"] = TOKEN
+    return clean_env(tmp, **extra)
+
+
+def hub_cli(emu: HubEmulator, tmp: Path, *args: str, token: bool = True) -> Any:
+    out = run_quants(*args, "--json", env=hub_env(tmp, emu, token=token), timeout=180)
+    assert TOKEN not in out.stdout + out.stderr  # never printed
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def downloaded(emu: HubEmulator) -> dict[str, int]:
+    """Content bytes the emulator served per file (GET bodies of the CDN and resolve-cache)."""
+    out: dict[str, int] = {}
+    for r in emu.requests(method="GET"):
+        if r.origin == "cdn" or "/resolve-cache/" in r.path:
+            out[r.path.rsplit("/", 1)[-1]] = out.get(r.path.rsplit("/", 1)[-1], 0) + r.bytes_sent
+    return out
+
+
+def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(crawled) -> None:
+    db, _snap, tmp = crawled
+    publisher, puller = tmp / "publisher", tmp / "puller"
+    target = f"sqlite:///{puller / 'pulled.sqlite'}"
+    with HubEmulator() as emu:
+        # Anonymous: refused with a one-line message, nothing created.
+        out = run_quants("publish", DATASET, "--db", db, env=hub_env(publisher, emu, token=False))
+        assert out.returncode == 1 and "not authorised" in out.stderr.splitlines()[0]
+        assert DATASET not in emu.state.datasets
+
+        first = hub_cli(emu, publisher, "publish", DATASET, "--db", db)
+        repo = emu.state.datasets[DATASET]
+        assert repo.head.sha == first["commit"] and len(repo.commits) == 2  # create + one commit
+        assert set(repo.head.files) == {".gitattributes", MANIFEST_NAME, *(
+            "repos.parquet quants.parquet files.parquet tensor_groups.parquet "
+            "memory_models.parquet quant_versions.parquet").split()}  # fmt: skip
+        assert all(repo.head.files[n].lfs for n in repo.head.files if n.endswith(".parquet"))
+
+        # The second machine: pull into an empty catalog, then search it with no crawl.
+        pulled = hub_cli(emu, puller, "pull", DATASET, "--db", target)
+        assert pulled["commit"] == first["commit"] and pulled["imported"]["quants_added"] > 10
+        assert pulled["bytes_downloaded"] == sum(downloaded(emu).values()) > 0
+        assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
+        assert search(target, tmp) == search(db, tmp)
+
+        # Unchanged: publishing again makes no commit; pulling again downloads 0 bytes.
+        again = hub_cli(emu, publisher, "publish", DATASET, "--db", db)
+        assert again["commit"] == first["commit"] and len(repo.commits) == 2
+        emu.clear_log()
+        second = hub_cli(emu, puller, "pull", DATASET, "--db", target)
+        assert second["bytes_downloaded"] == 0 and downloaded(emu) == {}
+        assert second["imported"] is None
+
+        # One quant re-analysed: only the files whose content changed are fetched again.
+        newer = tmp / "publisher.sqlite"
+        shutil.copy(db.removeprefix("sqlite:///"), newer)
+        path_a = snapshot(db)["quants"][0][1]
+        _sql(f"sqlite:///{newer}", "UPDATE quants SET quant_label='RELABELLED',"
+             " analysed_at='2099-01-01 00:00:00' WHERE path = ?", path_a)  # fmt: skip
+        third = hub_cli(emu, publisher, "publish", DATASET, "--db", f"sqlite:///{newer}")
+        assert third["commit"] != first["commit"] and len(repo.commits) == 3
+        emu.clear_log()
+        fourth = hub_cli(emu, puller, "pull", DATASET, "--db", target)
+        fetched = downloaded(emu)
+        assert fourth["imported"]["quants_updated"] == 1
+        assert fourth["bytes_downloaded"] == sum(fetched.values())
+        assert "RELABELLED" in {r[3] for r in view(target, tmp, "v_quants")}
+        # LFS blobs are served by sha256 on the CDN, git files by name from resolve-cache:
+        # only the changed quants file and the manifest travelled.
+        assert set(fetched) == {repo.head.files["quants.parquet"].sha256, MANIFEST_NAME}
+
+        # --revision: the first snapshot again (older analyses lose, nothing is lost).
+        old = hub_cli(emu, puller, "pull", DATASET, "--revision", first["commit"], "--db", target)
+        assert old["commit"] == first["commit"] and old["imported"]["quants_updated"] == 0
+        assert "RELABELLED" in {r[3] for r in view(target, tmp, "v_quants")}
