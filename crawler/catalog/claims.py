@@ -1,0 +1,74 @@
+"""Work claims: crawl processes that share one catalog never read the same repo at once.
+
+Before reading a repo, a crawler inserts ``repo_claims(repo_id, owner, expires_at)``; the
+primary key lets exactly one insert win (``INSERT ... ON CONFLICT DO NOTHING`` on both
+PostgreSQL and SQLite). A claim whose ``expires_at`` has passed (its crawler was killed) is taken
+over by an UPDATE whose WHERE re-checks the expiry, so two crawlers racing for a lapsed claim get
+one winner (PostgreSQL re-evaluates the WHERE on the locked row under READ COMMITTED; SQLite
+serialises writers). The winner re-reads the repo's stored state after claiming (another crawler
+may have written it just before releasing) and deletes its claim after its write commits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, update
+
+from crawler.catalog import Catalog
+from crawler.catalog.tables import RepoClaim
+
+__all__ = ["CLAIM_TTL", "claim_repo", "new_owner", "release_repo"]
+
+#: How long a claim holds without being released. Far above one repo's read (seconds to a
+#: minute with retries), so only a dead crawler's claims lapse.
+CLAIM_TTL = timedelta(minutes=30)
+
+
+def new_owner() -> str:
+    """A fresh owner id for one crawl pass."""
+    return uuid.uuid4().hex
+
+
+def _insert(dialect: str) -> object:
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(RepoClaim)
+
+
+def claim_repo(
+    catalog: Catalog,
+    repo_id: str,
+    owner: str,
+    *,
+    ttl: timedelta = CLAIM_TTL,
+    now: datetime | None = None,
+) -> bool:
+    """Claim ``repo_id`` for ``owner``; False when another live claim holds it."""
+    now = now or datetime.now(UTC)
+    values = {"owner": owner, "claimed_at": now, "expires_at": now + ttl}
+    with catalog.engine.begin() as conn:
+        stmt = _insert(conn.dialect.name)
+        inserted = conn.execute(
+            stmt.values(repo_id=repo_id, **values).on_conflict_do_nothing()  # type: ignore[attr-defined]
+        )
+        if inserted.rowcount == 1:
+            return True
+        taken = conn.execute(
+            update(RepoClaim)
+            .where(RepoClaim.repo_id == repo_id)
+            .where((RepoClaim.expires_at < now) | (RepoClaim.owner == owner))
+            .values(**values)
+        )
+        return bool(taken.rowcount == 1)
+
+
+def release_repo(catalog: Catalog, repo_id: str, owner: str) -> None:
+    """Drop ``owner``'s claim on ``repo_id`` (after its write committed)."""
+    with catalog.engine.begin() as conn:
+        conn.execute(
+            delete(RepoClaim).where(RepoClaim.repo_id == repo_id, RepoClaim.owner == owner)
+        )
