@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, update
 
@@ -31,12 +32,14 @@ def new_owner() -> str:
     return uuid.uuid4().hex
 
 
-def _insert(dialect: str) -> object:
+def _insert(dialect: str) -> Any:
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert(RepoClaim)
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(RepoClaim)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(RepoClaim)
 
 
 def claim_repo(
@@ -52,9 +55,7 @@ def claim_repo(
     values = {"owner": owner, "claimed_at": now, "expires_at": now + ttl}
     with catalog.engine.begin() as conn:
         stmt = _insert(conn.dialect.name)
-        inserted = conn.execute(
-            stmt.values(repo_id=repo_id, **values).on_conflict_do_nothing()  # type: ignore[attr-defined]
-        )
+        inserted = conn.execute(stmt.values(repo_id=repo_id, **values).on_conflict_do_nothing())
         if inserted.rowcount == 1:
             return True
         taken = conn.execute(

@@ -1,4 +1,4 @@
-"""``quants export`` / ``import`` / ``publish`` / ``pull``: catalog snapshots (docs/snapshots.md)."""
+"""``quants export`` / ``import`` / ``publish`` / ``pull``: snapshots, docs/snapshots.md."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def publish_command(
     """
     import tempfile
 
-    from huggingface_hub.utils import disable_progress_bars
+    from huggingface_hub.utils.tqdm import disable_progress_bars
 
     from crawler.catalog import Catalog
     from crawler.cli._output import print_json
@@ -131,7 +131,7 @@ def pull_command(
     db: DbOpt = None,
 ) -> None:
     """Download a published snapshot (changed files only) and import it into the catalog."""
-    from huggingface_hub.utils import disable_progress_bars
+    from huggingface_hub.utils.tqdm import disable_progress_bars
 
     from crawler.catalog import Catalog
     from crawler.cli._output import print_json

@@ -40,15 +40,17 @@ TABLES: dict[str, Table] = {
 }
 
 
-
 def _write_table(table: Table) -> Table:
     # The same table for INSERT/UPDATE, except that Python None in a JSON column is SQL NULL
     # (what the crawl stores when it sets nothing), not the JSON text 'null'.
     cols = [
-        Column(c.name, JSON(none_as_null=True) if isinstance(c.type, JSON) else c.type,
-               primary_key=c.primary_key)
+        Column(
+            c.name,
+            JSON(none_as_null=True) if isinstance(c.type, JSON) else c.type,
+            primary_key=c.primary_key,
+        )
         for c in table.columns
-    ]  # fmt: skip
+    ]
     return Table(table.name, MetaData(), *cols)
 
 

@@ -116,8 +116,10 @@ def _select(name: str, cutoff: datetime | None) -> Select[Any]:
     table = TABLES[name]
     cols = columns_of(name)
     if name == "repos.parquet":
-        return select(*(read_expr(table, c) for c in cols)).where(_repo_filter(cutoff)).order_by(
-            Repo.repo_id
+        return (
+            select(*(read_expr(table, c) for c in cols))
+            .where(_repo_filter(cutoff))
+            .order_by(Repo.repo_id)
         )
     if name == "files.parquet":
         exprs = [
@@ -143,7 +145,7 @@ def _select(name: str, cutoff: datetime | None) -> Select[Any]:
             .where(_quant_filter(cutoff))
             .order_by(Repo.repo_id, Quant.path)
         )
-    child = {
+    child: Any = {
         "tensor_groups.parquet": TensorGroup,
         "memory_models.parquet": MemoryModel,
         "quant_versions.parquet": QuantVersion,
@@ -193,7 +195,7 @@ def _write_file(conn: Connection, out: Path, name: str, cutoff: datetime | None)
 
 
 def _scan_range(conn: Connection, cutoff: datetime | None) -> tuple[list[int], Any, Any]:
-    where = [Scan.status.in_(("ok", "interrupted"))]
+    where: list[Any] = [Scan.status.in_(("ok", "interrupted"))]
     if cutoff is not None:
         where.append(Scan.started_at >= cutoff)
     ids = list(conn.scalars(select(Scan.id).where(and_(*where)).order_by(Scan.id)))
@@ -221,12 +223,11 @@ def export_snapshot(
     stale = out / "tensor_tables.parquet"
     if not with_tensors and stale.exists():
         stale.unlink()  # a previous --with-tensors export must not be published as current
-    with catalog.engine.connect() as conn:
-        # One read transaction: every file sees the same catalog state (PostgreSQL snapshot;
-        # SQLite WAL readers see one consistent version for the whole transaction).
-        with conn.begin():
-            entries = {name: _write_file(conn, out, name, since) for name in names}
-            ids, first, last = _scan_range(conn, since)
+    # One read transaction: every file sees the same catalog state (PostgreSQL snapshot;
+    # SQLite WAL readers see one consistent version for the whole transaction).
+    with catalog.engine.connect() as conn, conn.begin():
+        entries = {name: _write_file(conn, out, name, since) for name in names}
+        ids, first, last = _scan_range(conn, since)
     manifest = Manifest(
         schema_version=SCHEMA_VERSION,
         quants_version=__version__,

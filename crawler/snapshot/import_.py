@@ -203,7 +203,8 @@ class _Merge:
                     self.touched_repos.add(mine.id)
             if inserts:
                 self.conn.execute(table.insert(), inserts)
-        self.repo_pk = {rid: pk for rid, pk in self.conn.execute(select(Repo.repo_id, Repo.id))}
+        # (Not dict(result): a Result has keys(), so dict() would treat it as a mapping.)
+        self.repo_pk = {rid: pk for rid, pk in self.conn.execute(select(Repo.repo_id, Repo.id))}  # noqa: C416
         self.touched_repos |= {self.repo_pk[r] for r in self.repos_taken}
 
     def _repo(self, repo_id: str, name: str) -> int:
@@ -330,14 +331,14 @@ class _Merge:
             if inserts:
                 self.conn.execute(table.insert(), inserts)
             if updates:
-                cols = {k: bindparam(k) for k in updates[0] if k != "fid"}
+                cols: dict[str, Any] = {k: bindparam(k) for k in updates[0] if k != "fid"}
                 self.conn.execute(
                     update(table).where(table.c.id == bindparam("fid")).values(**cols), updates
                 )
             self.summary.files_written += len(inserts) + len(updates)
 
     def refresh_live(self) -> None:
-        """``quants.live`` / ``search_text`` of the touched repos, as the crawl's writes keep them."""
+        """``quants.live`` / ``search_text`` of the touched repos, as the crawl keeps them."""
         for chunk in _chunks(sorted(self.touched_repos)):
             self.conn.execute(
                 update(Quant)

@@ -150,8 +150,10 @@ class Manifest:
 
 def _need(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     value = data.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
-        raise ManifestError(f"manifest: {key!r} is missing or not a {getattr(kind, '__name__', kind)}")
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise ManifestError(
+            f"manifest: {key!r} is missing or not a {getattr(kind, '__name__', kind)}"
+        )
     return value
 
 

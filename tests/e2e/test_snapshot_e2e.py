@@ -121,7 +121,7 @@ def test_import_twice_is_import_once_and_crawl_after_import_reads_no_header(
     crawled,
     world_cache: FileCache,  # noqa: F811
 ) -> None:
-    db, snap, tmp = crawled
+    _db, snap, tmp = crawled
     target = f"sqlite:///{tmp / 'twice.sqlite'}"
     import_(snap, target, tmp)
     once = snapshot(target)
@@ -166,8 +166,12 @@ def test_newer_analysis_wins_older_loses_and_nothing_local_is_lost(crawled) -> N
     newer = tmp / "newer.sqlite"
     shutil.copy(db.removeprefix("sqlite:///"), newer)
     newer_db = f"sqlite:///{newer}"
-    _sql(newer_db, "UPDATE quants SET quant_label='RELABELLED', analysed_at='2099-01-01 00:00:00'"
-         " WHERE path = ?", path_a)  # fmt: skip
+    _sql(
+        newer_db,
+        "UPDATE quants SET quant_label='RELABELLED', analysed_at='2099-01-01 00:00:00'"
+        " WHERE path = ?",
+        path_a,
+    )
     _sql(newer_db, "DELETE FROM quants WHERE path = ?", path_b)
     ok("export", str(tmp / "newer-snap"), "--db", newer_db, tmp=tmp)
 
@@ -194,9 +198,16 @@ def _counts(db: str) -> dict[str, int]:
     try:
         return {
             t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("repos", "quants", "files", "tensor_groups", "memory_models",
-                      "quant_versions", "tensor_tables")
-        }  # fmt: skip
+            for t in (
+                "repos",
+                "quants",
+                "files",
+                "tensor_groups",
+                "memory_models",
+                "quant_versions",
+                "tensor_tables",
+            )
+        }
     finally:
         conn.close()
 
@@ -228,7 +239,7 @@ def _refused(snap: Path, tmp: Path, target: str, *words: str) -> None:
 
 
 def test_damaged_snapshots_are_refused_whole_with_nothing_written(crawled) -> None:
-    db, snap, tmp = crawled
+    _db, snap, tmp = crawled
     target = f"sqlite:///{tmp / 'damaged-target.sqlite'}"
     ok("db", "upgrade", "--db", target, tmp=tmp)
     assert sum(_counts(target).values()) == 0
@@ -260,8 +271,10 @@ def test_damaged_snapshots_are_refused_whole_with_nothing_written(crawled) -> No
     table = pq.read_table(odd / "quant_versions.parquet")
     extra = table.slice(0, 1).to_pylist()
     extra[0]["path"] = "no-such-quant.gguf"
-    pq.write_table(pa.concat_tables([table, pa.Table.from_pylist(extra, table.schema)]),
-                   odd / "quant_versions.parquet")  # fmt: skip
+    pq.write_table(
+        pa.concat_tables([table, pa.Table.from_pylist(extra, table.schema)]),
+        odd / "quant_versions.parquet",
+    )
     _rewrite_manifest(odd, "quant_versions.parquet")
     manifest = json.loads((odd / MANIFEST_NAME).read_text())
     manifest["files"]["quant_versions.parquet"]["rows"] += 1
@@ -289,10 +302,16 @@ def test_duckdb_reads_the_export_and_the_documented_query_answers(crawled) -> No
     conn.execute(f"SET file_search_path = '{snap}'")
     got = conn.execute(DUCKDB_QUERY).fetchall()
     want = json.loads(
-        ok("sql", "SELECT r.repo_id, q.path, q.quant_label, q.size_bytes, q.attn_min_bits"
-           " FROM quants q JOIN repos r ON r.id = q.repo_pk WHERE q.mtp_present AND"
-           " q.mtp_preserved AND q.vanished_at IS NULL ORDER BY q.size_bytes", "--json",
-           "--db", db, tmp=tmp)  # fmt: skip
+        ok(
+            "sql",
+            "SELECT r.repo_id, q.path, q.quant_label, q.size_bytes, q.attn_min_bits"
+            " FROM quants q JOIN repos r ON r.id = q.repo_pk WHERE q.mtp_present AND"
+            " q.mtp_preserved AND q.vanished_at IS NULL ORDER BY q.size_bytes",
+            "--json",
+            "--db",
+            db,
+            tmp=tmp,
+        )
     )
     assert got and [list(r) for r in got] == [list(r.values()) for r in want]
     # Every file is readable, with the row count the manifest states.
@@ -346,9 +365,18 @@ def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
         first = hub_cli(emu, publisher, "publish", DATASET, "--db", db)
         repo = emu.state.datasets[DATASET]
         assert repo.head.sha == first["commit"] and len(repo.commits) == 2  # create + one commit
-        assert set(repo.head.files) == {".gitattributes", MANIFEST_NAME, *(
-            "repos.parquet quants.parquet files.parquet tensor_groups.parquet "
-            "memory_models.parquet quant_versions.parquet").split()}  # fmt: skip
+        assert set(repo.head.files) == {
+            ".gitattributes",
+            MANIFEST_NAME,
+            *[
+                "repos.parquet",
+                "quants.parquet",
+                "files.parquet",
+                "tensor_groups.parquet",
+                "memory_models.parquet",
+                "quant_versions.parquet",
+            ],
+        }
         assert all(repo.head.files[n].lfs for n in repo.head.files if n.endswith(".parquet"))
 
         # The second machine: pull into an empty catalog, then search it with no crawl.
@@ -370,8 +398,12 @@ def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
         newer = tmp / "publisher.sqlite"
         shutil.copy(db.removeprefix("sqlite:///"), newer)
         path_a = snapshot(db)["quants"][0][1]
-        _sql(f"sqlite:///{newer}", "UPDATE quants SET quant_label='RELABELLED',"
-             " analysed_at='2099-01-01 00:00:00' WHERE path = ?", path_a)  # fmt: skip
+        _sql(
+            f"sqlite:///{newer}",
+            "UPDATE quants SET quant_label='RELABELLED',"
+            " analysed_at='2099-01-01 00:00:00' WHERE path = ?",
+            path_a,
+        )
         third = hub_cli(emu, publisher, "publish", DATASET, "--db", f"sqlite:///{newer}")
         assert third["commit"] != first["commit"] and len(repo.commits) == 3
         emu.clear_log()

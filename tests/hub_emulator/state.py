@@ -288,8 +288,12 @@ class HubState:
         """Create a dataset repo whose first commit holds ``files``."""
         with self.lock:
             when = self._next_date(None)
-            repo = Repo(repo_id=repo_id, object_id=_sha1(b"d:" + repo_id.encode())[:24],
-                        created_at=when, pipeline_tag=None)  # fmt: skip
+            repo = Repo(
+                repo_id=repo_id,
+                object_id=_sha1(b"d:" + repo_id.encode())[:24],
+                created_at=when,
+                pipeline_tag=None,
+            )
             repo.commits.append(self._commit(repo_id, {}, files, (), "initial commit", when))
             self.datasets[repo_id] = repo
             return repo

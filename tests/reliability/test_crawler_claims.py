@@ -49,9 +49,15 @@ def test_two_concurrent_crawls_share_the_work_and_never_read_a_repo_twice(
         shared, alone = new(), new()
         procs = [
             start_quants(
-                "crawl", "--endpoint", hub.endpoint, "--db", shared, "--all", "--json",
+                "crawl",
+                "--endpoint",
+                hub.endpoint,
+                "--db",
+                shared,
+                "--all",
+                "--json",
                 env=clean_env(tmp_path / name),
-            )  # fmt: skip
+            )
             for name in ("machine-a", "machine-b")
         ]
         outs = [p.communicate(timeout=240) for p in procs]
@@ -73,9 +79,15 @@ def test_two_concurrent_crawls_share_the_work_and_never_read_a_repo_twice(
         # Each analysable quant was analysed by exactly one of the two, and both did some work.
         hub.latency_s = 0.0
         out = run_quants(
-            "crawl", "--endpoint", hub.endpoint, "--db", alone, "--all", "--json",
+            "crawl",
+            "--endpoint",
+            hub.endpoint,
+            "--db",
+            alone,
+            "--all",
+            "--json",
             env=clean_env(tmp_path / "single"),
-        )  # fmt: skip
+        )
         assert out.returncode == 0, out.stderr
         single = json.loads(out.stdout)
         assert sum(s["quants_analysed"] for s in summaries) == single["quants_analysed"]

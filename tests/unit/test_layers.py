@@ -25,6 +25,7 @@ PURE = [
     "cron",
     "launch",
     "query",
+    "snapshot/manifest",
 ]
 FORBIDDEN = {
     "httpx",
@@ -89,3 +90,9 @@ def test_public_api_is_sorted_and_importable():
     assert list(crawler.__all__) == sorted(crawler.__all__)
     for name in crawler.__all__:
         assert hasattr(crawler, name), name
+
+
+def test_snapshot_library_never_imports_the_cli():
+    for path in sorted((PKG / "snapshot").rglob("*.py")):
+        bad = {i for i in _imports(path) if i == "crawler.cli" or i.startswith("crawler.cli.")}
+        assert not bad, f"{path.name} imports {sorted(bad)}"
