@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import Connection, Table, bindparam, delete, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 
 from crawler.catalog import Catalog
 from crawler.catalog.store import live_sql, search_text_sql
@@ -124,19 +124,18 @@ def verify_snapshot(path: Path) -> Manifest:
 
 
 def _rows(path: Path, name: str) -> Iterator[list[dict[str, Any]]]:
-    """The file's rows in batches, JSON columns decoded, timestamps aware (UTC)."""
+    """The file's rows in batches, timestamps aware (UTC), JSON columns as their text.
+
+    Converted column by column (``Array.to_pylist``), about twice as fast as row by row.
+    """
     file = path / name
     if not file.exists():
         return
-    json_cols = [c.name for c in columns_of(name) if c.kind == "json"]
     try:
         for batch in pq.ParquetFile(file).iter_batches(batch_size=_BATCH):
-            rows = batch.to_pylist()
-            for row in rows:
-                for col in json_cols:
-                    text = row[col]
-                    row[col] = json.loads(text) if text is not None else None
-            yield rows
+            keys = batch.schema.names
+            columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+            yield [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise SnapshotError(f"{name}: unreadable ({exc}); nothing was imported") from None
 
@@ -151,8 +150,57 @@ def _newer(theirs: datetime | None, ours: datetime | None) -> bool:
     return ours is None or theirs > ours
 
 
-def _values(table: Table, row: dict[str, Any], skip: tuple[str, ...]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k not in skip and k in table.c}
+def _names(name: str, skip: tuple[str, ...], extra: tuple[str, ...] = ()) -> list[str]:
+    """Snapshot columns of ``name`` written to its table (minus ``skip``), plus ``extra``."""
+    table = TABLES[name]
+    return [c.name for c in columns_of(name) if c.name not in skip and c.name in table.c] + list(
+        extra
+    )
+
+
+def _decoded(name: str, row: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """The row's values for an UPDATE through SQLAlchemy (JSON text decoded: it encodes)."""
+    json_cols = {c.name for c in columns_of(name) if c.kind == "json"}
+    return {
+        n: (json.loads(row[n]) if n in json_cols and row[n] is not None else row[n]) for n in names
+    }
+
+
+class _Insert:
+    """A bulk INSERT of one table's columns through the driver's executemany.
+
+    SQLAlchemy compiles the statement once (PostgreSQL: with its casts, e.g. ``::JSON``) and its
+    types' bind processors convert the values (SQLite timestamps and booleans); JSON arrives as
+    its text from the snapshot and is stored as is. About 3x faster than ``conn.execute(insert,
+    rows)``, whose per-row parameter processing dominated a 200k-quant import.
+    """
+
+    def __init__(self, conn: Connection, name: str, names: list[str]) -> None:
+        table = TABLES[name]
+        dialect = conn.dialect
+        compiled = table.insert().values({n: bindparam(n) for n in names}).compile(dialect=dialect)
+        self.conn = conn
+        self.names = names
+        self.sql = compiled.string
+        self.order = list(compiled.positiontup) if compiled.positiontup else None
+        json_cols = {c.name for c in columns_of(name) if c.kind == "json"}
+        self.procs = [
+            None if n in json_cols else table.c[n].type.bind_processor(dialect) for n in names
+        ]
+
+    def __call__(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        columns = [[row[n] for row in rows] for n in self.names]
+        for i, proc in enumerate(self.procs):
+            if proc is not None:
+                columns[i] = [proc(v) for v in columns[i]]
+        if self.order is not None:
+            index = {n: i for i, n in enumerate(self.names)}
+            params: list[Any] = list(zip(*(columns[index[n]] for n in self.order), strict=True))
+        else:
+            params = [dict(zip(self.names, v, strict=True)) for v in zip(*columns, strict=True)]
+        self.conn.exec_driver_sql(self.sql, params)
 
 
 def _chunks(ids: list[int]) -> Iterator[list[int]]:
@@ -176,23 +224,27 @@ class _Merge:
         self.content_changed: set[int] = set()
 
     def repos(self) -> None:
-        table = TABLES["repos.parquet"]
+        name = "repos.parquet"
+        table = TABLES[name]
         local = {
             r.repo_id: r
             for r in self.conn.execute(
                 select(Repo.id, Repo.repo_id, Repo.scanned_at, Repo.first_seen_at)
             )
         }
-        for rows in _rows(self.path, "repos.parquet"):
+        names = _names(name, ())
+        changed = [n for n in names if n not in ("repo_id", "first_seen_at")]
+        insert = _Insert(self.conn, name, names)
+        for rows in _rows(self.path, name):
             inserts = []
             for row in rows:
                 mine = local.get(row["repo_id"])
                 if mine is None:
-                    inserts.append(_values(table, row, ()))
+                    inserts.append(row)
                     self.summary.repos_added += 1
                     self.repos_taken.add(row["repo_id"])
                 elif _newer(row["scanned_at"], mine.scanned_at):
-                    values = _values(table, row, ("repo_id", "first_seen_at"))
+                    values = _decoded(name, row, changed)
                     first = as_utc(mine.first_seen_at)
                     theirs = as_utc(row["first_seen_at"])
                     if first is None or (theirs is not None and theirs < first):
@@ -201,8 +253,7 @@ class _Merge:
                     self.summary.repos_updated += 1
                     self.repos_taken.add(row["repo_id"])
                     self.touched_repos.add(mine.id)
-            if inserts:
-                self.conn.execute(table.insert(), inserts)
+            insert(inserts)
         # (Not dict(result): a Result has keys(), so dict() would treat it as a mapping.)
         self.repo_pk = {rid: pk for rid, pk in self.conn.execute(select(Repo.repo_id, Repo.id))}  # noqa: C416
         self.touched_repos |= {self.repo_pk[r] for r in self.repos_taken}
@@ -214,27 +265,30 @@ class _Merge:
         return pk
 
     def quants(self) -> None:
-        table = TABLES["quants.parquet"]
+        name = "quants.parquet"
+        table = TABLES[name]
         local = {
             (r.repo_pk, r.path): r
             for r in self.conn.execute(
                 select(Quant.id, Quant.repo_pk, Quant.path, Quant.analysed_at, Quant.content_key)
             )
         }
+        names = _names(name, ("repo_id",), ("repo_pk",))
+        changed = [n for n in names if n not in ("first_seen_at", "repo_pk", "path")]
+        insert = _Insert(self.conn, name, names)
         replaced: list[int] = []
-        for rows in _rows(self.path, "quants.parquet"):
+        for rows in _rows(self.path, name):
             inserts = []
             for row in rows:
-                pk = self._repo(row["repo_id"], "quants.parquet")
+                pk = self._repo(row["repo_id"], name)
                 key = (row["repo_id"], row["path"])
                 mine = local.get((pk, row["path"]))
-                values = _values(table, row, ("repo_id",))
-                values["repo_pk"] = pk
+                row["repo_pk"] = pk
                 if mine is None:
-                    inserts.append(values)
+                    inserts.append(row)
                     self.summary.quants_added += 1
                 elif _newer(row["analysed_at"], mine.analysed_at):
-                    values.pop("first_seen_at", None)
+                    values = _decoded(name, row, changed)
                     self.conn.execute(update(table).where(table.c.id == mine.id).values(**values))
                     replaced.append(mine.id)
                     if mine.content_key != row["content_key"]:
@@ -245,8 +299,7 @@ class _Merge:
                     continue
                 self.quants_taken.add(key)
                 self.touched_repos.add(pk)
-            if inserts:
-                self.conn.execute(table.insert(), inserts)
+            insert(inserts)
         # The snapshot's children replace the old ones of the quants it won.
         for ids in _chunks(replaced):
             for model in (TensorGroup, MemoryModel):
@@ -262,74 +315,73 @@ class _Merge:
 
     def children(self, name: str, *, replace_existing: bool = False) -> None:
         table = TABLES[name]
+        insert = _Insert(self.conn, name, _names(name, ("repo_id", "path"), ("quant_id",)))
         for rows in _rows(self.path, name):
             inserts = []
             for row in rows:
                 key = (row["repo_id"], row["path"])
                 if key not in self.quants_taken:
                     continue
-                values = _values(table, row, ("repo_id", "path"))
-                values["quant_id"] = self.quant_id[key]
-                inserts.append(values)
+                row["quant_id"] = self.quant_id[key]
+                inserts.append(row)
             if replace_existing and inserts:
                 ids = sorted({v["quant_id"] for v in inserts})
                 for chunk in _chunks(ids):
                     self.conn.execute(delete(table).where(table.c.quant_id.in_(chunk)))
-            if inserts:
-                self.conn.execute(table.insert(), inserts)
+            insert(inserts)
 
     def versions(self) -> None:
-        table = TABLES["quant_versions.parquet"]
+        name = "quant_versions.parquet"
         have = {
             (qid, key, as_utc(at))
             for qid, key, at in self.conn.execute(
                 select(QuantVersion.quant_id, QuantVersion.content_key, QuantVersion.analysed_at)
             )
         }
-        for rows in _rows(self.path, "quant_versions.parquet"):
+        insert = _Insert(self.conn, name, _names(name, ("repo_id", "path"), ("quant_id",)))
+        for rows in _rows(self.path, name):
             inserts = []
             for row in rows:
                 qid = self.quant_id.get((row["repo_id"], row["path"]))
                 if qid is None:
                     raise SnapshotError(
-                        f"quant_versions.parquet: version of {row['repo_id']}/{row['path']} "
+                        f"{name}: version of {row['repo_id']}/{row['path']} "
                         "that quants.parquet lacks"
                     )
                 mark = (qid, row["content_key"], as_utc(row["analysed_at"]))
                 if mark in have:
                     continue
                 have.add(mark)
-                values = _values(table, row, ("repo_id", "path"))
-                values["quant_id"] = qid
-                inserts.append(values)
-            if inserts:
-                self.conn.execute(table.insert(), inserts)
-                self.summary.versions_added += len(inserts)
+                row["quant_id"] = qid
+                inserts.append(row)
+            insert(inserts)
+            self.summary.versions_added += len(inserts)
 
     def files(self) -> None:
-        table = TABLES["files.parquet"]
+        name = "files.parquet"
+        table = TABLES[name]
         local = {
             (r.repo_pk, r.path): r.id
             for r in self.conn.execute(select(File.id, File.repo_pk, File.path))
         }
-        for rows in _rows(self.path, "files.parquet"):
+        names = _names(name, ("repo_id", "quant_path"), ("repo_pk", "quant_id"))
+        changed = [n for n in names if n not in ("first_seen_at", "repo_pk", "path")]
+        insert = _Insert(self.conn, name, names)
+        for rows in _rows(self.path, name):
             inserts, updates = [], []
             for row in rows:
-                pk = self._repo(row["repo_id"], "files.parquet")
-                quant_path = row.get("quant_path")
-                values = _values(table, row, ("repo_id", "quant_path"))
-                values["repo_pk"] = pk
-                values["quant_id"] = (
+                pk = self._repo(row["repo_id"], name)
+                quant_path = row["quant_path"]
+                row["repo_pk"] = pk
+                row["quant_id"] = (
                     self.quant_id.get((row["repo_id"], quant_path)) if quant_path else None
                 )
                 fid = local.get((pk, row["path"]))
                 if fid is None:
-                    inserts.append(values)
+                    inserts.append(row)
                 elif row["repo_id"] in self.repos_taken:
-                    values.pop("first_seen_at", None)
-                    updates.append({"fid": fid, **values})
-            if inserts:
-                self.conn.execute(table.insert(), inserts)
+                    updates.append({"fid": fid, **_decoded(name, row, changed)})
+            insert(inserts)
             if updates:
                 cols: dict[str, Any] = {k: bindparam(k) for k in updates[0] if k != "fid"}
                 self.conn.execute(
