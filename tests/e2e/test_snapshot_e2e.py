@@ -314,6 +314,11 @@ def test_duckdb_reads_the_export_and_the_documented_query_answers(crawled) -> No
         )
     )
     assert got and [list(r) for r in got] == [list(r.values()) for r in want]
+    # Every query the docs show runs on the export.
+    import re
+
+    for query in re.findall(r"```sql\n(.*?)```", docs, re.S):
+        conn.execute(query).fetchall()
     # Every file is readable, with the row count the manifest states.
     manifest = json.loads((snap / MANIFEST_NAME).read_text())
     for name, entry in manifest["files"].items():
