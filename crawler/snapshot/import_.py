@@ -187,9 +187,39 @@ class _Insert:
         self.procs = [
             None if n in json_cols else table.c[n].type.bind_processor(dialect) for n in names
         ]
+        # PostgreSQL: COPY FROM STDIN, ~10x faster than psycopg's pipelined executemany (which
+        # took 14 of a 20k-quant import's 29 s); psycopg adapts each value, the server parses
+        # JSON text into json columns.
+        self.copy_sql: str | None = None
+        if dialect.name == "postgresql":
+            quoted = ", ".join(dialect.identifier_preparer.quote(n) for n in names)
+            self.copy_sql = (
+                f"COPY {dialect.identifier_preparer.quote(table.name)} ({quoted}) FROM STDIN"
+            )
+
+    def _copy(self, rows: list[dict[str, Any]]) -> None:
+        assert self.copy_sql is not None
+        names = self.names
+        cursor = self.conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            with cursor.copy(self.copy_sql) as copy:
+                for row in rows:
+                    # PostgreSQL text cannot hold NUL (crawler/catalog/database.py replaces it
+                    # the same way on the crawl's writes).
+                    copy.write_row(
+                        [
+                            v.replace("\x00", "\ufffd") if isinstance(v, str) and "\x00" in v else v
+                            for v in (row[n] for n in names)
+                        ]
+                    )
+        finally:
+            cursor.close()
 
     def __call__(self, rows: list[dict[str, Any]]) -> None:
         if not rows:
+            return
+        if self.copy_sql is not None:
+            self._copy(rows)
             return
         columns = [[row[n] for row in rows] for n in self.names]
         for i, proc in enumerate(self.procs):
