@@ -201,7 +201,7 @@ class RepoScanner:
         self.counts = Tally(ScanSummary(scan_id=scan_id, status="running"))
         self.start_stats = (hub.stats.requests, hub.stats.bytes_fetched, hub.stats.range_ignored)
         self.handled: set[str] = set()
-        self.owner = claims.new_owner()  # this pass's name on its repo claims
+        self.owner = claims.new_owner(settings.resolved_data_dir)  # name on its repo claims
         self.touch: list[RepoMeta] = []
         self.write_lock = threading.Lock()
         self.budget_spent = False

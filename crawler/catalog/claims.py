@@ -11,8 +11,11 @@ may have written it just before releasing) and deletes its claim after its write
 
 from __future__ import annotations
 
+import hashlib
+import socket
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, update
@@ -27,9 +30,17 @@ __all__ = ["CLAIM_TTL", "claim_repo", "new_owner", "release_repo"]
 CLAIM_TTL = timedelta(minutes=30)
 
 
-def new_owner() -> str:
-    """A fresh owner id for one crawl pass."""
-    return uuid.uuid4().hex
+def new_owner(data_dir: Path | None = None) -> str:
+    """The owner id of this machine's crawler using ``data_dir`` (random without one).
+
+    Stable across restarts: a crawler killed and restarted on the same machine takes its own
+    claims back at once instead of waiting for them to lapse. Two crawls of one machine and data
+    directory never run together (the crawl lock), so they never hold claims at the same time.
+    """
+    if data_dir is None:
+        return uuid.uuid4().hex
+    seed = f"{socket.gethostname()}|{data_dir.resolve()}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:32]
 
 
 def _insert(dialect: str) -> Any:

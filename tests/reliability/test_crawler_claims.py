@@ -107,3 +107,5 @@ def test_claims_one_winner_lapsed_claims_taken_over() -> None:
         assert not claim_repo(catalog, "a/b", "three", now=now + timedelta(hours=1, minutes=2))
         release_repo(catalog, "a/b", "two")
         assert claim_repo(catalog, "a/b", "three", now=now + timedelta(hours=1, minutes=3))
+        # The same machine's crawler, restarted after a kill, takes its own claim back at once.
+        assert claim_repo(catalog, "a/b", "three", now=now + timedelta(hours=1, minutes=4))
