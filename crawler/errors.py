@@ -13,6 +13,7 @@
     ├── EstimateError               ─ UnknownArchitecture · InvalidConfig
     ├── CatalogError                ─ SchemaOutOfDate · ReadOnlyViolation · QueryError
     ├── LockHeld(holder)
+    ├── SnapshotError               (a snapshot refused: damaged, newer schema, bad layout)
     └── NothingFits                 (search found no candidate; exit 3)
 
 The library raises these and never prints or exits. Every error carries structured fields.
@@ -158,6 +159,10 @@ class LockHeld(QuantsError):
     def __init__(self, message: str, *, holder: str | None = None):
         super().__init__(message)
         self.holder = holder
+
+
+class SnapshotError(QuantsError):
+    """A catalog snapshot cannot be exported, imported, published or pulled as asked."""
 
 
 class NothingFits(QuantsError):

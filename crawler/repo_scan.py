@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.analysis import AnalysedShard, QuantAnalysis, analyse_quant
-from crawler.catalog import scans, store
+from crawler.catalog import claims, scans, store
 from crawler.catalog.scans import ErrorRecord, ScanSummary
 from crawler.catalog.store import RepoMeta, RepoWrite, StoredRepo
 from crawler.errors import (
@@ -203,6 +203,7 @@ class RepoScanner:
         self.counts = Tally(ScanSummary(scan_id=scan_id, status="running"))
         self.start_stats = (hub.stats.requests, hub.stats.bytes_fetched, hub.stats.range_ignored)
         self.handled: set[str] = set()
+        self.owner = claims.new_owner(settings.resolved_data_dir)  # name on its repo claims
         self.touch: list[RepoMeta] = []
         self.write_lock = threading.Lock()
         self.budget_spent = False
@@ -266,7 +267,16 @@ class RepoScanner:
         meta = _meta(listing)
         stored = store.load_repo(self.catalog, listing.repo_id)
         self.counts.add(repos_seen=1)
-        if stored is not None and stored.done and stored.sha == meta.sha:
+        if not _unchanged(stored, meta):
+            # Crawlers sharing this catalog: one reads the repo, the others skip it; the state
+            # is read again under the claim (the holder may have written it just before).
+            if not claims.claim_repo(self.catalog, meta.repo_id, self.owner):
+                self.progress.advance(meta.repo_id, self.crawl_counts())
+                return
+            stored = store.load_repo(self.catalog, listing.repo_id)
+            if _unchanged(stored, meta):
+                claims.release_repo(self.catalog, meta.repo_id, self.owner)
+        if _unchanged(stored, meta):
             self.counts.add(repos_unchanged=1)
             self.touch.append(meta)
             if len(self.touch) >= _TOUCH_BATCH:
@@ -281,6 +291,7 @@ class RepoScanner:
     def _process_guarded(self, meta: RepoMeta, stored: StoredRepo | None) -> None:
         if self.stop.is_set():
             # Queued but not started: left for the next pass (nothing of it was written).
+            claims.release_repo(self.catalog, meta.repo_id, self.owner)
             self.slots.release()
             return
         self.counts.add(**{"repos_new" if stored is None else "repos_changed": 1})
@@ -292,6 +303,7 @@ class RepoScanner:
             logger.exception("crawling %s failed", meta.repo_id)
             self.record([error_record("other", f"{type(exc).__name__}: {exc}", meta.repo_id)])
         finally:
+            claims.release_repo(self.catalog, meta.repo_id, self.owner)
             self.slots.release()
             self.progress.advance(meta.repo_id, self.crawl_counts())
 
@@ -479,6 +491,10 @@ def _hints(stored: StoredRepo | None) -> dict[bool, int | None]:
         later = kind == FileKind.SHARD and (index or 1) > 1
         hints[later] = max(hints[later] or 0, size)
     return hints
+
+
+def _unchanged(stored: StoredRepo | None, meta: RepoMeta) -> bool:
+    return stored is not None and stored.done and stored.sha == meta.sha
 
 
 def error_record(

@@ -351,3 +351,17 @@ Index(
     *_BOUND_COLUMNS,
 )
 Index("ix_repos_downloads", Repo.downloads)
+
+
+class RepoClaim(Base):
+    """A crawl process's claim on one repo it is reading (migration 0005; catalog/claims.py).
+
+    Several crawlers sharing one catalog skip a repo another holds; a killed crawler's claims
+    lapse at ``expires_at``.
+    """
+
+    __tablename__ = "repo_claims"
+    repo_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64))
+    claimed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)

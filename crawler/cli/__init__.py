@@ -23,6 +23,7 @@ from crawler.cli import (  # noqa: F401  (importing a command module registers i
     schedule_cmd,
     search_cmd,
     serve_cmd,
+    snapshot_cmd,
     sql_cmd,
     watch_cmd,
 )
@@ -51,6 +52,7 @@ _HINTS: dict[str, str] = {
     "QueryError": "check the SQL; `quants sql --list` shows the shipped queries",
     "CatalogError": "check --db / QUANTS_DB",
     "LockHeld": "wait for the other crawl to finish",
+    "SnapshotError": "nothing was imported; export the snapshot again or pull a good revision",
     "NothingFits": "try a smaller --ctx, a quantized cache (--auto-cache), or --cpu-moe",
 }
 

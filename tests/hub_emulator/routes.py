@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, unquote
 
-from tests.hub_emulator import render
+from tests.hub_emulator import datasets, render
 from tests.hub_emulator.reply import Reply, error_reply, json_reply
 from tests.hub_emulator.state import Blob, Commit, Repo
 
@@ -58,6 +58,8 @@ def route(emu: HubEmulator, origin: str, req: Request) -> Reply:
     parts = req.path.split("/")[1:]
     if origin == "cdn":
         return _cdn(emu, req)
+    if datasets.handles(parts):  # dataset repos and the commit/LFS write path
+        return datasets.route(emu, req, parts)
     if parts[:2] == ["api", "models"] and len(parts) == 2 and req.method == "GET":
         return _list_models(emu, req)
     if parts[:2] == ["api", "models"] and len(parts) >= 4:
@@ -304,7 +306,7 @@ def _resolve(
         ),
     }
     if cache:
-        return _serve_blob(req, blob, {"ETag": f'"{etag}"', "X-Repo-Commit": commit.sha})
+        return serve_blob(req, blob, {"ETag": f'"{etag}"', "X-Repo-Commit": commit.sha})
     if blob.lfs:
         location = emu.cdn_url(blob)
         body = f"Found. Redirecting to {location}".encode()
@@ -328,10 +330,10 @@ def _cdn(emu: HubEmulator, req: Request) -> Reply:
         return error_reply(404, "NoSuchKey")
     # The CDN's ETag is its own object hash, not the sha256 (reference 3.1: the Xet hash).
     etag = hashlib.sha1(sha256.encode(), usedforsecurity=False).hexdigest()
-    return _serve_blob(req, blob, {"ETag": f'"{etag}"'})
+    return serve_blob(req, blob, {"ETag": f'"{etag}"'})
 
 
-def _serve_blob(req: Request, blob: Blob, extra: dict[str, str]) -> Reply:
+def serve_blob(req: Request, blob: Blob, extra: dict[str, str]) -> Reply:
     """200 with the whole file, or 206 for a satisfiable ``Range``, or 416."""
 
     headers = {"Accept-Ranges": "bytes", "Content-Type": "application/octet-stream", **extra}

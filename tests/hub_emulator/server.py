@@ -90,6 +90,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._handle("POST")
 
+    def do_PUT(self) -> None:  # LFS uploads (tests/hub_emulator/datasets.py)
+        self._handle("PUT")
+
     def finish(self) -> None:
         with contextlib.suppress(OSError):  # the socket was reset or closed on purpose
             super().finish()

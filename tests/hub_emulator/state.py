@@ -203,6 +203,8 @@ class HubState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.repos: dict[str, Repo] = {}
+        #: Dataset repos (a separate namespace on the Hub; tests/hub_emulator/datasets.py).
+        self.datasets: dict[str, Repo] = {}
         self.blobs: dict[str, Blob] = {}
         #: Tokens the Hub accepts; any other ``Authorization`` gets 401 "Invalid credentials".
         self.valid_tokens: set[str] = {"hf_test_user", "hf_test_granted"}
@@ -281,6 +283,32 @@ class HubState:
         for blob in put.values():
             self.blobs[blob.sha256] = blob
         return Commit(sha=self._new_sha(repo_id), date=date, title=title, files=files)
+
+    def create_dataset(self, repo_id: str, files: Mapping[str, Blob]) -> Repo:
+        """Create a dataset repo whose first commit holds ``files``."""
+        with self.lock:
+            when = self._next_date(None)
+            repo = Repo(
+                repo_id=repo_id,
+                object_id=_sha1(b"d:" + repo_id.encode())[:24],
+                created_at=when,
+                pipeline_tag=None,
+            )
+            repo.commits.append(self._commit(repo_id, {}, files, (), "initial commit", when))
+            self.datasets[repo_id] = repo
+            return repo
+
+    def commit_dataset(
+        self, repo_id: str, put: Mapping[str, Blob], delete: Iterable[str], *, title: str | None
+    ) -> Commit:
+        """Add a commit to a dataset repo (the commit endpoint's effect)."""
+        with self.lock:
+            repo = self.datasets[repo_id]
+            commit = self._commit(
+                repo_id, repo.head.files, put, delete, title or "Upload", self._next_date(None)
+            )
+            repo.commits.append(commit)
+            return commit
 
     def delete_repo(self, repo_id: str) -> None:
         """The repo vanishes: every later request about it gets the not-found answers."""

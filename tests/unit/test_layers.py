@@ -42,6 +42,7 @@ PURE = [
     "llamalog",
     "checklog",
     "charts",
+    "snapshot/manifest",
 ]
 FORBIDDEN = {
     "httpx",
@@ -213,3 +214,9 @@ def test_web_app_is_a_layer_beside_the_cli():
         and any(imp.startswith("crawler.web") for imp in _imports(path))
     }
     assert users == {"cli/serve_cmd.py"}
+
+
+def test_snapshot_library_never_imports_the_cli():
+    for path in sorted((PKG / "snapshot").rglob("*.py")):
+        bad = {i for i in _imports(path) if i == "crawler.cli" or i.startswith("crawler.cli.")}
+        assert not bad, f"{path.name} imports {sorted(bad)}"

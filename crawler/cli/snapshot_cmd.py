@@ -1,0 +1,156 @@
+"""``quants export`` / ``import`` / ``publish`` / ``pull``: snapshots, docs/snapshots.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from crawler.cli._app import DbOpt, JsonOpt, app
+
+
+@app.command("export")
+def export_command(
+    path: Annotated[Path, typer.Argument(help="Directory to write the snapshot into.")],
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only what changed since this scan id or ISO date."),
+    ] = None,
+    with_tensors: Annotated[
+        bool, typer.Option("--with-tensors", help="Also write the raw tensor tables.")
+    ] = False,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Write the catalog as a snapshot: Parquet files and manifest.json."""
+    from crawler.catalog import Catalog
+    from crawler.cli._output import print_json
+    from crawler.config import Settings
+    from crawler.snapshot.export import export_snapshot, parse_since
+
+    settings = Settings.from_env().replace(db_url=db)
+    with Catalog.open(settings.resolved_db_url) as catalog:
+        result = export_snapshot(
+            catalog, path, since=parse_since(catalog, since), with_tensors=with_tensors
+        )
+    if as_json:
+        print_json(result.manifest.to_json())
+        return
+    for name, entry in sorted(result.manifest.files.items()):
+        typer.echo(f"{name:24} {entry.rows:>10} rows {entry.bytes:>12} bytes")
+    typer.echo(f"wrote {result.path}")
+
+
+@app.command("import")
+def import_command(
+    path: Annotated[Path, typer.Argument(help="Snapshot directory (from `quants export`).")],
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Merge a snapshot into the catalog (newer analyses win; nothing local is lost)."""
+    from crawler.catalog import Catalog
+    from crawler.config import Settings
+    from crawler.lock import crawl_lock
+    from crawler.snapshot.import_ import import_snapshot
+
+    settings = Settings.from_env().replace(db_url=db)
+    with (
+        crawl_lock(settings, command="quants import"),
+        Catalog.open(settings.resolved_db_url) as catalog,
+    ):
+        summary = import_snapshot(catalog, path)
+    _render_import(summary.to_json(), as_json=as_json)
+
+
+def _render_import(data: dict[str, object], *, as_json: bool) -> None:
+    from crawler.cli._output import print_json
+
+    if as_json:
+        print_json(data)
+        return
+    for key, value in data.items():
+        if key != "scans":
+            typer.echo(f"{key:16} {value}")
+
+
+@app.command("publish")
+def publish_command(
+    dataset_repo: Annotated[str, typer.Argument(help="Hub dataset repo, e.g. you/quants-catalog.")],
+    path: Annotated[
+        Path | None,
+        typer.Option("--path", help="Publish this snapshot directory instead of exporting now."),
+    ] = None,
+    with_tensors: Annotated[
+        bool, typer.Option("--with-tensors", help="Export the raw tensor tables too.")
+    ] = False,
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="Hub URL (default: $QUANTS_HF_ENDPOINT).")
+    ] = None,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Export the catalog and upload it to a Hub dataset repo as one commit.
+
+    The token comes from HF_TOKEN or `hf auth login`; it is never printed.
+    """
+    import tempfile
+
+    from huggingface_hub.utils.tqdm import disable_progress_bars
+
+    from crawler.catalog import Catalog
+    from crawler.cli._output import print_json
+    from crawler.config import Settings
+    from crawler.snapshot.export import export_snapshot
+    from crawler.snapshot.hubsync import publish_snapshot
+
+    disable_progress_bars()
+    settings = Settings.from_env().replace(db_url=db, hf_endpoint=endpoint)
+    with tempfile.TemporaryDirectory(prefix="quants-publish-") as tmp:
+        if path is None:
+            path = Path(tmp) / "snapshot"
+            with Catalog.open(settings.resolved_db_url) as catalog:
+                export_snapshot(catalog, path, with_tensors=with_tensors)
+        result = publish_snapshot(settings, path, dataset_repo)
+    if as_json:
+        print_json(result.to_json())
+        return
+    typer.echo(f"published {result.files} files to {result.url} (commit {result.commit})")
+
+
+@app.command("pull")
+def pull_command(
+    dataset_repo: Annotated[str, typer.Argument(help="Hub dataset repo to pull a snapshot from.")],
+    revision: Annotated[
+        str | None, typer.Option("--revision", help="Branch, tag or commit (default: main).")
+    ] = None,
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="Hub URL (default: $QUANTS_HF_ENDPOINT).")
+    ] = None,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Download a published snapshot (changed files only) and import it into the catalog."""
+    from huggingface_hub.utils.tqdm import disable_progress_bars
+
+    from crawler.catalog import Catalog
+    from crawler.cli._output import print_json
+    from crawler.config import Settings
+    from crawler.lock import crawl_lock
+    from crawler.snapshot.hubsync import pull_snapshot
+
+    disable_progress_bars()
+    settings = Settings.from_env().replace(db_url=db, hf_endpoint=endpoint)
+    with (
+        crawl_lock(settings, command="quants pull"),
+        Catalog.open(settings.resolved_db_url) as catalog,
+    ):
+        result = pull_snapshot(settings, catalog, dataset_repo, revision=revision)
+    if as_json:
+        print_json(result.to_json())
+        return
+    typer.echo(f"pulled {dataset_repo} at {result.commit}: {result.bytes_downloaded} bytes")
+    if result.imported is None:
+        typer.echo("snapshot already imported; nothing to do")
+    else:
+        _render_import(result.imported.to_json(), as_json=False)

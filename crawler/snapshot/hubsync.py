@@ -1,0 +1,166 @@
+"""``quants publish`` / ``quants pull``: a snapshot to and from a Hub dataset repo.
+
+Publishing is ONE commit (``HfApi.create_commit``) holding every Parquet file and the manifest,
+so a reader never sees files of two snapshots mixed; files whose content did not change are
+dropped from the commit by huggingface_hub itself (the preupload answer's ``oid`` equals the local
+one), and an unchanged export makes no commit at all. Snapshot files of an earlier publish that
+this one lacks (``tensor_tables.parquet`` without ``--with-tensors``) are deleted in the same
+commit.
+
+Pulling is ``snapshot_download`` into a cache under the data directory: the Hub cache keeps blobs
+by content, so only changed files are fetched again and an unchanged snapshot downloads 0 bytes.
+The same manifest imported before is not imported again (``crawl_state`` remembers its sha256).
+
+The token comes from where huggingface_hub looks (``HF_TOKEN``, then ``hf auth login``'s file);
+it is passed to huggingface_hub and never printed, logged or stored by quants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crawler.catalog import Catalog
+from crawler.catalog.scans import get_state, set_state
+from crawler.config import Settings
+from crawler.errors import HubError, HubNotFound, HubUnavailable
+from crawler.snapshot.import_ import ImportSummary, import_snapshot, verify_snapshot
+from crawler.snapshot.manifest import FILES, MANIFEST_NAME, OPTIONAL_FILES
+
+__all__ = ["PublishResult", "PullResult", "publish_snapshot", "pull_snapshot"]
+
+REPO_TYPE = "dataset"
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """What ``publish_snapshot`` did."""
+
+    repo_id: str
+    commit: str | None
+    files: int
+    url: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable JSON shape."""
+        return {"repo": self.repo_id, "commit": self.commit, "files": self.files, "url": self.url}
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """What ``pull_snapshot`` did; ``imported`` is None when the manifest was imported before."""
+
+    repo_id: str
+    commit: str | None
+    bytes_downloaded: int
+    imported: ImportSummary | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable JSON shape."""
+        return {
+            "repo": self.repo_id,
+            "commit": self.commit,
+            "bytes_downloaded": self.bytes_downloaded,
+            "imported": self.imported.to_json() if self.imported is not None else None,
+        }
+
+
+def _hub_error(exc: Exception, repo_id: str) -> HubError:
+    """huggingface_hub's exception as ours (its messages name URLs, never the token)."""
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if isinstance(exc, RepositoryNotFoundError):
+        return HubNotFound(f"dataset {repo_id}: not found or no access", repo_id=repo_id)
+    if isinstance(exc, HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else None
+        if status in (401, 403):
+            return HubError(
+                f"dataset {repo_id}: not authorised (HTTP {status}); publishing needs a token "
+                "with write access (HF_TOKEN or `hf auth login`)",
+                repo_id=repo_id,
+                status=status,
+            )
+        return HubError(f"dataset {repo_id}: {first}", repo_id=repo_id, status=status)
+    return HubUnavailable(f"dataset {repo_id}: {first}", repo_id=repo_id)
+
+
+def _api(settings: Settings) -> Any:
+    from huggingface_hub import HfApi
+
+    # token=None lets huggingface_hub find it (HF_TOKEN, then its token file).
+    return HfApi(endpoint=settings.hf_endpoint, token=settings.hf_token or None)
+
+
+def publish_snapshot(
+    settings: Settings, snapshot: Path, repo_id: str, *, message: str | None = None
+) -> PublishResult:
+    """Upload the snapshot directory to dataset ``repo_id`` as one commit (created if needed)."""
+    import httpx2
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+    from huggingface_hub.errors import HfHubHTTPError
+
+    manifest = verify_snapshot(snapshot)  # never publish a damaged snapshot
+    names = [*sorted(manifest.files), MANIFEST_NAME]
+    api = _api(settings)
+    try:
+        url = str(api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True))
+        remote = set(api.list_repo_files(repo_id, repo_type=REPO_TYPE))
+        ops: list[Any] = [
+            CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(snapshot / name))
+            for name in names
+        ]
+        known = {*FILES, *OPTIONAL_FILES}
+        ops += [CommitOperationDelete(path) for path in sorted(remote & known - set(names))]
+        info = api.create_commit(
+            repo_id,
+            operations=ops,
+            repo_type=REPO_TYPE,
+            commit_message=message or f"quants snapshot (scans to {manifest.scans_to})",
+        )
+    except (HfHubHTTPError, httpx2.HTTPError, OSError) as exc:
+        raise _hub_error(exc, repo_id) from None
+    return PublishResult(repo_id, getattr(info, "oid", None), len(names), url)
+
+
+def _blob_bytes(cache: Path) -> int:
+    return sum(p.stat().st_size for p in cache.rglob("blobs/*") if p.is_file())
+
+
+def pull_snapshot(
+    settings: Settings, catalog: Catalog, repo_id: str, *, revision: str | None = None
+) -> PullResult:
+    """Download dataset ``repo_id`` (at ``revision``) and import it into ``catalog``."""
+    import httpx2
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    cache = settings.resolved_data_dir / "hub-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    before = _blob_bytes(cache)
+    try:
+        folder = Path(
+            snapshot_download(
+                repo_id,
+                repo_type=REPO_TYPE,
+                revision=revision,
+                cache_dir=cache,
+                endpoint=settings.hf_endpoint,
+                token=settings.hf_token or None,
+                allow_patterns=["*.parquet", MANIFEST_NAME],
+            )
+        )
+    except (HfHubHTTPError, httpx2.HTTPError, OSError) as exc:
+        raise _hub_error(exc, repo_id) from None
+    downloaded = _blob_bytes(cache) - before
+    commit = folder.name
+    verify_snapshot(folder)  # a dataset that is not a (good) snapshot: a clear error, no import
+    manifest_sha = hashlib.sha256((folder / MANIFEST_NAME).read_bytes()).hexdigest()
+    key = f"snapshot:{repo_id}"
+    if get_state(catalog, key) == manifest_sha:
+        return PullResult(repo_id, commit, downloaded, None)
+    summary = import_snapshot(catalog, folder)
+    set_state(catalog, key, manifest_sha)
+    return PullResult(repo_id, commit, downloaded, summary)

@@ -1,0 +1,427 @@
+"""Snapshots end to end: crawl (emulator) -> ``quants export`` -> ``quants import`` (real CLI).
+
+Into an empty SQLite and an empty PostgreSQL catalog: ``v_quants`` / ``v_tensor_groups`` and
+``quants search --json`` answers equal the crawled catalog's; every analysis fact and tensor
+table survives (tests/hub/snapshot.py); import twice = once; older and newer analyses; damaged
+snapshots refused whole with nothing written; a crawl after an import reads no header; DuckDB
+answers the query docs/snapshots.md documents.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from crawler.snapshot.manifest import MANIFEST_NAME
+from tests.cli import clean_env, run_quants
+from tests.fixtures.world import WORLD, FileCache, populate
+from tests.hub.snapshot import integrity_ok, snapshot
+from tests.hub_emulator.fixtures import world_cache  # noqa: F401
+from tests.hub_emulator.server import HubEmulator
+from tests.pg import databases
+
+
+def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    return run_quants(*args, env=clean_env(tmp), timeout=180)
+
+
+def ok(*args: str, tmp: Path) -> str:
+    out = quants(*args, tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def crawl(emu: HubEmulator, db: str, tmp: Path) -> dict[str, Any]:
+    out = ok("crawl", "--endpoint", emu.endpoint, "--db", db, "--all", "--json", tmp=tmp)
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path, Path]:  # noqa: F811
+    """(catalog url, its snapshot with tensors, tmp dir): one crawl of the world, exported."""
+    tmp = tmp_path_factory.mktemp("snapshot-e2e")
+    db = f"sqlite:///{tmp / 'crawled.sqlite'}"
+    emulator = HubEmulator()
+    populate(emulator.state, world_cache, WORLD)
+    with emulator:
+        crawl(emulator, db, tmp)
+    ok("export", str(tmp / "snap"), "--db", db, "--with-tensors", tmp=tmp)
+    return db, tmp / "snap", tmp
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and len(value) >= 19 and value[4] == "-" and value[10] in " T":
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    return value
+
+
+def view(db: str, tmp: Path, name: str) -> list[tuple[Any, ...]]:
+    """Every row of a stable view, normalised across SQLite and PostgreSQL, sorted."""
+    rows = json.loads(ok("sql", f"SELECT * FROM {name}", "--json", "--db", db, tmp=tmp))
+    return sorted(tuple(_norm(v) for v in r.values()) for r in rows)
+
+
+SEARCH = ("--vram", "24", "--ctx", "32768", "--limit", "1000", "--json")
+
+
+def search(db: str, tmp: Path) -> Any:
+    return json.loads(ok("search", *SEARCH, "--db", db, tmp=tmp))
+
+
+def import_(snap: Path, db: str, tmp: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(ok("import", str(snap), "--db", db, "--json", tmp=tmp))
+    return doc
+
+
+def test_round_trip_into_empty_sqlite_equals_the_crawl(crawled) -> None:
+    db, snap, tmp = crawled
+    target = f"sqlite:///{tmp / 'imported.sqlite'}"
+    summary = import_(snap, target, tmp)
+    assert summary["quants_added"] > 10 and summary["quants_updated"] == 0
+    assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
+    assert view(target, tmp, "v_tensor_groups") == view(db, tmp, "v_tensor_groups")
+    assert search(target, tmp) == search(db, tmp)
+    # Every analysis fact, history row and (decompressed) tensor table came along.
+    assert snapshot(target) == snapshot(db)
+    assert integrity_ok(target)
+
+
+@pytest.mark.postgres
+def test_round_trip_into_empty_postgresql_equals_the_crawl(crawled) -> None:
+    db, snap, tmp = crawled
+    with databases("quants_snap") as new:
+        target = new()
+        import_(snap, target, tmp)
+        assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
+        assert view(target, tmp, "v_tensor_groups") == view(db, tmp, "v_tensor_groups")
+        assert search(target, tmp) == search(db, tmp)
+        # And back out of PostgreSQL: the same rows give the same files.
+        ok("export", str(tmp / "from-pg"), "--db", target, "--with-tensors", tmp=tmp)
+        for name in ("quants.parquet", "tensor_groups.parquet", "memory_models.parquet"):
+            assert pq.read_table(tmp / "from-pg" / name).equals(pq.read_table(snap / name)), name
+
+
+def test_import_twice_is_import_once_and_crawl_after_import_reads_no_header(
+    crawled,
+    world_cache: FileCache,  # noqa: F811
+) -> None:
+    _db, snap, tmp = crawled
+    target = f"sqlite:///{tmp / 'twice.sqlite'}"
+    import_(snap, target, tmp)
+    once = snapshot(target)
+    again = import_(snap, target, tmp)
+    assert again["quants_added"] == again["quants_updated"] == again["repos_added"] == 0
+    assert again["versions_added"] == 0 and again["quants_kept"] > 10
+    assert snapshot(target) == once
+    # The crawl treats the pulled entries as its own: nothing unchanged is read again.
+    emulator = HubEmulator()
+    populate(emulator.state, world_cache, WORLD)
+    with emulator:
+        summary = crawl(emulator, target, tmp)
+    assert summary["quants_analysed"] == 0
+    assert summary["repos_unchanged"] >= len(once["repos"]) - 3  # gated/broken are retried
+    assert summary["repos_new"] == 0
+
+
+def _sql(db: str, statement: str, *params: Any) -> None:
+    path = db.removeprefix("sqlite:///")
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute(statement, params)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _label(db: str, path: str) -> Any:
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    try:
+        return conn.execute("SELECT quant_label FROM quants WHERE path = ?", (path,)).fetchone()
+    finally:
+        conn.close()
+
+
+def test_newer_analysis_wins_older_loses_and_nothing_local_is_lost(crawled) -> None:
+    db, snap, tmp = crawled
+    some = snapshot(db)["quants"]
+    path_a, path_b = some[0][1], some[1][1]
+    # "newer": a copy of the catalog where quant A was re-analysed later (a newer rule set
+    # labels it differently) and quant B is unknown (a catalog that never saw it).
+    newer = tmp / "newer.sqlite"
+    shutil.copy(db.removeprefix("sqlite:///"), newer)
+    newer_db = f"sqlite:///{newer}"
+    _sql(
+        newer_db,
+        "UPDATE quants SET quant_label='RELABELLED', analysed_at='2099-01-01 00:00:00'"
+        " WHERE path = ?",
+        path_a,
+    )
+    _sql(newer_db, "DELETE FROM quants WHERE path = ?", path_b)
+    ok("export", str(tmp / "newer-snap"), "--db", newer_db, tmp=tmp)
+
+    # Newer snapshot into the older catalog: A's newer analysis wins, B (local only) stays.
+    older = tmp / "older.sqlite"
+    shutil.copy(db.removeprefix("sqlite:///"), older)
+    older_db = f"sqlite:///{older}"
+    summary = import_(tmp / "newer-snap", older_db, tmp)
+    assert summary["quants_updated"] == 1
+    assert _label(older_db, path_a) == ("RELABELLED",)
+    assert _label(older_db, path_b) is not None
+    labels = {r[0]: r[3] for r in view(older_db, tmp, "v_quants") if r[2] == path_a}
+    assert set(labels.values()) == {"RELABELLED"}
+
+    # Older snapshot into the newer catalog: the local newer analysis is kept; B is added back.
+    summary = import_(snap, newer_db, tmp)
+    assert summary["quants_updated"] == 0 and summary["quants_added"] == 1
+    assert _label(newer_db, path_a) == ("RELABELLED",)
+    assert _label(newer_db, path_b) == _label(db, path_b)
+
+
+def _counts(db: str) -> dict[str, int]:
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    try:
+        return {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in (
+                "repos",
+                "quants",
+                "files",
+                "tensor_groups",
+                "memory_models",
+                "quant_versions",
+                "tensor_tables",
+            )
+        }
+    finally:
+        conn.close()
+
+
+def _damaged_copy(snap: Path, dest: Path) -> Path:
+    shutil.copytree(snap, dest)
+    return dest
+
+
+def _rewrite_manifest(snap: Path, name: str, **changes: Any) -> None:
+    import hashlib
+
+    manifest = json.loads((snap / MANIFEST_NAME).read_text())
+    data = (snap / name).read_bytes()
+    manifest["files"][name].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    manifest.update(changes)
+    (snap / MANIFEST_NAME).write_text(json.dumps(manifest))
+
+
+def _refused(snap: Path, tmp: Path, target: str, *words: str) -> None:
+    before = _counts(target)
+    out = quants("import", str(snap), "--db", target, tmp=tmp)
+    assert out.returncode == 1, out.stdout
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("error: ") and "Traceback" not in out.stderr
+    for word in words:
+        assert word in first, first
+    assert _counts(target) == before
+
+
+def test_damaged_snapshots_are_refused_whole_with_nothing_written(crawled) -> None:
+    _db, snap, tmp = crawled
+    target = f"sqlite:///{tmp / 'damaged-target.sqlite'}"
+    ok("db", "upgrade", "--db", target, tmp=tmp)
+    assert sum(_counts(target).values()) == 0
+
+    # One flipped byte: the checksum says so.
+    bad = _damaged_copy(snap, tmp / "bad-sha")
+    raw = bytearray((bad / "quants.parquet").read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (bad / "quants.parquet").write_bytes(bytes(raw))
+    _refused(bad, tmp, target, "quants.parquet", "sha256")
+
+    # Truncated Parquet whose manifest was rewritten to match: the footer check says so.
+    cut = _damaged_copy(snap, tmp / "truncated")
+    data = (cut / "tensor_groups.parquet").read_bytes()
+    (cut / "tensor_groups.parquet").write_bytes(data[: len(data) // 2])
+    _rewrite_manifest(cut, "tensor_groups.parquet")
+    _refused(cut, tmp, target, "tensor_groups.parquet", "Parquet")
+
+    # A snapshot from a newer schema.
+    new = _damaged_copy(snap, tmp / "newer-schema")
+    manifest = json.loads((new / MANIFEST_NAME).read_text())
+    manifest["schema_version"] = 99
+    (new / MANIFEST_NAME).write_text(json.dumps(manifest))
+    _refused(new, tmp, target, "schema version 99", "newer")
+
+    # Valid files whose content is inconsistent (a version of a quant the snapshot lacks):
+    # found half-way through the merge, after repos and quants were written -> rolled back.
+    odd = _damaged_copy(snap, tmp / "inconsistent")
+    table = pq.read_table(odd / "quant_versions.parquet")
+    extra = table.slice(0, 1).to_pylist()
+    extra[0]["path"] = "no-such-quant.gguf"
+    pq.write_table(
+        pa.concat_tables([table, pa.Table.from_pylist(extra, table.schema)]),
+        odd / "quant_versions.parquet",
+    )
+    _rewrite_manifest(odd, "quant_versions.parquet")
+    manifest = json.loads((odd / MANIFEST_NAME).read_text())
+    manifest["files"]["quant_versions.parquet"]["rows"] += 1
+    (odd / MANIFEST_NAME).write_text(json.dumps(manifest))
+    _refused(odd, tmp, target, "no-such-quant.gguf")
+
+    # Not a snapshot at all.
+    _refused(tmp, tmp, target, "manifest.json")
+
+
+DUCKDB_QUERY = """
+SELECT q.repo_id, q.path, q.quant_label, q.size_bytes, q.attn_min_bits
+FROM 'quants.parquet' q
+WHERE q.mtp_present AND q.mtp_preserved AND q.vanished_at IS NULL
+ORDER BY q.size_bytes
+"""
+
+
+def test_duckdb_reads_the_export_and_the_documented_query_answers(crawled) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    db, snap, tmp = crawled
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "snapshots.md").read_text()
+    assert DUCKDB_QUERY.strip() in docs  # the query the docs show is the one tested here
+    conn = duckdb.connect()
+    conn.execute(f"SET file_search_path = '{snap}'")
+    got = conn.execute(DUCKDB_QUERY).fetchall()
+    want = json.loads(
+        ok(
+            "sql",
+            "SELECT r.repo_id, q.path, q.quant_label, q.size_bytes, q.attn_min_bits"
+            " FROM quants q JOIN repos r ON r.id = q.repo_pk WHERE q.mtp_present AND"
+            " q.mtp_preserved AND q.vanished_at IS NULL ORDER BY q.size_bytes",
+            "--json",
+            "--db",
+            db,
+            tmp=tmp,
+        )
+    )
+    assert got and [list(r) for r in got] == [list(r.values()) for r in want]
+    # Every query the docs show runs on the export.
+    import re
+
+    for query in re.findall(r"```sql\n(.*?)```", docs, re.S):
+        conn.execute(query).fetchall()
+    # Every file is readable, with the row count the manifest states.
+    manifest = json.loads((snap / MANIFEST_NAME).read_text())
+    for name, entry in manifest["files"].items():
+        n = conn.execute(f"SELECT count(*) FROM '{snap / name}'").fetchone()[0]
+        assert n == entry["rows"], name
+
+
+# --- publish / pull through the emulator -------------------------------------------------------
+
+TOKEN = "hf_test_user"
+DATASET = "quants-bot/gguf-catalog"
+
+
+def hub_env(tmp: Path, emu: HubEmulator, *, token: bool = True) -> dict[str, str]:
+    # The emulator speaks the LFS batch protocol, not Xet: HF_HUB_DISABLE_XET=1 is
+    # huggingface_hub's documented switch (constants.py) that makes it upload that way.
+    extra = {"QUANTS_HF_ENDPOINT": emu.endpoint, "HF_HUB_DISABLE_XET": "1"}
+    if token:
+        extra["HF_TOKEN"] = TOKEN
+    return clean_env(tmp, **extra)
+
+
+def hub_cli(emu: HubEmulator, tmp: Path, *args: str, token: bool = True) -> Any:
+    out = run_quants(*args, "--json", env=hub_env(tmp, emu, token=token), timeout=180)
+    assert TOKEN not in out.stdout + out.stderr  # never printed
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def downloaded(emu: HubEmulator) -> dict[str, int]:
+    """Content bytes the emulator served per file (GET bodies of the CDN and resolve-cache)."""
+    out: dict[str, int] = {}
+    for r in emu.requests(method="GET"):
+        if r.origin == "cdn" or "/resolve-cache/" in r.path:
+            out[r.path.rsplit("/", 1)[-1]] = out.get(r.path.rsplit("/", 1)[-1], 0) + r.bytes_sent
+    return out
+
+
+def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(crawled) -> None:
+    db, _snap, tmp = crawled
+    publisher, puller = tmp / "publisher", tmp / "puller"
+    target = f"sqlite:///{puller / 'pulled.sqlite'}"
+    with HubEmulator() as emu:
+        # Anonymous: refused with a one-line message, nothing created.
+        out = run_quants("publish", DATASET, "--db", db, env=hub_env(publisher, emu, token=False))
+        assert out.returncode == 1 and "not authorised" in out.stderr.splitlines()[0]
+        assert DATASET not in emu.state.datasets
+
+        first = hub_cli(emu, publisher, "publish", DATASET, "--db", db)
+        repo = emu.state.datasets[DATASET]
+        assert repo.head.sha == first["commit"] and len(repo.commits) == 2  # create + one commit
+        assert set(repo.head.files) == {
+            ".gitattributes",
+            MANIFEST_NAME,
+            *[
+                "repos.parquet",
+                "quants.parquet",
+                "files.parquet",
+                "tensor_groups.parquet",
+                "memory_models.parquet",
+                "quant_versions.parquet",
+            ],
+        }
+        assert all(repo.head.files[n].lfs for n in repo.head.files if n.endswith(".parquet"))
+
+        # The second machine: pull into an empty catalog, then search it with no crawl.
+        pulled = hub_cli(emu, puller, "pull", DATASET, "--db", target)
+        assert pulled["commit"] == first["commit"] and pulled["imported"]["quants_added"] > 10
+        assert pulled["bytes_downloaded"] == sum(downloaded(emu).values()) > 0
+        assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
+        assert search(target, tmp) == search(db, tmp)
+
+        # Unchanged: publishing again makes no commit; pulling again downloads 0 bytes.
+        again = hub_cli(emu, publisher, "publish", DATASET, "--db", db)
+        assert again["commit"] == first["commit"] and len(repo.commits) == 2
+        emu.clear_log()
+        second = hub_cli(emu, puller, "pull", DATASET, "--db", target)
+        assert second["bytes_downloaded"] == 0 and downloaded(emu) == {}
+        assert second["imported"] is None
+
+        # One quant re-analysed: only the files whose content changed are fetched again.
+        newer = tmp / "publisher.sqlite"
+        shutil.copy(db.removeprefix("sqlite:///"), newer)
+        path_a = snapshot(db)["quants"][0][1]
+        _sql(
+            f"sqlite:///{newer}",
+            "UPDATE quants SET quant_label='RELABELLED',"
+            " analysed_at='2099-01-01 00:00:00' WHERE path = ?",
+            path_a,
+        )
+        third = hub_cli(emu, publisher, "publish", DATASET, "--db", f"sqlite:///{newer}")
+        assert third["commit"] != first["commit"] and len(repo.commits) == 3
+        emu.clear_log()
+        fourth = hub_cli(emu, puller, "pull", DATASET, "--db", target)
+        fetched = downloaded(emu)
+        assert fourth["imported"]["quants_updated"] == 1
+        assert fourth["bytes_downloaded"] == sum(fetched.values())
+        assert "RELABELLED" in {r[3] for r in view(target, tmp, "v_quants")}
+        # LFS blobs are served by sha256 on the CDN, git files by name from resolve-cache:
+        # only the changed quants file and the manifest travelled.
+        assert set(fetched) == {repo.head.files["quants.parquet"].sha256, MANIFEST_NAME}
+
+        # --revision: the first snapshot again (older analyses lose, nothing is lost).
+        old = hub_cli(emu, puller, "pull", DATASET, "--revision", first["commit"], "--db", target)
+        assert old["commit"] == first["commit"] and old["imported"]["quants_updated"] == 0
+        assert "RELABELLED" in {r[3] for r in view(target, tmp, "v_quants")}
