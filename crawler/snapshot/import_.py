@@ -40,13 +40,14 @@ from crawler.catalog.tables import (
     TensorTable,
 )
 from crawler.errors import SnapshotError
+from crawler.snapshot.bulk import drop_for_load, empty_tables, load_settings, rebuild
 from crawler.snapshot.columns import WRITE_TABLES as TABLES
 from crawler.snapshot.columns import arrow_schema, as_utc, columns_of
 from crawler.snapshot.manifest import MANIFEST_NAME, Manifest, ManifestError, parse_manifest
+from crawler.snapshot.rows import Batch, Insert, batches
 
 __all__ = ["ImportSummary", "import_snapshot", "verify_snapshot"]
 
-_BATCH = 20_000
 _CHUNK = 5_000  # ids per IN (...) list
 
 
@@ -123,23 +124,6 @@ def verify_snapshot(path: Path) -> Manifest:
     return manifest
 
 
-def _rows(path: Path, name: str) -> Iterator[list[dict[str, Any]]]:
-    """The file's rows in batches, timestamps aware (UTC), JSON columns as their text.
-
-    Converted column by column (``Array.to_pylist``), about twice as fast as row by row.
-    """
-    file = path / name
-    if not file.exists():
-        return
-    try:
-        for batch in pq.ParquetFile(file).iter_batches(batch_size=_BATCH):
-            keys = batch.schema.names
-            columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
-            yield [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise SnapshotError(f"{name}: unreadable ({exc}); nothing was imported") from None
-
-
 # -- merging -------------------------------------------------------------------------------
 
 
@@ -166,85 +150,24 @@ def _decoded(name: str, row: dict[str, Any], names: list[str]) -> dict[str, Any]
     }
 
 
-class _Insert:
-    """A bulk INSERT of one table's columns through the driver's executemany.
-
-    SQLAlchemy compiles the statement once (PostgreSQL: with its casts, e.g. ``::JSON``) and its
-    types' bind processors convert the values (SQLite timestamps and booleans); JSON arrives as
-    its text from the snapshot and is stored as is. About 3x faster than ``conn.execute(insert,
-    rows)``, whose per-row parameter processing dominated a 200k-quant import.
-    """
-
-    def __init__(self, conn: Connection, name: str, names: list[str]) -> None:
-        table = TABLES[name]
-        dialect = conn.dialect
-        compiled = table.insert().values({n: bindparam(n) for n in names}).compile(dialect=dialect)
-        self.conn = conn
-        self.names = names
-        self.sql = compiled.string
-        self.order = list(compiled.positiontup) if compiled.positiontup else None
-        json_cols = {c.name for c in columns_of(name) if c.kind == "json"}
-        self.procs = [
-            None if n in json_cols else table.c[n].type.bind_processor(dialect) for n in names
-        ]
-        # PostgreSQL: COPY FROM STDIN, ~10x faster than psycopg's pipelined executemany (which
-        # took 14 of a 20k-quant import's 29 s); psycopg adapts each value, the server parses
-        # JSON text into json columns.
-        self.copy_sql: str | None = None
-        if dialect.name == "postgresql":
-            quoted = ", ".join(dialect.identifier_preparer.quote(n) for n in names)
-            self.copy_sql = (
-                f"COPY {dialect.identifier_preparer.quote(table.name)} ({quoted}) FROM STDIN"
-            )
-
-    def _copy(self, rows: list[dict[str, Any]]) -> None:
-        assert self.copy_sql is not None
-        names = self.names
-        cursor = self.conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            with cursor.copy(self.copy_sql) as copy:
-                for row in rows:
-                    # PostgreSQL text cannot hold NUL (crawler/catalog/database.py replaces it
-                    # the same way on the crawl's writes).
-                    copy.write_row(
-                        [
-                            v.replace("\x00", "\ufffd") if isinstance(v, str) and "\x00" in v else v
-                            for v in (row[n] for n in names)
-                        ]
-                    )
-        finally:
-            cursor.close()
-
-    def __call__(self, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        if self.copy_sql is not None:
-            self._copy(rows)
-            return
-        columns = [[row[n] for row in rows] for n in self.names]
-        for i, proc in enumerate(self.procs):
-            if proc is not None:
-                columns[i] = [proc(v) for v in columns[i]]
-        if self.order is not None:
-            index = {n: i for i, n in enumerate(self.names)}
-            params: list[Any] = list(zip(*(columns[index[n]] for n in self.order), strict=True))
-        else:
-            params = [dict(zip(self.names, v, strict=True)) for v in zip(*columns, strict=True)]
-        self.conn.exec_driver_sql(self.sql, params)
-
-
 def _chunks(ids: list[int]) -> Iterator[list[int]]:
     for i in range(0, len(ids), _CHUNK):
         yield ids[i : i + _CHUNK]
 
 
 class _Merge:
-    """One import's state inside its transaction."""
+    """One import's state inside its transaction.
+
+    Each snapshot file is read batch by batch as columns (crawler/snapshot/rows.py): the loops
+    below read only the key columns they decide on, collect the indices of the rows to insert,
+    and make a row dict only for an UPDATE (a local row the snapshot's newer one replaces).
+    """
 
     def __init__(self, conn: Connection, path: Path, summary: ImportSummary) -> None:
         self.conn = conn
         self.path = path
         self.summary = summary
+        self.dialect = conn.dialect.name
         self.repo_pk: dict[str, int] = {}
         self.repos_taken: set[str] = set()
         self.touched_repos: set[int] = set()
@@ -252,6 +175,9 @@ class _Merge:
         self.quants_taken: set[tuple[str, str]] = set()
         self.quant_id: dict[tuple[str, str], int] = {}
         self.content_changed: set[int] = set()
+
+    def _batches(self, name: str) -> Iterator[Batch]:
+        return batches(self.path, name, self.dialect)
 
     def repos(self) -> None:
         name = "repos.parquet"
@@ -264,16 +190,16 @@ class _Merge:
         }
         names = _names(name, ())
         changed = [n for n in names if n not in ("repo_id", "first_seen_at")]
-        insert = _Insert(self.conn, name, names)
-        for rows in _rows(self.path, name):
-            inserts = []
-            for row in rows:
-                mine = local.get(row["repo_id"])
+        insert = Insert(self.conn, name, names)
+        for batch in self._batches(name):
+            take: list[int] = []
+            for i, repo_id in enumerate(batch.col("repo_id")):
+                mine = local.get(repo_id)
                 if mine is None:
-                    inserts.append(row)
-                    self.summary.repos_added += 1
-                    self.repos_taken.add(row["repo_id"])
-                elif _newer(row["scanned_at"], mine.scanned_at):
+                    take.append(i)
+                    self.repos_taken.add(repo_id)
+                elif _newer(batch.col("scanned_at")[i], mine.scanned_at):
+                    row = batch.row(i)
                     values = _decoded(name, row, changed)
                     first = as_utc(mine.first_seen_at)
                     theirs = as_utc(row["first_seen_at"])
@@ -281,9 +207,9 @@ class _Merge:
                         values["first_seen_at"] = theirs
                     self.conn.execute(update(table).where(table.c.id == mine.id).values(**values))
                     self.summary.repos_updated += 1
-                    self.repos_taken.add(row["repo_id"])
+                    self.repos_taken.add(repo_id)
                     self.touched_repos.add(mine.id)
-            insert(inserts)
+            self.summary.repos_added += insert(batch, take)
         # (Not dict(result): a Result has keys(), so dict() would treat it as a mapping.)
         self.repo_pk = {rid: pk for rid, pk in self.conn.execute(select(Repo.repo_id, Repo.id))}  # noqa: C416
         self.touched_repos |= {self.repo_pk[r] for r in self.repos_taken}
@@ -305,31 +231,29 @@ class _Merge:
         }
         names = _names(name, ("repo_id",), ("repo_pk",))
         changed = [n for n in names if n not in ("first_seen_at", "repo_pk", "path")]
-        insert = _Insert(self.conn, name, names)
+        insert = Insert(self.conn, name, names)
         replaced: list[int] = []
-        for rows in _rows(self.path, name):
-            inserts = []
-            for row in rows:
-                pk = self._repo(row["repo_id"], name)
-                key = (row["repo_id"], row["path"])
-                mine = local.get((pk, row["path"]))
-                row["repo_pk"] = pk
+        for batch in self._batches(name):
+            repo_ids, paths = batch.col("repo_id"), batch.col("path")
+            pks = [self._repo(repo_id, name) for repo_id in repo_ids]
+            take: list[int] = []
+            for i, (repo_id, path, pk) in enumerate(zip(repo_ids, paths, pks, strict=True)):
+                mine = local.get((pk, path))
                 if mine is None:
-                    inserts.append(row)
-                    self.summary.quants_added += 1
-                elif _newer(row["analysed_at"], mine.analysed_at):
-                    values = _decoded(name, row, changed)
+                    take.append(i)
+                elif _newer(batch.col("analysed_at")[i], mine.analysed_at):
+                    values = _decoded(name, {**batch.row(i), "repo_pk": pk}, changed)
                     self.conn.execute(update(table).where(table.c.id == mine.id).values(**values))
                     replaced.append(mine.id)
-                    if mine.content_key != row["content_key"]:
+                    if mine.content_key != batch.col("content_key")[i]:
                         self.content_changed.add(mine.id)
                     self.summary.quants_updated += 1
                 else:
                     self.summary.quants_kept += 1
                     continue
-                self.quants_taken.add(key)
+                self.quants_taken.add((repo_id, path))
                 self.touched_repos.add(pk)
-            insert(inserts)
+            self.summary.quants_added += insert(batch, take, {"repo_pk": pks})
         # The snapshot's children replace the old ones of the quants it won.
         for ids in _chunks(replaced):
             for model in (TensorGroup, MemoryModel):
@@ -345,20 +269,17 @@ class _Merge:
 
     def children(self, name: str, *, replace_existing: bool = False) -> None:
         table = TABLES[name]
-        insert = _Insert(self.conn, name, _names(name, ("repo_id", "path"), ("quant_id",)))
-        for rows in _rows(self.path, name):
-            inserts = []
-            for row in rows:
-                key = (row["repo_id"], row["path"])
-                if key not in self.quants_taken:
-                    continue
-                row["quant_id"] = self.quant_id[key]
-                inserts.append(row)
-            if replace_existing and inserts:
-                ids = sorted({v["quant_id"] for v in inserts})
+        insert = Insert(self.conn, name, _names(name, ("repo_id", "path"), ("quant_id",)))
+        taken, quant_id = self.quants_taken, self.quant_id
+        for batch in self._batches(name):
+            keys = list(zip(batch.col("repo_id"), batch.col("path"), strict=True))
+            take = [i for i, key in enumerate(keys) if key in taken]
+            qids = [quant_id.get(key, 0) for key in keys]
+            if replace_existing and take:
+                ids = sorted({qids[i] for i in take})
                 for chunk in _chunks(ids):
                     self.conn.execute(delete(table).where(table.c.quant_id.in_(chunk)))
-            insert(inserts)
+            insert(batch, take, {"quant_id": qids})
 
     def versions(self) -> None:
         name = "quant_versions.parquet"
@@ -368,24 +289,31 @@ class _Merge:
                 select(QuantVersion.quant_id, QuantVersion.content_key, QuantVersion.analysed_at)
             )
         }
-        insert = _Insert(self.conn, name, _names(name, ("repo_id", "path"), ("quant_id",)))
-        for rows in _rows(self.path, name):
-            inserts = []
-            for row in rows:
-                qid = self.quant_id.get((row["repo_id"], row["path"]))
+        insert = Insert(self.conn, name, _names(name, ("repo_id", "path"), ("quant_id",)))
+        for batch in self._batches(name):
+            take: list[int] = []
+            qids: list[int] = []
+            for i, (repo_id, path, key, at) in enumerate(
+                zip(
+                    batch.col("repo_id"),
+                    batch.col("path"),
+                    batch.col("content_key"),
+                    batch.col("analysed_at"),
+                    strict=True,
+                )
+            ):
+                qid = self.quant_id.get((repo_id, path))
                 if qid is None:
                     raise SnapshotError(
-                        f"{name}: version of {row['repo_id']}/{row['path']} "
-                        "that quants.parquet lacks"
+                        f"{name}: version of {repo_id}/{path} that quants.parquet lacks"
                     )
-                mark = (qid, row["content_key"], as_utc(row["analysed_at"]))
+                qids.append(qid)
+                mark = (qid, key, as_utc(at))
                 if mark in have:
                     continue
                 have.add(mark)
-                row["quant_id"] = qid
-                inserts.append(row)
-            insert(inserts)
-            self.summary.versions_added += len(inserts)
+                take.append(i)
+            self.summary.versions_added += insert(batch, take, {"quant_id": qids})
 
     def files(self) -> None:
         name = "files.parquet"
@@ -396,28 +324,30 @@ class _Merge:
         }
         names = _names(name, ("repo_id", "quant_path"), ("repo_pk", "quant_id"))
         changed = [n for n in names if n not in ("first_seen_at", "repo_pk", "path")]
-        insert = _Insert(self.conn, name, names)
-        for rows in _rows(self.path, name):
-            inserts, updates = [], []
-            for row in rows:
-                pk = self._repo(row["repo_id"], name)
-                quant_path = row["quant_path"]
-                row["repo_pk"] = pk
-                row["quant_id"] = (
-                    self.quant_id.get((row["repo_id"], quant_path)) if quant_path else None
-                )
-                fid = local.get((pk, row["path"]))
+        insert = Insert(self.conn, name, names)
+        for batch in self._batches(name):
+            take: list[int] = []
+            updates: list[dict[str, Any]] = []
+            repo_ids = batch.col("repo_id")
+            pks = [self._repo(repo_id, name) for repo_id in repo_ids]
+            qids = [
+                self.quant_id.get((repo_id, quant_path)) if quant_path else None
+                for repo_id, quant_path in zip(repo_ids, batch.col("quant_path"), strict=True)
+            ]
+            for i, (repo_id, path) in enumerate(zip(repo_ids, batch.col("path"), strict=True)):
+                fid = local.get((pks[i], path))
                 if fid is None:
-                    inserts.append(row)
-                elif row["repo_id"] in self.repos_taken:
+                    take.append(i)
+                elif repo_id in self.repos_taken:
+                    row = {**batch.row(i), "repo_pk": pks[i], "quant_id": qids[i]}
                     updates.append({"fid": fid, **_decoded(name, row, changed)})
-            insert(inserts)
+            written = insert(batch, take, {"repo_pk": pks, "quant_id": qids})
             if updates:
                 cols: dict[str, Any] = {k: bindparam(k) for k in updates[0] if k != "fid"}
                 self.conn.execute(
                     update(table).where(table.c.id == bindparam("fid")).values(**cols), updates
                 )
-            self.summary.files_written += len(inserts) + len(updates)
+            self.summary.files_written += written + len(updates)
 
     def refresh_live(self) -> None:
         """``quants.live`` / ``search_text`` of the touched repos, as the crawl keeps them."""
@@ -440,17 +370,24 @@ def import_snapshot(catalog: Catalog, path: Path) -> ImportSummary:
         else:
             conn.begin()
         try:
-            merge = _Merge(conn, path, summary)
-            merge.repos()
-            merge.quants()
-            merge.children("tensor_groups.parquet")
-            merge.children("memory_models.parquet")
-            merge.children("tensor_tables.parquet", replace_existing=True)
-            merge.versions()
-            merge.files()
-            merge.refresh_live()
+            with load_settings(conn):
+                # Tables empty now (an empty catalog) are loaded without their secondary
+                # indexes (PostgreSQL: and foreign keys), made once at the end
+                # (crawler/snapshot/bulk.py).
+                empty = empty_tables(conn, sorted({t.name for t in TABLES.values()}))
+                dropped = drop_for_load(conn, empty)
+                merge = _Merge(conn, path, summary)
+                merge.repos()
+                merge.quants()
+                merge.children("tensor_groups.parquet")
+                merge.children("memory_models.parquet")
+                merge.children("tensor_tables.parquet", replace_existing=True)
+                merge.versions()
+                merge.files()
+                merge.refresh_live()
+                rebuild(conn, dropped)
+                conn.commit()
         except BaseException:
             conn.rollback()
             raise
-        conn.commit()
     return summary

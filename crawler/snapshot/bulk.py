@@ -1,0 +1,151 @@
+"""Bulk loading into empty catalog tables, inside the import's one transaction.
+
+Why: a snapshot imported into an empty catalog writes every row of every table. Maintaining the
+secondary indexes row by row (the search indexes on ``quants`` are wide and covering, and the
+``live`` / ``search_text`` refresh rewrites each of their entries once more) was about half of a
+200k-quant import; on PostgreSQL, so were the per-row foreign-key triggers. Building an index once
+from the loaded table sorts instead, and a foreign key added to a loaded table is checked by one
+join (PostgreSQL's "Populating a Database" advice: remove indexes and foreign keys, load, create
+them again, with a larger ``maintenance_work_mem``;
+https://www.postgresql.org/docs/15/populate.html). So:
+
+- :func:`drop_for_load` drops the plain (non-unique, not constraint-backed) indexes of the tables
+  that are empty when the import's transaction starts, and on PostgreSQL their foreign keys, and
+  returns the exact statements that make them again, read from the database itself (SQLite
+  ``sqlite_master.sql``; PostgreSQL ``pg_get_indexdef`` / ``pg_get_constraintdef``), so what is
+  rebuilt is what the migrations made, whatever they become;
+- :func:`rebuild` runs those statements before the commit (a foreign key added back checks every
+  loaded row: a bad reference still fails the import).
+
+Both run in the import's transaction (DDL is transactional in SQLite and PostgreSQL): a failed
+import rolls the drops back with the rows, and no other connection ever sees a table without
+its indexes or keys (SQLite: the import holds the write lock from ``BEGIN IMMEDIATE``;
+PostgreSQL: ``DROP INDEX`` / ``ALTER TABLE`` hold the table's ACCESS EXCLUSIVE lock until the
+commit). Unique and primary-key indexes stay: the merge relies on them. SQLite's foreign keys
+stay checked row by row (they cannot be dropped without rebuilding the table; ~1.5 s of a
+200k-quant import).
+
+:func:`load_settings` gives the import's connection more memory for the load and puts things back
+after: SQLite's page cache (a connection-level pragma, valid inside a transaction, restored to the
+connection's own value, so other users of the file and of the pooled connection see nothing
+changed); PostgreSQL's ``maintenance_work_mem`` for the index builds (``SET LOCAL``: it ends with
+the transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Connection, text
+
+__all__ = ["drop_for_load", "empty_tables", "load_settings", "rebuild"]
+
+#: SQLite page cache for the import, in KiB (negative ``cache_size`` = KiB): the loaded tables'
+#: B-trees stay in memory instead of spilling pages to the WAL during the transaction.
+SQLITE_CACHE_KIB = 256 * 1024
+#: PostgreSQL ``maintenance_work_mem`` for the index builds and key checks after the load.
+PG_MAINTENANCE_WORK_MEM = "256MB"
+
+
+def empty_tables(conn: Connection, tables: Iterable[str]) -> set[str]:
+    """Which of ``tables`` hold no row (read in the caller's transaction)."""
+    quote = conn.dialect.identifier_preparer.quote
+    return {
+        name
+        for name in tables
+        if conn.exec_driver_sql(f"SELECT 1 FROM {quote(name)} LIMIT 1").first() is None
+    }
+
+
+def _sqlite_indexes(conn: Connection, table: str) -> list[tuple[str, str]]:
+    unique = {
+        row[1]
+        for row in conn.exec_driver_sql(f"PRAGMA index_list({_sqlite_literal(table)})")
+        if row[2]
+    }
+    rows = conn.execute(
+        text(
+            "SELECT name, sql FROM sqlite_master "
+            "WHERE type = 'index' AND tbl_name = :t AND sql IS NOT NULL ORDER BY name"
+        ),
+        {"t": table},
+    )
+    return [(name, sql) for name, sql in rows if name not in unique]
+
+
+def _sqlite_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _pg_indexes(conn: Connection, table: str) -> list[tuple[str, str]]:
+    rows = conn.execute(
+        text(
+            "SELECT ic.relname, pg_get_indexdef(i.indexrelid) "
+            "FROM pg_index i "
+            "JOIN pg_class ic ON ic.oid = i.indexrelid "
+            "JOIN pg_class tc ON tc.oid = i.indrelid "
+            "WHERE tc.oid = to_regclass(:t) AND NOT i.indisunique AND NOT i.indisprimary "
+            "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid) "
+            "ORDER BY ic.relname"
+        ),
+        {"t": conn.dialect.identifier_preparer.quote(table)},
+    )
+    return [(name, sql) for name, sql in rows]
+
+
+def _pg_foreign_keys(conn: Connection, table: str) -> list[tuple[str, str]]:
+    quote = conn.dialect.identifier_preparer.quote
+    rows = conn.execute(
+        text(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = to_regclass(:t) AND contype = 'f' ORDER BY conname"
+        ),
+        {"t": quote(table)},
+    )
+    return [
+        (name, f"ALTER TABLE {quote(table)} ADD CONSTRAINT {quote(name)} {definition}")
+        for name, definition in rows
+    ]
+
+
+def drop_for_load(conn: Connection, tables: Iterable[str]) -> list[str]:
+    """Drop the plain indexes (and PostgreSQL foreign keys) of ``tables``; return the statements
+    that make them again, indexes first."""
+    quote = conn.dialect.identifier_preparer.quote
+    postgres = conn.dialect.name == "postgresql"
+    indexes: list[str] = []
+    keys: list[str] = []
+    for table in sorted(tables):
+        for name, sql in (_pg_indexes if postgres else _sqlite_indexes)(conn, table):
+            conn.exec_driver_sql(f"DROP INDEX {quote(name)}")
+            indexes.append(sql)
+        if postgres:
+            for name, sql in _pg_foreign_keys(conn, table):
+                conn.exec_driver_sql(f"ALTER TABLE {quote(table)} DROP CONSTRAINT {quote(name)}")
+                keys.append(sql)
+    return indexes + keys
+
+
+def rebuild(conn: Connection, statements: Iterable[str]) -> None:
+    """Make again what :func:`drop_for_load` dropped."""
+    for sql in statements:
+        conn.exec_driver_sql(sql)
+
+
+@contextmanager
+def load_settings(conn: Connection) -> Iterator[None]:
+    """More memory for the load on ``conn``, for the duration (see the module docstring)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{PG_MAINTENANCE_WORK_MEM}'")
+        yield
+        return
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+    conn.exec_driver_sql(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        conn.exec_driver_sql(f"PRAGMA cache_size={int(before or 0)}")
