@@ -100,6 +100,74 @@ def test_round_trip_into_empty_sqlite_equals_the_crawl(crawled) -> None:
     # Every analysis fact, history row and (decompressed) tensor table came along.
     assert snapshot(target) == snapshot(db)
     assert integrity_ok(target)
+    # The bulk load into the empty tables dropped their indexes and made them again: the schema
+    # is the migrations' own; and times are stored as the text the crawl stores.
+    assert sqlite_schema(target) == sqlite_schema(db)
+    assert raw(target, RAW_TIMES) == raw(db, RAW_TIMES)
+
+
+def sqlite_schema(db: str) -> list[tuple[Any, ...]]:
+    return sorted(
+        raw(
+            db, "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        )
+    )
+
+
+RAW_TIMES = (
+    "SELECT r.repo_id, q.path, q.analysed_at, q.first_seen_at, r.scanned_at, r.first_seen_at"
+    " FROM quants q JOIN repos r ON r.id = q.repo_pk ORDER BY r.repo_id, q.path"
+)
+
+
+def raw(db: str, statement: str) -> list[tuple[Any, ...]]:
+    """Rows as SQLite stores them (no type conversion)."""
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    try:
+        return conn.execute(statement).fetchall()
+    finally:
+        conn.close()
+
+
+def pg_schema(url: str) -> list[tuple[Any, ...]]:
+    """Every index and constraint of a PostgreSQL catalog, as the server defines them."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            indexes = conn.execute(
+                text(
+                    "SELECT tablename, indexname, indexdef FROM pg_indexes"
+                    " WHERE schemaname = 'public'"
+                )
+            ).all()
+            keys = conn.execute(
+                text(
+                    "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid),"
+                    " convalidated"
+                    " FROM pg_constraint WHERE connamespace = 'public'::regnamespace"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    return sorted(tuple(r) for r in [*indexes, *keys])
+
+
+def test_import_puts_the_connections_settings_back(crawled) -> None:
+    from crawler.catalog import Catalog
+    from crawler.snapshot.import_ import import_snapshot
+
+    _db, snap, tmp = crawled
+    with Catalog.open(f"sqlite:///{tmp / 'settings.sqlite'}") as catalog:
+        with catalog.engine.connect() as conn:
+            before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+            first = id(conn.connection.dbapi_connection)
+        import_snapshot(catalog, snap)
+        with catalog.engine.connect() as conn:
+            # The pooled connection the import used, with its page cache as it was.
+            assert id(conn.connection.dbapi_connection) == first
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == before
 
 
 @pytest.mark.postgres
@@ -111,6 +179,10 @@ def test_round_trip_into_empty_postgresql_equals_the_crawl(crawled) -> None:
         assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
         assert view(target, tmp, "v_tensor_groups") == view(db, tmp, "v_tensor_groups")
         assert search(target, tmp) == search(db, tmp)
+        # The dropped indexes and foreign keys were made again, as the migrations make them.
+        fresh = new()
+        ok("db", "upgrade", "--db", fresh, tmp=tmp)
+        assert pg_schema(target) == pg_schema(fresh)
         # And back out of PostgreSQL: the same rows give the same files.
         ok("export", str(tmp / "from-pg"), "--db", target, "--with-tensors", tmp=tmp)
         for name in ("quants.parquet", "tensor_groups.parquet", "memory_models.parquet"):
@@ -229,6 +301,7 @@ def _rewrite_manifest(snap: Path, name: str, **changes: Any) -> None:
 
 def _refused(snap: Path, tmp: Path, target: str, *words: str) -> None:
     before = _counts(target)
+    schema = sqlite_schema(target)
     out = quants("import", str(snap), "--db", target, tmp=tmp)
     assert out.returncode == 1, out.stdout
     first = out.stderr.splitlines()[0]
@@ -236,6 +309,7 @@ def _refused(snap: Path, tmp: Path, target: str, *words: str) -> None:
     for word in words:
         assert word in first, first
     assert _counts(target) == before
+    assert sqlite_schema(target) == schema  # the indexes dropped for the load are back
 
 
 def test_damaged_snapshots_are_refused_whole_with_nothing_written(crawled) -> None:
