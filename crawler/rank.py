@@ -30,7 +30,6 @@ from crawler.fit import (
     MemoryCoefficients,
     RunConfig,
     cache_type,
-    cheapest_cache_for,
     estimate,
     max_ctx,
 )
@@ -179,7 +178,8 @@ class RunSpec:
     type_k: str = "f16"
     type_v: str = "f16"
     auto_cache: bool = False  # per candidate, the least lossy cache that reaches ctx
-    mtp: bool = False
+    mtp: bool = False  # --mtp: only quants that run with their MTP head, and run it
+    mtp_auto: bool = False  # MTP on where the quant has a usable head and it fits (fit/choose.py)
     spec_draft_n_max: int = 3
     cpu_moe: bool = False
 
@@ -421,22 +421,26 @@ def _evaluate(
     c: Candidate, spec: RunSpec, budget: Budget
 ) -> tuple[RunConfig, FitEstimate] | tuple[None, FitEstimate | None]:
     """(config, estimate) when ``c`` fits; (None, smallest estimate or None) when it does not."""
-    cfg = spec.base_config()
-    limit = budget.device_bytes
-    if spec.auto_cache:
-        chosen = cheapest_cache_for(c.coefficients, cfg, limit, cfg.ctx)
-        if chosen is None:
-            cheapest = cfg.replace(
-                type_k="q4_0", type_v="q4_0", type_k_draft="q4_0", type_v_draft="q4_0"
-            )
-            return None, estimate(c.coefficients, cheapest)
-        cfg = chosen
-    est = estimate(c.coefficients, cfg)
-    if est.total > limit:
+    from crawler.fit.choose import choose_config
+
+    cfg, est = choose_config(
+        c.coefficients,
+        spec.base_config(),
+        budget.device_bytes,
+        auto_cache=spec.auto_cache,
+        mtp="on" if spec.mtp else "auto" if spec.mtp_auto else "off",
+        mtp_usable=mtp_usable(c),
+    )
+    if cfg is None or est is None:
         return None, est
     if spec.cpu_moe and budget.ram_bytes is not None and est.host_bytes > budget.ram_bytes:
         return None, est
     return cfg, est
+
+
+def mtp_usable(c: Candidate) -> bool:
+    """The quant carries an MTP head search may run: present, preserved (>= 6 bits), complete."""
+    return bool(c.mtp_present and c.mtp_preserved and c.coefficients.mtp_available)
 
 
 def _sort_value(key: str, r: Ranked) -> tuple[int, float]:
@@ -536,9 +540,8 @@ def rank_candidates(
         batches = _batches(iter(accepted), limit)
     fitting: list[Ranked] = []
     # Per coefficient object (keyed by id, holding the object): estimate, and max ctx per config.
-    evaluations: dict[
-        int, tuple[MemoryCoefficients, tuple[RunConfig | None, FitEstimate | None] | EstimateError]
-    ] = {}
+    Outcome = tuple[RunConfig | None, FitEstimate | None] | EstimateError
+    evaluations: dict[tuple[int, bool], tuple[MemoryCoefficients, Outcome]] = {}
     max_ctxs: dict[tuple[int, RunConfig], tuple[MemoryCoefficients, int]] = {}
     unknown = invalid = too_big = estimated = seen = 0
     smallest: int | None = None
@@ -568,7 +571,8 @@ def rank_candidates(
             # Quants with one coefficient object (the catalog shares it between identical
             # memory models: re-uploads, mirrors) are estimated once. The memo keeps the object,
             # so its id cannot be reused by another while the memo lives.
-            memo = evaluations.get(id(c.coefficients))
+            memo_key = (id(c.coefficients), mtp_usable(c))
+            memo = evaluations.get(memo_key)
             if memo is not None and memo[0] is c.coefficients:
                 outcome = memo[1]
             else:
@@ -576,7 +580,7 @@ def rank_candidates(
                     outcome = _evaluate(c, spec, budget)
                 except EstimateError as exc:
                     outcome = exc
-                evaluations[id(c.coefficients)] = (c.coefficients, outcome)
+                evaluations[memo_key] = (c.coefficients, outcome)
             if isinstance(outcome, EstimateError):
                 invalid += 1
                 continue

@@ -222,6 +222,7 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "cache_type_v": None if req.spec.auto_cache else req.spec.type_v,
             "auto_cache": req.spec.auto_cache,
             "mtp": req.spec.mtp,
+            "mtp_auto": req.spec.mtp_auto,
             "cpu_moe": req.spec.cpu_moe,
             "sort": req.sort,
             "limit": req.limit,

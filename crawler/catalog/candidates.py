@@ -179,10 +179,20 @@ def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
 def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     """(expression, params): :meth:`crawler.speed.SpeedBound.tok_s` over the quants' columns,
     an upper bound of the estimated tok/s, for ``--sort speed`` (needs the GPU's bandwidth)."""
-    from crawler.speed import MOE_BOUND_SLACK, VERIFY_EXPERTS_K, speed_bound
-
     if budget.bandwidth_gb_s is None:
         raise ValueError("--sort speed needs the GPU's bandwidth")
+    if spec.mtp_auto and not spec.mtp:
+        # MTP may be on or off per quant (crawler.fit.choose): the larger of both bounds.
+        on, on_params = _speed_bound_sql(dataclasses.replace(spec, mtp=True), budget, "_on")
+        off, off_params = _speed_bound_sql(spec, budget, "")
+        return f"(CASE WHEN {on} > {off} THEN {on} ELSE {off} END)", {**off_params, **on_params}
+    return _speed_bound_sql(spec, budget, "")
+
+
+def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict[str, Any]]:
+    from crawler.speed import MOE_BOUND_SLACK, VERIFY_EXPERTS_K, speed_bound
+
+    assert budget.bandwidth_gb_s is not None
     b = speed_bound(
         budget.bandwidth_gb_s,
         mtp=spec.mtp,
@@ -190,24 +200,24 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
         experts_on_host=spec.cpu_moe,
     )
     rb, layers = "COALESCE(q.fit_read_bytes, 0)", "COALESCE(q.fit_moe_layers, 0)"
-    seconds = f"({rb} / :speed_bw + {layers} * :speed_tau)"
+    seconds = f"({rb} / :speed_bw{sfx} + {layers} * :speed_tau{sfx})"
     cost = (
-        f"(:speed_base + :speed_k * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
-        " + :speed_verify * COALESCE(q.fit_verify_experts, 0.0))"
+        f"(:speed_base{sfx} + :speed_k{sfx} * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
+        f" + :speed_verify{sfx} * COALESCE(q.fit_verify_experts, 0.0))"
     )
-    slack = f"CASE WHEN {layers} > 0 THEN :speed_slack ELSE 1.0 END"
+    slack = f"CASE WHEN {layers} > 0 THEN :speed_slack{sfx} ELSE 1.0 END"
     expr = (
         f"CASE WHEN {seconds} <= 0 THEN 1e300"
-        f" ELSE (:speed_expected / {cost}) / {seconds} * {slack} END"
+        f" ELSE (:speed_expected{sfx} / {cost}) / {seconds} * {slack} END"
     )
     return expr, {
-        "speed_bw": b.bw,
-        "speed_tau": b.moe_layer_seconds,
-        "speed_base": b.base_cost,
-        "speed_k": float(b.draft_n_max),
-        "speed_verify": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
-        "speed_expected": b.expected,
-        "speed_slack": MOE_BOUND_SLACK,
+        f"speed_bw{sfx}": b.bw,
+        f"speed_tau{sfx}": b.moe_layer_seconds,
+        f"speed_base{sfx}": b.base_cost,
+        f"speed_k{sfx}": float(b.draft_n_max),
+        f"speed_verify{sfx}": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
+        f"speed_expected{sfx}": b.expected,
+        f"speed_slack{sfx}": MOE_BOUND_SLACK,
     }
 
 

@@ -6,12 +6,12 @@ run through it, parsed by this command's own option parser).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from crawler.cli._app import CtxOpt, DbOpt, JsonOpt, LimitOpt, VramOpt, app
+from crawler.cli._app import DbOpt, JsonOpt, LimitOpt, VramOpt, app
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
@@ -31,7 +31,9 @@ def search(
         ),
     ] = None,
     vram: VramOpt = None,
-    ctx: CtxOpt = None,
+    ctx: Annotated[
+        int | None, typer.Option("--ctx", "-c", min=1, help="Context length in tokens.")
+    ] = None,
     gpu: Annotated[
         str | None,
         typer.Option("--gpu", help="GPU name (fuzzy): VRAM budget and bandwidth for tok/s."),
@@ -41,19 +43,28 @@ def search(
         typer.Option("--headroom", min=0, help="GiB kept free for other programs (desktop)."),
     ] = 0.5,
     cache_type_k: Annotated[
-        str, typer.Option("--cache-type-k", "-ctk", help="K cache type (llama.cpp -ctk).")
-    ] = "f16",
+        str | None,
+        typer.Option(
+            "--cache-type-k", "-ctk", help="Pin the K cache type (default: per quant, see docs)."
+        ),
+    ] = None,
     cache_type_v: Annotated[
-        str, typer.Option("--cache-type-v", "-ctv", help="V cache type (llama.cpp -ctv).")
-    ] = "f16",
+        str | None, typer.Option("--cache-type-v", "-ctv", help="Pin the V cache type.")
+    ] = None,
     auto_cache: Annotated[
         bool,
-        typer.Option("--auto-cache", help="Per quant, the least lossy cache that reaches --ctx."),
+        typer.Option(
+            "--auto-cache", help="The default: per quant, the least lossy cache reaching --ctx."
+        ),
     ] = False,
     mtp: Annotated[
-        bool,
-        typer.Option("--mtp", help="Only quants with the MTP head present and >= 6 bit; run it."),
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--mtp/--no-mtp",
+            help="--mtp: only quants that run with their MTP head (>= 6 bit); --no-mtp: never"
+            " draft. Default: MTP on where the quant has a usable head and it still fits.",
+        ),
+    ] = None,
     spec_draft_n_max: Annotated[
         int, typer.Option("--spec-draft-n-max", min=0, help="MTP draft tokens (llama.cpp).")
     ] = 3,
@@ -85,11 +96,7 @@ def search(
     from crawler.search import search as run_search
     from crawler.search import search_json
 
-    req = _request(
-        query, vram, ctx, gpu, headroom, cache_type_k, cache_type_v, auto_cache, mtp,
-        spec_draft_n_max, min_attn_bits, arch, author, base, label, loadable, cpu_moe, ram,
-        sort, limit,
-    )  # fmt: skip
+    req = request_from_params(locals())
     url = Settings.from_env().replace(db_url=db).resolved_db_url
     with reading(url) as reader:
         res = run_search(reader, req)
@@ -102,59 +109,48 @@ def search(
     typer.echo(_footer(res), err=True)
 
 
-def _request(
-    query: str | None,
-    vram: float | None,
-    ctx: int | None,
-    gpu: str | None,
-    headroom: float,
-    cache_type_k: str,
-    cache_type_v: str,
-    auto_cache: bool,
-    mtp: bool,
-    spec_draft_n_max: int,
-    min_attn_bits: float | None,
-    arch: str | None,
-    author: str | None,
-    base: str | None,
-    label: str | None,
-    loadable: bool,
-    cpu_moe: bool,
-    ram: float | None,
-    sort: str,
-    limit: int,
-) -> SearchRequest:
+def request_from_params(p: Mapping[str, Any]) -> SearchRequest:
+    """The SearchRequest for this command's parsed options (by parameter name)."""
+    from crawler.errors import UsageError
     from crawler.rank import Filters, RunSpec
     from crawler.search import SearchRequest
 
+    type_k, type_v = p["cache_type_k"], p["cache_type_v"]
+    pinned = type_k is not None or type_v is not None
+    if pinned and p["auto_cache"]:
+        raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
+    mtp: bool | None = p["mtp"]
     spec = RunSpec(
-        ctx=ctx,
-        type_k=cache_type_k,
-        type_v=cache_type_v,
-        auto_cache=auto_cache,
-        mtp=mtp,
-        spec_draft_n_max=spec_draft_n_max,
-        cpu_moe=cpu_moe,
+        ctx=p["ctx"],
+        type_k=type_k or "f16",
+        type_v=type_v or "f16",
+        # Without -ctk/-ctv every quant gets the least lossy cache that reaches --ctx
+        # (crawler.fit.choose); --auto-cache is kept as an alias of that default.
+        auto_cache=not pinned,
+        mtp=mtp is True,
+        mtp_auto=mtp is None,
+        spec_draft_n_max=p["spec_draft_n_max"],
+        cpu_moe=p["cpu_moe"],
     )
     filters = Filters(
-        query=query,
-        mtp=mtp,
-        min_attn_bits=min_attn_bits,
-        arch=arch,
-        author=author,
-        base=base,
-        label=label,
-        loadable=loadable,
+        query=p["query"],
+        mtp=mtp is True,
+        min_attn_bits=p["min_attn_bits"],
+        arch=p["arch"],
+        author=p["author"],
+        base=p["base"],
+        label=p["label"],
+        loadable=p["loadable"],
     )
     return SearchRequest(
         spec=spec,
         filters=filters,
-        vram_gib=vram,
-        gpu=gpu,
-        headroom_gib=headroom,
-        ram_gib=ram,
-        sort=sort,
-        limit=limit,
+        vram_gib=p["vram"],
+        gpu=p["gpu"],
+        headroom_gib=p["headroom"],
+        ram_gib=p["ram"],
+        sort=p["sort"],
+        limit=p["limit"],
     )
 
 
@@ -177,13 +173,7 @@ def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
         format_message = getattr(exc, "format_message", None)
         message = format_message() if callable(format_message) else str(exc)
         raise UsageError(f"search options {list(argv)}: {message}") from None
-    p = ctx.params
-    req = _request(
-        p["query"], p["vram"], p["ctx"], p["gpu"], p["headroom"], p["cache_type_k"],
-        p["cache_type_v"], p["auto_cache"], p["mtp"], p["spec_draft_n_max"], p["min_attn_bits"],
-        p["arch"], p["author"], p["base"], p["label"], p["loadable"], p["cpu_moe"], p["ram"],
-        p["sort"], p["limit"],
-    )  # fmt: skip
+    req = request_from_params(ctx.params)
     with catalog.reader() as reader:
         results: list[dict[str, Any]] = search_json(run_search(reader, req))["results"]
     return results
