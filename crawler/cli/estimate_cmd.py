@@ -10,6 +10,8 @@ from crawler.cli._app import JsonOpt, VramOpt, app
 
 if TYPE_CHECKING:
     from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig
+    from crawler.fit.setup import Setup
+    from crawler.fit.vision import Projector
     from crawler.source import HeaderRead
 
 _CACHE_HELP = "KV cache type: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl."
@@ -24,21 +26,24 @@ def estimate_cmd(
             show_default=False,
         ),
     ],
-    ctx: Annotated[int, typer.Option("--ctx", min=1, help="Context length in tokens.")],
-    cache_type_k: Annotated[str, typer.Option("--cache-type-k", help=_CACHE_HELP)] = "f16",
-    cache_type_v: Annotated[str, typer.Option("--cache-type-v", help=_CACHE_HELP)] = "f16",
+    ctx: Annotated[int, typer.Option("--ctx", "-c", min=1, help="Context length in tokens.")],
+    cache_type_k: Annotated[str, typer.Option("--cache-type-k", "-ctk", help=_CACHE_HELP)] = "f16",
+    cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv", help=_CACHE_HELP)] = "f16",
     flash_attn: Annotated[
-        str, typer.Option("--flash-attn", help="on, off or auto (auto is on with CUDA).")
+        str, typer.Option("--flash-attn", "-fa", help="on, off or auto (auto is on with CUDA).")
     ] = "auto",
     parallel: Annotated[
         int,
         typer.Option(
             "--parallel",
+            "-np",
             min=-1,
             help="Server slots (-np); -1 = llama-server's default (4 slots, unified cache).",
         ),
     ] = 1,
-    ubatch: Annotated[int, typer.Option("--ubatch", min=1, help="Physical batch (-ub).")] = 512,
+    ubatch: Annotated[
+        int, typer.Option("--ubatch", "-ub", min=1, help="Physical batch (-ub).")
+    ] = 512,
     mtp: Annotated[
         bool, typer.Option("--mtp/--no-mtp", help="MTP drafting (--spec-type draft-mtp).")
     ] = False,
@@ -57,6 +62,23 @@ def estimate_cmd(
     n_cpu_moe: Annotated[
         int, typer.Option("--n-cpu-moe", min=0, help="Keep the experts of the first N layers.")
     ] = 0,
+    n_gpu_layers: Annotated[
+        str,
+        typer.Option(
+            "--n-gpu-layers",
+            "-ngl",
+            "--gpu-layers",
+            help="Slots on the GPU (blocks + output layer, from the last): N, 'all' or 'auto'"
+            " (the most that fit --vram).",
+        ),
+    ] = "all",
+    mmproj: Annotated[
+        str | None,
+        typer.Option("--mmproj", help="A local vision projector (mmproj) GGUF to add."),
+    ] = None,
+    no_mmproj: Annotated[
+        bool, typer.Option("--no-mmproj", help="No projector (the default).")
+    ] = False,
     vram: VramOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -87,6 +109,7 @@ def estimate_cmd(
         model_path=read.source,
     )
     est = estimate(coeffs, cfg)
+    setup = _setup(coeffs, cfg, n_gpu_layers, mmproj, no_mmproj, vram)
     data: dict[str, Any] = {
         "source": read.source,
         "architecture": coeffs.architecture,
@@ -100,6 +123,17 @@ def estimate_cmd(
         "host_bytes": est.host_bytes,
         "command": _command(read, cfg),
     }
+    if setup is not None:
+        import shlex
+
+        data.update(setup.to_json())
+        est = setup.as_fit_estimate()
+        args = shlex.split(data["command"])
+        if setup.offload.partial and "-ngl" in args:
+            args[args.index("-ngl") + 1] = str(setup.offload.n_gpu_layers)
+        if mmproj is not None:
+            args += ["--mmproj", mmproj]
+        data["command"] = shlex.join(args)
     advice: list[tuple[str, FitEstimate]] = []
     if vram is not None:
         budget = Budget.from_gib(vram, headroom_gib=0).device_bytes
@@ -116,6 +150,50 @@ def estimate_cmd(
         print_json(data)
     else:
         typer.echo(_render(read, coeffs, est, data, advice))
+
+
+def _setup(
+    coeffs: MemoryCoefficients,
+    cfg: RunConfig,
+    n_gpu_layers: str,
+    mmproj: str | None,
+    no_mmproj: bool,
+    vram: float | None,
+) -> Setup | None:
+    """The partial-offload / vision view of ``cfg`` (crawler.fit.setup), None for the default."""
+    from crawler.errors import UsageError
+    from crawler.fit.setup import parse_ngl, resolve_setup
+    from crawler.rank import Budget
+
+    if mmproj is not None and no_mmproj:
+        raise UsageError("--mmproj and --no-mmproj exclude each other")
+    ngl = parse_ngl(n_gpu_layers)
+    if ngl == "all" and mmproj is None:
+        return None
+    budget = Budget.from_gib(vram, headroom_gib=0).device_bytes if vram is not None else None
+    projector = None
+    if mmproj is not None:
+        projector = _projector_from_file(mmproj)
+    return resolve_setup(coeffs, cfg, ngl, budget, projector)
+
+
+def _projector_from_file(path: str) -> Projector:
+    """The projector of a local mmproj file (only its header is read)."""
+    from pathlib import Path
+
+    from crawler.errors import UsageError
+    from crawler.fit.vision import projector
+    from crawler.gguf import read_header
+    from crawler.source import FileReader
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"--mmproj: no such file {path!r}")
+    reader = FileReader(p)
+    try:
+        return projector(read_header(reader, file_size=p.stat().st_size, source=str(p)))
+    finally:
+        reader.close()
 
 
 def _command(read: HeaderRead, cfg: RunConfig) -> str:

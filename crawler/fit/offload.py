@@ -111,7 +111,7 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
     tk, tv = cache_type(cfg.type_k), cache_type(cfg.type_v)
     v_pad = 0 if full.flash_attn else c.v_width_max
     rec_per_layer = recurrent // c.recurrent_layers if c.recurrent_layers else 0
-    largest = 0
+    largest = host_layer_kv = 0
     n_layer_all = c.n_layer + c.n_nextn
     for il in range(min(start, n_layer_all)):
         nextn = il >= c.n_layer
@@ -145,6 +145,7 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
             recurrent -= b
         else:
             kv -= b
+            host_layer_kv = max(host_layer_kv, b)
         host += b
     if cfg.mtp and start > c.n_layer:
         # the nextn block is on the CPU: the draft context's cache follows it
@@ -156,7 +157,10 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
         host_weights += c.output_weights[1]
     compute = full.compute
     if largest and cfg.ubatch >= OP_OFFLOAD_MIN_BATCH:
-        compute += largest
+        # FITTED: the copy area holds the larger of one host matrix and one host layer's K+V
+        # (10 partial-offload rows of server-measurements.jsonl; 1x the matrix alone left the
+        # 131072-token rows 270-390 MiB low).
+        compute += max(largest, host_layer_kv)
     host += full.compute  # the CPU backend's compute buffer
     return OffloadEstimate(
         full, ngl, slots, weights, kv, mtp_kv, recurrent, compute, full.overhead, host,
