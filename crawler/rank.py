@@ -180,6 +180,7 @@ class RunSpec:
     auto_cache: bool = False  # per candidate, the least lossy cache that reaches ctx
     mtp: bool = False  # --mtp: only quants that run with their MTP head, and run it
     mtp_auto: bool = False  # MTP on where the quant has a usable head and it fits (fit/choose.py)
+    tier: str = "gpu"  # highest tier allowed: gpu | experts_cpu | partial (crawler/fit/tiers.py)
     spec_draft_n_max: int = 3
     cpu_moe: bool = False
 
@@ -192,6 +193,10 @@ class RunSpec:
                 raise UsageError(f"unknown cache type {name!r}; one of {', '.join(CACHE_TYPES)}")
         if self.spec_draft_n_max < 0:
             raise UsageError("--spec-draft-n-max must be >= 0")
+        from crawler.fit.tiers import TIERS
+
+        if self.tier not in TIERS:
+            raise UsageError(f"--tier must be one of {', '.join(TIERS)}, not {self.tier!r}")
         return self
 
     def base_config(self) -> RunConfig:
@@ -310,7 +315,11 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     loaded kernels, page rounding, the runtime's smallest pool and the FA mask.
     """
     t = prefilter_terms(spec)
-    total = c.weights_bytes + (0 if spec.cpu_moe else c.expert_bytes)
+    if spec.tier == "partial":
+        # -ngl 0 keeps no weights or caches on the GPU: only the compute floor and constants.
+        return context_floor_per_ubatch(c) * t.ubatch + t.constant
+    experts_on_gpu = not spec.cpu_moe and spec.tier == "gpu"
+    total = c.weights_bytes + (c.expert_bytes if experts_on_gpu else 0)
     if spec.mtp:
         total += c.mtp_weights_bytes + int(c.mtp_kv_bytes_per_token_f16 * t.ctx * t.mtp_kv_ratio)
     total += int(c.kv_bytes_per_token_f16 * t.ctx * t.kv_ratio)
@@ -398,7 +407,7 @@ def _speed(c: Candidate, est: FitEstimate, budget: Budget) -> SpeedEstimate | No
         return None
     co = c.coefficients
     out = c.group("output") or c.group("token_embd")
-    return estimate_speed(
+    speed = estimate_speed(
         SpeedInputs(
             dense_bytes=co.weights_bytes,
             expert_bytes=co.expert_bytes,
@@ -415,21 +424,46 @@ def _speed(c: Candidate, est: FitEstimate, budget: Budget) -> SpeedEstimate | No
         ),
         budget.bandwidth_gb_s,
     )
+    return speed if est.config.n_gpu_layers is None else _partial_speed(c, est, speed)
+
+
+def _partial_speed(c: Candidate, est: FitEstimate, speed: SpeedEstimate) -> SpeedEstimate:
+    """tok/s of a partial offload: the host-resident weights are read at host bandwidth."""
+    import dataclasses
+
+    from crawler.fit.offload import estimate_offload
+    from crawler.speed import DEFAULT_HOST_BANDWIDTH_GB_S
+
+    cfg = est.config
+    assert cfg.n_gpu_layers is not None
+    host = estimate_offload(c.coefficients, cfg.replace(n_gpu_layers=None), cfg.n_gpu_layers)
+    per_token = max(1, speed.bytes_per_token)
+    gpu_s = per_token / (speed.bandwidth_gb_s * 1e9)
+    host_share = min(host.host_weights, per_token)
+    slow_s = (per_token - host_share) / (speed.bandwidth_gb_s * 1e9) + host_share / (
+        DEFAULT_HOST_BANDWIDTH_GB_S * 1e9
+    )
+    factor = gpu_s / slow_s
+    return dataclasses.replace(
+        speed, tok_s=speed.tok_s * factor, tok_s_at_ctx=speed.tok_s_at_ctx * factor
+    )
 
 
 def _evaluate(
     c: Candidate, spec: RunSpec, budget: Budget
 ) -> tuple[RunConfig, FitEstimate] | tuple[None, FitEstimate | None]:
     """(config, estimate) when ``c`` fits; (None, smallest estimate or None) when it does not."""
-    from crawler.fit.choose import choose_config
+    from crawler.fit.tiers import choose_tier
 
-    cfg, est = choose_config(
+    cfg, est = choose_tier(
         c.coefficients,
         spec.base_config(),
         budget.device_bytes,
+        tier=spec.tier,
         auto_cache=spec.auto_cache,
         mtp="on" if spec.mtp else "auto" if spec.mtp_auto else "off",
         mtp_usable=mtp_usable(c),
+        ram_bytes=budget.ram_bytes,
     )
     if cfg is None or est is None:
         return None, est
@@ -704,6 +738,8 @@ def _with_max_ctx(
 ) -> Ranked:
     """``r`` with its largest context; ``memo`` keeps the answers per coefficient object."""
     co = r.candidate.coefficients
+    if r.config.n_gpu_layers is not None:
+        return _replace(r, max_ctx=r.config.ctx)  # partial offload: the context asked for
     key = (id(co), r.config)
     hit = memo.get(key) if memo is not None else None
     if hit is not None and hit[0] is co:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crawler.errors import NothingFits, UsageError
+from crawler.fit.tiers import tier_of
 from crawler.gpus import GPUMatch, resolve_gpu
 from crawler.rank import (
     Budget,
@@ -59,8 +60,8 @@ class SearchResult:
 
 def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
     """Budget from ``--vram`` or the ``--gpu`` row (``--vram`` wins; the GPU still gives speed)."""
-    if req.ram_gib is not None and not req.spec.cpu_moe:
-        raise UsageError("--ram only applies with --cpu-moe")
+    if req.ram_gib is not None and not req.spec.cpu_moe and req.spec.tier == "gpu":
+        raise UsageError("--ram only applies with --cpu-moe or --tier experts_cpu|partial")
     match = resolve_gpu(req.gpu) if req.gpu else None
     if req.vram_gib is None and match is None:
         raise UsageError("give --vram GIB or --gpu NAME")
@@ -179,6 +180,8 @@ def result_json(r: Ranked) -> dict[str, Any]:
         "ctx": cfg.ctx,
         "max_ctx": r.max_ctx,
         "cache": {"type_k": cfg.type_k, "type_v": cfg.type_v},
+        "tier": tier_of(cfg),
+        "n_gpu_layers": cfg.n_gpu_layers,
         "mtp": {
             "present": c.mtp_present,
             "preserved": c.mtp_preserved,
@@ -224,6 +227,7 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "mtp": req.spec.mtp,
             "mtp_auto": req.spec.mtp_auto,
             "cpu_moe": req.spec.cpu_moe,
+            "tier": req.spec.tier,
             "sort": req.sort,
             "limit": req.limit,
         },

@@ -224,10 +224,14 @@ def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict
 def _bound_terms(spec: RunSpec) -> tuple[str, str, dict[str, Any]]:
     """(context-independent bytes, bytes per context token, params) of the lower bound."""
     t = prefilter_terms(spec)
+    if spec.tier == "partial":  # crawler.rank.lower_bound_bytes: only the compute floor
+        # (q.fit_weights_bytes * 0 keeps the bound NULL for unmodelled quants, as below)
+        fixed_sql = "q.fit_weights_bytes * 0.0 + COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch"
+        return fixed_sql, "0.0", {"bound_ubatch": float(t.ubatch)}
     fixed = ["q.fit_weights_bytes"]
     per_token = ["COALESCE(q.fit_kv_per_token, 0) * :bound_kv"]
     params: dict[str, Any] = {"bound_kv": float(t.kv_ratio), "bound_fixed": float(t.fixed_ratio)}
-    if not spec.cpu_moe:
+    if not spec.cpu_moe and spec.tier == "gpu":
         fixed.append("COALESCE(q.fit_expert_bytes, 0)")
     if spec.mtp:
         fixed.append("COALESCE(q.fit_mtp_bytes, 0)")

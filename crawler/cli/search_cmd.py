@@ -81,6 +81,14 @@ def search(
     cpu_moe: Annotated[
         bool, typer.Option("--cpu-moe", help="Routed experts in host memory (llama.cpp flag).")
     ] = False,
+    tier: Annotated[
+        str,
+        typer.Option(
+            "--tier",
+            help="Highest tier: gpu (all on the GPU), experts_cpu (a MoE's experts in RAM),"
+            " partial (-ngl auto). Each result says its tier.",
+        ),
+    ] = "gpu",
     ram: Annotated[
         float | None, typer.Option("--ram", min=0.1, help="Host memory in GiB (--cpu-moe).")
     ] = None,
@@ -131,6 +139,7 @@ def request_from_params(p: Mapping[str, Any]) -> SearchRequest:
         mtp_auto=mtp is None,
         spec_draft_n_max=p["spec_draft_n_max"],
         cpu_moe=p["cpu_moe"],
+        tier=p["tier"],
     )
     filters = Filters(
         query=p["query"],
@@ -199,6 +208,13 @@ def _mtp_cell(r: Any) -> str:
     return text + (" on" if r.config.mtp else "")
 
 
+def _tier_cell(r: Any) -> str:
+    from crawler.fit.tiers import tier_of
+
+    tier = tier_of(r.config)
+    return f"partial {r.config.n_gpu_layers}" if tier == "partial" else tier
+
+
 def _render(res: SearchResult) -> str:
     from crawler.cli._output import format_table, human_bytes, safe_text
 
@@ -218,6 +234,7 @@ def _render(res: SearchResult) -> str:
                 human_bytes(r.margin_bytes),
                 r.max_ctx if r.max_ctx is not None else "-",
                 f"{r.config.type_k}/{r.config.type_v}",
+                _tier_cell(r),
                 _mtp_cell(r),
                 attn,
                 # the size prior is part of the score: show the parameters it used
@@ -227,8 +244,8 @@ def _render(res: SearchResult) -> str:
                 speed,
             ]
         )
-    columns = ["#", "quant", "size", "total", "margin", "max ctx", "cache", "MTP", "attn bits",
-               "quality", "tok/s*"]  # fmt: skip
+    columns = ["#", "quant", "size", "total", "margin", "max ctx", "cache", "tier", "MTP",
+               "attn bits", "quality", "tok/s*"]  # fmt: skip
     right = ["#", "size", "total", "margin", "max ctx", "quality", "tok/s*"]
     lines = [format_table(columns, rows, align_right=right), ""]
     for r in res.outcome.results:

@@ -546,3 +546,44 @@ def test_bad_search_options_are_one_line_usage_errors(catalog_db, argv, message)
     db, tmp = catalog_db
     out = quants("search", *argv, "--db", db, tmp=tmp)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+# --- tiers (issue 14) ------------------------------------------------------------------------------
+
+
+def test_tier_partial_lists_the_27b_with_ngl_auto_and_a_speed(catalog_db):
+    from crawler.fit.offload import estimate_offload
+
+    doc = _search(catalog_db, "qwen3.6 27b", "--vram", "12", "--ctx", "65536", "--gpu", "rtx 3060 12 gb",
+                  "--vram", "12", "--tier", "partial")  # fmt: skip
+    stored = {(r, p): co for r, p, co in _stored(catalog_db[0])}
+    budget = 12 * GIB - HEADROOM
+    partial = [r for r in doc["results"] if r["tier"] == "partial"]
+    assert partial, "the real-size 27B quants do not fit 12 GB whole"
+    for r in partial:
+        n = r["n_gpu_layers"]
+        assert f"-ngl {n}" in r["command"] and r["mtp"]["enabled"] is False
+        co = stored[(r["repo"], r["path"])]
+        cfg = _cfg(type_k=r["cache"]["type_k"], type_v=r["cache"]["type_v"]).replace(ctx=65536)
+        assert r["total_bytes"] == estimate_offload(co, cfg, n).total <= budget
+        assert estimate_offload(co, cfg, n + 1).total > budget  # -ngl auto: the most that fit
+        assert r["host_bytes"] > r["size_bytes"] // 4  # the CPU layers are in RAM
+        assert r["tok_s"] > 0
+    gpu_only = _search(catalog_db, "qwen3.6 27b", "--vram", "12", "--ctx", "65536")
+    assert all(r["tier"] == "gpu" for r in gpu_only["results"])
+    assert {(r["repo"], r["path"]) for r in gpu_only["results"]} < _keys(doc)
+    # a partial row is slower than the same quant would be on the GPU: host bandwidth
+    fast = {
+        (r["repo"], r["path"]): r
+        for r in _search(
+            catalog_db, "qwen3.6 27b", "--vram", "80", "--ctx", "65536", "--gpu", "rtx 3060 12 gb"
+        )["results"]
+    }
+    for r in partial:
+        assert r["tok_s"] < fast[(r["repo"], r["path"])]["tok_s"]
+
+
+def test_bad_tier_is_a_usage_error(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "--vram", "24", "--tier", "cloud", "--db", db, tmp=tmp)
+    assert out.returncode == 2 and "--tier must be one of" in out.stderr
