@@ -79,6 +79,20 @@ def estimate_cmd(
     no_mmproj: Annotated[
         bool, typer.Option("--no-mmproj", help="No projector (the default).")
     ] = False,
+    gpus: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gpu",
+            help="GPU by name; repeat it or write '2x 3090' for several (layer split, per-device"
+            " verdict; modelled from llama.cpp's source, not measured).",
+        ),
+    ] = None,
+    tensor_split: Annotated[
+        str | None,
+        typer.Option(
+            "--tensor-split", "-ts", help="Proportions per GPU, e.g. 3,1 (llama.cpp -ts)."
+        ),
+    ] = None,
     vram: VramOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -146,6 +160,9 @@ def estimate_cmd(
                 {"change": text, "bytes": alt.bytes_dict(), "command": _command(read, alt.config)}
                 for text, alt in advice
             ]
+    if gpus or tensor_split:
+        data["devices"] = _devices(coeffs, cfg, gpus or [], tensor_split, vram)
+        data["fits"] = all(d["fits"] for d in data["devices"])
     if as_json:
         print_json(data)
     else:
@@ -175,6 +192,54 @@ def _setup(
     if mmproj is not None:
         projector = _projector_from_file(mmproj)
     return resolve_setup(coeffs, cfg, ngl, budget, projector)
+
+
+def _devices(
+    coeffs: MemoryCoefficients,
+    cfg: RunConfig,
+    gpus: list[str],
+    tensor_split: str | None,
+    vram: float | None,
+) -> list[dict[str, Any]]:
+    """Per-device shares of a layer split over ``--gpu`` (or ``--vram`` x ``-ts`` entries)."""
+    import re
+
+    from crawler.errors import UsageError
+    from crawler.fit.devices import estimate_devices
+    from crawler.gpus import resolve_gpu
+
+    names: list[str] = []
+    budgets: list[int] = []
+    for g in gpus:
+        m = re.fullmatch(r"\s*(\d+)\s*x\s+(.+)", g)
+        count, name = (int(m.group(1)), m.group(2)) if m else (1, g)
+        if not 1 <= count <= 16:
+            raise UsageError(f"--gpu {g!r}: 1 to 16 devices")
+        match = resolve_gpu(name)
+        names += [match.gpu.name] * count
+        budgets += [match.gpu.budget_bytes] * count
+    split: list[float] = []
+    if tensor_split is not None:
+        try:
+            split = [float(x) for x in re.split(r"[,/]", tensor_split) if x.strip()]
+        except ValueError:
+            raise UsageError(f"-ts takes proportions like 3,1, not {tensor_split!r}") from None
+    if not budgets:
+        if vram is None or not split:
+            raise UsageError("-ts needs --gpu (one per device) or --vram (per device)")
+        names = ["VRAM"] * len(split)
+        budgets = [int(vram * 1024**3)] * len(split)
+    if not split:
+        split = [b / 1024**3 for b in budgets]  # llama.cpp: by free memory
+    if len(split) != len(budgets) or any(x < 0 for x in split) or sum(split) <= 0:
+        raise UsageError(f"-ts needs {len(budgets)} non-negative proportions, got {tensor_split!r}")
+    shares = estimate_devices(coeffs, cfg, split, budgets)
+    return [
+        {"device": i, "name": names[i], "slots": [s.first, s.last], "total_bytes": s.total,
+         "budget_bytes": s.budget, "margin_bytes": s.margin, "fits": s.margin >= 0,
+         "static_bytes": s.static, "compute_bytes": s.compute, "overhead_bytes": s.overhead}
+        for i, s in enumerate(shares)
+    ]  # fmt: skip
 
 
 def _projector_from_file(path: str) -> Projector:

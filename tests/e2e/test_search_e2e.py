@@ -548,14 +548,15 @@ def test_bad_search_options_are_one_line_usage_errors(catalog_db, argv, message)
     assert out.returncode == 2 and "Traceback" not in out.stderr
 
 
-# --- tiers (issue 14) ------------------------------------------------------------------------------
+# --- tiers (issue 14) -------------------------------------------------------------------------
 
 
 def test_tier_partial_lists_the_27b_with_ngl_auto_and_a_speed(catalog_db):
     from crawler.fit.offload import estimate_offload
 
-    doc = _search(catalog_db, "qwen3.6 27b", "--vram", "12", "--ctx", "65536", "--gpu", "rtx 3060 12 gb",
-                  "--vram", "12", "--tier", "partial")  # fmt: skip
+    gpu = ("--gpu", "rtx 3060 12 gb")
+    doc = _search(catalog_db, "qwen3.6 27b", "--vram", "12", "--ctx", "65536", *gpu,
+                  "--tier", "partial")  # fmt: skip
     stored = {(r, p): co for r, p, co in _stored(catalog_db[0])}
     budget = 12 * GIB - HEADROOM
     partial = [r for r in doc["results"] if r["tier"] == "partial"]

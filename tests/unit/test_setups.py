@@ -184,3 +184,50 @@ def test_search_accepts_llama_cpp_spellings():
     )
     assert req("--auto-cache").spec == req().spec  # the default; the flag is a no-op alias
     assert req("--no-mtp").spec.mtp_auto is False and req().spec.mtp_auto is True
+
+
+# --- several GPUs (modelled only) --------------------------------------------------------------
+
+SPLITS = [(1.0,), (1.0, 1.0), (3.0, 1.0), (1.0, 3.0), (1.0, 1.0, 2.0), (0.0, 1.0)]
+
+
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("model", ["llama8b", "qwen36-27b", "qwen36-35b-a3b"])
+def test_layer_split_covers_every_slot_once_and_the_bytes_add_up(coeffs, model, split):
+    from crawler.fit.devices import estimate_devices
+
+    co = coeffs[model]
+    cfg = RunConfig(ctx=32768, flash_attn="on")
+    shares = estimate_devices(co, cfg, split, [80 * 1024**3] * len(split))
+    covered = [il for s in shares for il in range(s.first, s.last)]
+    assert covered == list(range(n_slots(co)))  # contiguous, in device order, output last
+    full = estimate(co, cfg)
+    assert sum(s.static for s in shares) == full.weights + full.kv + full.mtp_kv + full.recurrent
+    if len(split) == 1:
+        assert shares[0].total == full.total
+    assert all(s.overhead == full.overhead for s in shares)  # one CUDA context per device
+
+
+@pytest.mark.parametrize("split", SPLITS[1:])
+@pytest.mark.parametrize("budget_mib", [2000, 4000, 6000, 9000, 14000])
+def test_the_per_device_maximum_decides_the_fit(coeffs, split, budget_mib):
+    from crawler.fit.devices import estimate_devices, fits_all
+
+    co = coeffs["qwen36-27b"]
+    cfg = RunConfig(ctx=65536, type_k="q4_0", type_v="q4_0", flash_attn="on")
+    budget = budget_mib * MIB
+    shares = estimate_devices(co, cfg, split, [budget] * len(split))
+    assert fits_all(shares) == (max(s.total for s in shares) <= budget)
+    # the sum may be under the summed budget while one device is over: still no fit
+    if not fits_all(shares):
+        assert any(s.total > budget for s in shares)
+
+
+def test_estimate_several_gpus_json(models):
+    doc = _estimate(models / "qwen36-27b.gguf", "-c", "65536", "-ctk", "q4_0", "-ctv", "q4_0",
+                    "--gpu", "2x 3090", "-ts", "3,1")  # fmt: skip
+    devs = doc["devices"]
+    assert [d["name"] for d in devs] == ["GeForce RTX 3090"] * 2
+    assert devs[0]["slots"][1] == devs[1]["slots"][0] and devs[1]["slots"][1] == 66
+    assert devs[0]["total_bytes"] > devs[1]["total_bytes"]  # 3:1
+    assert doc["fits"] == all(d["fits"] for d in devs)
