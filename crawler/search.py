@@ -130,6 +130,15 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     return result
 
 
+def backend_note(kind: str) -> str:
+    """The "not measured on this backend" note for a unified-memory GPU."""
+    from crawler.fit.apple import NOTE
+
+    if kind == "apple":
+        return NOTE
+    return "not measured on this backend (Vulkan/ROCm, unified memory): CUDA figures"
+
+
 def _gib(n: int) -> str:
     return f"{n / GIB:.2f} GiB"
 
@@ -216,6 +225,9 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "bandwidth_gb_s": g.bandwidth_gb_s,
             "unified": g.unified,
             "source": g.source,
+            # Unified memory (Apple, Strix Halo): the budget is the working-set share; the
+            # estimate is CUDA's (crawler.fit.apple).
+            "note": backend_note(g.kind) if g.unified else None,
         }
     return {
         "request": {

@@ -160,13 +160,27 @@ def estimate_cmd(
                 {"change": text, "bytes": alt.bytes_dict(), "command": _command(read, alt.config)}
                 for text, alt in advice
             ]
-    if gpus or tensor_split:
+    if gpus and len(gpus) == 1 and not tensor_split and _apple(gpus[0]):
+        # Apple silicon: Metal buffers, the working-set budget, and the note (crawler.fit.apple).
+        from crawler.fit.apple import NOTE, metal_estimate
+        from crawler.gpus import resolve_gpu
+
+        est = metal_estimate(coeffs, cfg)
+        apple_budget = (
+            int(vram * 1024**3) if vram is not None else resolve_gpu(gpus[0]).gpu.budget_bytes
+        )
+        data.update(bytes=est.bytes_dict(), backend="metal", note=NOTE)
+        data["fits"] = est.total <= apple_budget
+        data["margin_bytes"] = apple_budget - est.total
+    elif gpus or tensor_split:
         data["devices"] = _devices(coeffs, cfg, gpus or [], tensor_split, vram)
         data["fits"] = all(d["fits"] for d in data["devices"])
     if as_json:
         print_json(data)
     else:
         typer.echo(_render(read, coeffs, est, data, advice))
+        if "note" in data:
+            typer.echo(f"note: {data['note']}", err=True)
 
 
 def _setup(
@@ -240,6 +254,12 @@ def _devices(
          "static_bytes": s.static, "compute_bytes": s.compute, "overhead_bytes": s.overhead}
         for i, s in enumerate(shares)
     ]  # fmt: skip
+
+
+def _apple(name: str) -> bool:
+    from crawler.gpus import resolve_gpu
+
+    return resolve_gpu(name).gpu.kind == "apple"
 
 
 def _projector_from_file(path: str) -> Projector:

@@ -275,4 +275,8 @@ def _footer(res: SearchResult) -> str:
         else "tok/s needs --gpu (memory bandwidth)"
     )
     parts.append("quality: 0-100 estimate from the precision profile (README: quality model)")
+    if res.gpu is not None and res.gpu.gpu.unified:
+        from crawler.search import backend_note
+
+        parts.append(f"note: {backend_note(res.gpu.gpu.kind)}")
     return "\n".join(parts)

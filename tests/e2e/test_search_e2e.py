@@ -588,3 +588,12 @@ def test_bad_tier_is_a_usage_error(catalog_db):
     db, tmp = catalog_db
     out = quants("search", "--vram", "24", "--tier", "cloud", "--db", db, tmp=tmp)
     assert out.returncode == 2 and "--tier must be one of" in out.stderr
+
+
+def test_search_on_unified_memory_says_not_measured(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "--gpu", "m4 max", "--ctx", "8192", "--db", db, "--json", tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    assert "not measured on this backend" in json.loads(out.stdout)["gpu"]["note"]
+    table = quants("search", "--gpu", "m4 max", "--ctx", "8192", "--db", db, tmp=tmp)
+    assert "not measured on this backend" in table.stderr

@@ -231,3 +231,29 @@ def test_estimate_several_gpus_json(models):
     assert devs[0]["slots"][1] == devs[1]["slots"][0] and devs[1]["slots"][1] == 66
     assert devs[0]["total_bytes"] > devs[1]["total_bytes"]  # 3:1
     assert doc["fits"] == all(d["fits"] for d in devs)
+
+
+# --- Apple silicon (modelled only) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["llama8b", "qwen36-27b", "gemma3-12b"])
+def test_metal_buffers_have_no_row_padding_and_no_cuda_context(coeffs, model):
+    from crawler.fit.apple import metal_estimate
+
+    co = coeffs[model]
+    cfg = RunConfig(ctx=32768, type_k="q8_0", type_v="q8_0", flash_attn="on")
+    cuda, metal = estimate(co, cfg), metal_estimate(co, cfg)
+    assert metal.overhead == 0 < cuda.overhead
+    assert metal.weights <= cuda.weights and metal.kv <= cuda.kv
+    assert metal.compute == cuda.compute
+
+
+def test_estimate_on_a_mac_says_it_is_not_measured(models):
+    doc = _estimate(models / "llama8b.gguf", "-c", "32768", "--gpu", "m4 max")
+    assert doc["backend"] == "metal" and "not measured" in doc["note"]
+    assert doc["bytes"]["overhead"] == 0
+    from crawler.gpus import resolve_gpu
+
+    budget = resolve_gpu("m4 max").gpu.budget_bytes  # the working-set share, not all the RAM
+    assert budget < resolve_gpu("m4 max").gpu.memory_bytes
+    assert doc["margin_bytes"] == budget - doc["bytes"]["total"]
