@@ -161,6 +161,8 @@ class Candidate:
     #: For :data:`BOUNDED_SORTS`: an upper bound of this candidate's sort value (tok/s, margin,
     #: max ctx) from the catalog, which streams candidates in that bound's order.
     bound_hint: float | None = None
+    #: With ``--vision``: bytes of the repo's smallest projector file (None: it has none).
+    projector_bytes: int | None = None
 
     def group(self, name: str) -> GroupStats | None:
         """The named group, if the profile has it."""
@@ -181,6 +183,7 @@ class RunSpec:
     mtp: bool = False  # --mtp: only quants that run with their MTP head, and run it
     mtp_auto: bool = False  # MTP on where the quant has a usable head and it fits (fit/choose.py)
     tier: str = "gpu"  # highest tier allowed: gpu | experts_cpu | partial (crawler/fit/tiers.py)
+    vision: bool = False  # with the repo's vision projector (crawler/fit/vision.py)
     spec_draft_n_max: int = 3
     cpu_moe: bool = False
 
@@ -229,6 +232,7 @@ class Filters:
     base: str | None = None
     label: str | None = None
     loadable: bool = False
+    vision: bool = False  # the repo has a vision projector (checked in SQL and at evaluation)
     _matcher: QueryMatcher | None = field(default=None, compare=False, repr=False)
 
     def matcher(self) -> QueryMatcher | None:
@@ -455,10 +459,17 @@ def _evaluate(
     """(config, estimate) when ``c`` fits; (None, smallest estimate or None) when it does not."""
     from crawler.fit.tiers import choose_tier
 
+    projector = 0
+    if spec.vision:
+        from crawler.fit.vision import projector_bytes
+
+        if c.projector_bytes is None:
+            return None, None
+        projector = projector_bytes(c.projector_bytes)
     cfg, est = choose_tier(
         c.coefficients,
         spec.base_config(),
-        budget.device_bytes,
+        budget.device_bytes - projector,
         tier=spec.tier,
         auto_cache=spec.auto_cache,
         mtp="on" if spec.mtp else "auto" if spec.mtp_auto else "off",
@@ -467,6 +478,10 @@ def _evaluate(
     )
     if cfg is None or est is None:
         return None, est
+    if projector:
+        import dataclasses
+
+        est = dataclasses.replace(est, weights=est.weights + projector)  # its device bytes
     if spec.cpu_moe and budget.ram_bytes is not None and est.host_bytes > budget.ram_bytes:
         return None, est
     return cfg, est
@@ -575,7 +590,7 @@ def rank_candidates(
     fitting: list[Ranked] = []
     # Per coefficient object (keyed by id, holding the object): estimate, and max ctx per config.
     Outcome = tuple[RunConfig | None, FitEstimate | None] | EstimateError
-    evaluations: dict[tuple[int, bool], tuple[MemoryCoefficients, Outcome]] = {}
+    evaluations: dict[tuple[int, bool, int | None], tuple[MemoryCoefficients, Outcome]] = {}
     max_ctxs: dict[tuple[int, RunConfig], tuple[MemoryCoefficients, int]] = {}
     unknown = invalid = too_big = estimated = seen = 0
     smallest: int | None = None
@@ -605,7 +620,7 @@ def rank_candidates(
             # Quants with one coefficient object (the catalog shares it between identical
             # memory models: re-uploads, mirrors) are estimated once. The memo keeps the object,
             # so its id cannot be reused by another while the memo lives.
-            memo_key = (id(c.coefficients), mtp_usable(c))
+            memo_key = (id(c.coefficients), mtp_usable(c), c.projector_bytes)
             memo = evaluations.get(memo_key)
             if memo is not None and memo[0] is c.coefficients:
                 outcome = memo[1]
@@ -771,10 +786,13 @@ def _finish(
             speed=_speed(r.candidate, est, budget),
         )
     c = r.candidate
+    command = llama_server_command(c.repo_id, c.path, c.quant_label, cfg, paths)
+    if spec.vision:  # -hf downloads the repo's projector unless told not to (launch.py)
+        command = command.replace(" --no-mmproj", "")
     return _replace(
         r,
         rank=rank,
-        command=llama_server_command(c.repo_id, c.path, c.quant_label, cfg, paths),
+        command=command,
         ollama=ollama_command(c.repo_id, c.quant_label, cfg),
         lm_studio=lmstudio_command(c.repo_id, cfg),
     )

@@ -108,7 +108,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
             sort=req.sort,
             limit=req.limit,
             siblings=sibling_lookup(reader),
-            materialize=materializer(reader),
+            materialize=materializer(reader, vision=spec.vision),
             presorted=True,
         )
     finally:
@@ -190,6 +190,7 @@ def result_json(r: Ranked) -> dict[str, Any]:
         "max_ctx": r.max_ctx,
         "cache": {"type_k": cfg.type_k, "type_v": cfg.type_v},
         "tier": tier_of(cfg),
+        "projector_bytes": c.projector_bytes,
         "n_gpu_layers": cfg.n_gpu_layers,
         "mtp": {
             "present": c.mtp_present,
@@ -240,6 +241,7 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "mtp_auto": req.spec.mtp_auto,
             "cpu_moe": req.spec.cpu_moe,
             "tier": req.spec.tier,
+            "vision": req.spec.vision,
             "sort": req.sort,
             "limit": req.limit,
         },

@@ -81,6 +81,15 @@ def search(
     cpu_moe: Annotated[
         bool, typer.Option("--cpu-moe", help="Routed experts in host memory (llama.cpp flag).")
     ] = False,
+    vision: Annotated[
+        bool,
+        typer.Option(
+            "--vision/--no-mmproj",
+            "--mmproj/",
+            help="--vision (alias --mmproj): with the repo's vision projector; repos without one"
+            " are left out. --no-mmproj (the default): no projector.",
+        ),
+    ] = False,
     tier: Annotated[
         str,
         typer.Option(
@@ -140,6 +149,7 @@ def request_from_params(p: Mapping[str, Any]) -> SearchRequest:
         spec_draft_n_max=p["spec_draft_n_max"],
         cpu_moe=p["cpu_moe"],
         tier=p["tier"],
+        vision=p["vision"],
     )
     filters = Filters(
         query=p["query"],
@@ -150,6 +160,7 @@ def request_from_params(p: Mapping[str, Any]) -> SearchRequest:
         base=p["base"],
         label=p["label"],
         loadable=p["loadable"],
+        vision=p["vision"],
     )
     return SearchRequest(
         spec=spec,

@@ -20,10 +20,21 @@ from dataclasses import dataclass
 from crawler.errors import InvalidConfig
 from crawler.gguf import GGUFHeader
 
-__all__ = ["ACTIVATION_FACTOR", "Projector", "projector"]
+__all__ = ["ACTIVATION_FACTOR", "MEASURED_COMPUTE", "Projector", "projector", "projector_bytes"]
 
 #: Fitted: 124 MiB / (4096 patches x 1152 x 4 bytes) on the one measured projector.
 ACTIVATION_FACTOR = 124 * 1024**2 / (4096 * 1152 * 4)
+
+
+#: The one measured projector's warm-up compute buffer (search has only the file size, not the
+#: header, so it adds this to the file's bytes).
+MEASURED_COMPUTE = 124 * 1024**2
+
+
+def projector_bytes(file_bytes: int) -> int:
+    """Device bytes of a projector known only by its file size: its tensors (the file, less a
+    header of a few KiB: an upper bound) plus the measured warm-up compute buffer."""
+    return file_bytes + MEASURED_COMPUTE
 
 
 @dataclass(frozen=True, slots=True)

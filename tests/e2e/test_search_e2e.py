@@ -597,3 +597,29 @@ def test_search_on_unified_memory_says_not_measured(catalog_db):
     assert "not measured on this backend" in json.loads(out.stdout)["gpu"]["note"]
     table = quants("search", "--gpu", "m4 max", "--ctx", "8192", "--db", db, tmp=tmp)
     assert "not measured on this backend" in table.stderr
+
+
+def test_vision_search_keeps_only_repos_with_a_projector_and_adds_it(catalog_db):
+    from crawler.fit.vision import projector_bytes
+
+    plain = _search(catalog_db, "--vram", "48", "--ctx", "8192", "--no-mtp")
+    vision = _search(catalog_db, "--vram", "48", "--ctx", "8192", "--no-mtp", "--vision")
+    alias = _search(catalog_db, "--vram", "48", "--ctx", "8192", "--no-mtp", "--mmproj")
+    assert vision["results"] and _keys(vision) == _keys(alias) and _keys(vision) < _keys(plain)
+    with Catalog.open(catalog_db[0]) as catalog, catalog.session() as s:
+        from crawler.catalog.tables import File
+
+        with_proj = {
+            r for (r,) in s.execute(
+                select(Repo.repo_id).join(File, File.repo_pk == Repo.id)
+                .where(File.kind == "mmproj", File.vanished_at.is_(None))
+            ).all()
+        }  # fmt: skip
+    assert {r["repo"] for r in vision["results"]} <= with_proj
+    assert {r["repo"] for r in plain["results"]} - with_proj  # some were dropped
+    base = {(r["repo"], r["path"]): r for r in plain["results"]}
+    for r in vision["results"]:
+        extra = projector_bytes(r["projector_bytes"])
+        assert r["total_bytes"] == base[(r["repo"], r["path"])]["total_bytes"] + extra
+        assert "--no-mmproj" not in r["command"]
+    assert all("--no-mmproj" in r["command"] for r in plain["results"])
