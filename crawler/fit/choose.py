@@ -61,21 +61,47 @@ def choose_config(
     mtp: MtpMode,
     mtp_usable: bool,
 ) -> tuple[RunConfig | None, FitEstimate | None]:
-    """(config, estimate) of the first trial that fits ``budget_bytes``; else (None, the smallest
-    estimate tried, or None when llama.cpp refuses every trial). InvalidConfig only when every
-    trial is refused (the first refusal is raised)."""
+    """(config, estimate) of the first of :func:`trials` that fits ``budget_bytes``; else (None,
+    the smallest estimate tried, or None when llama.cpp refuses every trial). InvalidConfig only
+    when every trial is refused (the first refusal is raised).
+
+    The head only adds bytes (its weights, draft cache and context, more recurrent slots and
+    outputs), so at each cache step the run without it is estimated first: when that does not
+    fit, the step's MTP trials cannot either and are skipped (same answer, fewer estimates).
+    """
     smallest: FitEstimate | None = None
     refused: InvalidConfig | None = None
-    for cfg in trials(base, auto_cache=auto_cache, mtp=mtp, mtp_usable=mtp_usable):
+
+    def attempt(cfg: RunConfig) -> FitEstimate | None:
+        nonlocal smallest, refused
         try:
             est = estimate(c, cfg)
         except InvalidConfig as exc:
             refused = refused or exc
-            continue
-        if est.total <= budget_bytes:
-            return cfg, est
+            return None
         if smallest is None or est.total < smallest.total:
             smallest = est
+        return est
+
+    step: list[RunConfig] = []
+    for cfg in trials(base, auto_cache=auto_cache, mtp=mtp, mtp_usable=mtp_usable):
+        step.append(cfg)
+        if cfg.mtp and mtp == "on":
+            est = attempt(cfg)
+            if est is not None and est.total <= budget_bytes:
+                return cfg, est
+            step.clear()
+            continue
+        if cfg.mtp:
+            continue  # the step's no-MTP trial closes it
+        plain = attempt(cfg)
+        if plain is not None and plain.total <= budget_bytes:
+            for with_head in step[:-1]:
+                est = attempt(with_head)
+                if est is not None and est.total <= budget_bytes:
+                    return with_head, est
+            return cfg, plain
+        step.clear()
     if smallest is None and refused is not None:
         raise refused
     return None, smallest

@@ -257,3 +257,30 @@ def test_estimate_on_a_mac_says_it_is_not_measured(models):
     budget = resolve_gpu("m4 max").gpu.budget_bytes  # the working-set share, not all the RAM
     assert budget < resolve_gpu("m4 max").gpu.memory_bytes
     assert doc["margin_bytes"] == budget - doc["bytes"]["total"]
+
+
+# --- the cache / MTP policy --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["auto", "on", "off"])
+@pytest.mark.parametrize("budget_gib", [14, 16, 17, 18, 20, 22, 24, 40])
+def test_choose_config_is_the_first_trial_that_fits(coeffs, mode, budget_gib):
+    """The skip of MTP trials (when the step without the head does not fit) changes nothing."""
+    from crawler.errors import InvalidConfig
+    from crawler.fit.choose import choose_config, trials
+
+    co = coeffs["qwen36-27b"]
+    base = RunConfig(ctx=262144, flash_attn="on")
+    budget = budget_gib * 1024**3
+    expected = None
+    for cfg in trials(base, auto_cache=True, mtp=mode, mtp_usable=True):  # type: ignore[arg-type]
+        try:
+            if estimate(co, cfg).total <= budget:
+                expected = cfg
+                break
+        except InvalidConfig:
+            continue
+    got, est = choose_config(co, base, budget, auto_cache=True, mtp=mode, mtp_usable=True)  # type: ignore[arg-type]
+    assert got == expected
+    if got is not None:
+        assert est is not None and est.total <= budget and got.mtp == (mode != "off" and got.mtp)
