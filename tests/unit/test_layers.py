@@ -89,3 +89,17 @@ def test_public_api_is_sorted_and_importable():
     assert list(crawler.__all__) == sorted(crawler.__all__)
     for name in crawler.__all__:
         assert hasattr(crawler, name), name
+
+
+def test_the_memory_model_depends_on_no_ranking_or_search():
+    """crawler.fit (estimate, offload, tiers, devices, vision, apple) sits under ranking: it
+    never imports it back (no import circle)."""
+    for path in _module_files("fit"):
+        bad = {
+            imp
+            for imp in _imports(path)
+            if imp.startswith(
+                ("crawler.rank", "crawler.search", "crawler.ranking", "crawler.speed")
+            )
+        }
+        assert not bad, f"{path.name} imports {sorted(bad)}"
