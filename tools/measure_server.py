@@ -51,6 +51,7 @@ SYNTH_MODELS: dict[str, tuple[str, str]] = {
 
 #: The projector that goes with gemma3-12b (SigLIP-So400m as in Gemma 3's mmproj files).
 MMPROJ = "gemma3-12b-mmproj"
+MARKER = "<__media__>"
 
 
 def _cfg(model: str, ctx: int, ctk: str = "f16", ctv: str = "f16", **kw: Any) -> dict[str, Any]:
@@ -80,17 +81,33 @@ SINGLE: tuple[dict[str, Any], ...] = (
     _cfg("qwen36-27b", 65536, "q4_0", "q4_0", ngl=48),
     _cfg("qwen36-27b", 65536, "q4_0", "q4_0", ngl=16),
     _cfg("qwen36-27b", 65536, "q4_0", "q4_0", ngl=0),
-    # -lv 4: the verbose log format (issue 18's check-log parses both).
-    _cfg("llama8b", 32768, ngl=16, lv=4, log=1),
-    _cfg("qwen36-35b-a3b", 32768, ncmoe=20, lv=4, log=1),
-    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24, lv=4, log=1),
     _cfg("llama8b", 131072, "q8_0", "q8_0", ngl=16),
     _cfg("qwen36-35b-a3b", 131072, "q8_0", "q8_0", ncmoe=20),
     _cfg("qwen36-35b-a3b", 32768, ngl=20),
     _cfg("gemma3-12b", 131072, "q8_0", "q8_0", mmproj=1, image=1),
-    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24, log=1),
     _cfg("qwen36-27b", 262144, "q4_0", "q4_0", ngl=48),
     _cfg("llama8b", 32768, ngl=16, np=4),
+    # Pass 2 additions: the output-layer boundary, vision with the model on the CPU, 262K.
+    _cfg("llama8b", 32768, ngl=32),
+    _cfg("llama8b", 32768, ngl=33),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=0),
+    _cfg("qwen36-27b", 262144, "q4_0", "q4_0", log=1),
+    _cfg("qwen36-27b", 131072, "q8_0", "q8_0"),
+    _cfg("qwen36-35b-a3b", 131072, "q4_0", "q4_0", cpumoe=1),
+    _cfg("qwen36-35b-a3b", 262144, "q4_0", "q4_0", ncmoe=20, ngl=30),
+    _cfg("llama8b", 32768, ngl=16, ub=2048),
+    _cfg("gemma3-12b", 32768, "q8_0", "q8_0", mmproj=1, image=1, ngl=36, np=2),
+)
+
+#: A few runs for the log format of another llama.cpp version (issue 18's check-log).
+LOGS: tuple[dict[str, Any], ...] = (
+    _cfg("llama8b", 32768, ngl=-1, log=1),
+    _cfg("llama8b", 32768, ngl=16, log=1),
+    _cfg("qwen36-35b-a3b", 32768, ncmoe=20, log=1),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24, log=1),
+    _cfg("qwen36-27b", 65536, "q4_0", "q4_0", ngl=32, log=1),
+    _cfg("llama8b", 32768, ngl=16, lv=3, log=1),
 )
 
 #: Two GPUs (issue 17): dense, hybrid with MTP, MoE x even / uneven split x 2 contexts x 2 caches.
@@ -102,7 +119,18 @@ X2: tuple[dict[str, Any], ...] = tuple(
     for k in ("f16", "q4_0")
 )
 
-GRIDS = {"single": SINGLE, "x2": X2}
+#: Vision with an image really encoded (pass 3, after the F32-embedding fix of the projector).
+VISION: tuple[dict[str, Any], ...] = (
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, log=1),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=24, log=1),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, ngl=0),
+    _cfg("gemma3-12b", 131072, "q8_0", "q8_0", mmproj=1, image=1),
+    _cfg("gemma3-12b", 32768, "q8_0", "q8_0", mmproj=1, image=1, ngl=36, np=2),
+    _cfg("gemma3-12b", 32768, mmproj=1),
+    _cfg("gemma3-12b", 32768, mmproj=1, image=1, lv=3),
+)
+
+GRIDS = {"single": SINGLE, "logs": LOGS, "vision": VISION, "x2": X2}
 
 
 def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int) -> list[str]:
@@ -110,6 +138,9 @@ def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int
 
     ``--fit off``: the server would otherwise shrink ``-c``/``-ngl`` to the free memory
     (common/arg.cpp ``-fit``, default on) and the configuration would not be the one recorded.
+    ``-lv 4`` by default: at llama.cpp 0c1e57098 the server prints the ``... buffer size = X
+    MiB`` lines and the exit memory breakdown only at verbosity 4 (measured: a ``-lv 3`` log of
+    that commit has none of them).
     """
     ngl = int(cfg.get("ngl", -1))
     args = [
@@ -117,7 +148,7 @@ def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int
         "-c", str(cfg["ctx"]), "-ctk", cfg["ctk"], "-ctv", cfg["ctv"],
         "-fa", cfg.get("fa", "on"), "-ngl", "all" if ngl < 0 else str(ngl),
         "-np", str(cfg.get("np", 1)), "-ub", str(cfg.get("ub", 512)),
-        "--fit", "off", "-lv", str(cfg.get("lv", 3)),
+        "--fit", "off", "-lv", str(cfg.get("lv", 4)),
     ]  # fmt: skip
     if cfg.get("cpumoe"):
         args.append("--cpu-moe")
@@ -199,9 +230,11 @@ def gemma3_mmproj_layout(
     def add(name: str, tid: int, *shape: int) -> None:
         defs.append((synth.TensorDef(name, shape, name.removesuffix(".weight"), None, GLOBAL), tid))
 
-    add("v.patch_embd.weight", F16, patch, patch, 3, e)
+    # F32 embeddings as convert_hf_to_gguf writes them (conversion/gemma.py tensor_force_quant:
+    # ".embeddings." -> F32); F16 ones abort the CUDA image encode (binbcast.cu assert, seen).
+    add("v.patch_embd.weight", F32, patch, patch, 3, e)
     add("v.patch_embd.bias", F32, e)
-    add("v.position_embd.weight", F16, e, n_pos)
+    add("v.position_embd.weight", F32, e, n_pos)
     for i in range(n_block):
         for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
             add(f"v.blk.{i}.{t}.weight", F16, e, e)
@@ -289,6 +322,8 @@ def rss(pid: int) -> dict[str, int]:
 # --- the server's log -------------------------------------------------------------------------
 
 _BUF = re.compile(r"^(?P<fn>\w+): +(?P<dev>\S+) (?P<what>.*?) buffer size = +(?P<mib>[\d.]+) MiB")
+#: The server's own prefix before llama.cpp's text: ``0.02.724.876 I `` (time, level letter).
+_PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ [A-Z] ")
 _BREAKDOWN = re.compile(r"memory_breakdown_print: \| (?P<row>.*)\|\s*$")
 
 
@@ -298,7 +333,7 @@ def parse_log(text: str) -> dict[str, Any]:
     bufs = []
     rows = []
     for line in text.splitlines():
-        m = _BUF.search(line)
+        m = _BUF.search(_PREFIX.sub("", line, count=1))
         if m:
             bufs.append([m["fn"], m["dev"], m["what"], float(m["mib"])])
             continue
@@ -347,7 +382,9 @@ def measure(
     row["gpu_before"] = gpu_mem()
     t0 = time.monotonic()
     with log.open("wb") as fh:
-        proc = subprocess.Popen([str(server), *args], stdout=fh, stderr=subprocess.STDOUT)
+        # A fixed media marker (server-common.cpp get_media_marker: random unless pinned).
+        env = {**os.environ, "LLAMA_MEDIA_MARKER": MARKER}
+        proc = subprocess.Popen([str(server), *args], stdout=fh, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     ready = False
     while time.monotonic() - t0 < 300 and proc.poll() is None:
@@ -363,7 +400,7 @@ def measure(
         prompt: Any = "The quick brown fox jumps over the lazy dog. " * 8
         if cfg.get("image"):
             img = base64.b64encode(png_bytes()).decode()
-            prompt = {"prompt_string": "Describe <__media__> briefly.", "multimodal_data": [img]}
+            prompt = {"prompt_string": f"Describe {MARKER} briefly.", "multimodal_data": [img]}
         status, body = _post(
             base + "/completion", {"prompt": prompt, "n_predict": 8, "cache_prompt": False}
         )
