@@ -228,19 +228,9 @@ QUERIES: list[tuple[str, list[str]]] = [
 
 
 def _request(argv: list[str]) -> SearchRequest:
-    import typer
+    from crawler.cli.search_cmd import request_from_argv
 
-    from crawler.cli._app import app
-    from crawler.cli.search_cmd import _request as build_request
-
-    ctx = typer.main.get_command(app).commands["search"].make_context("search", list(argv))  # type: ignore[attr-defined]
-    p = ctx.params
-    return build_request(
-        p["query"], p["vram"], p["ctx"], p["gpu"], p["headroom"], p["cache_type_k"],
-        p["cache_type_v"], p["auto_cache"], p["mtp"], p["spec_draft_n_max"], p["min_attn_bits"],
-        p["arch"], p["author"], p["base"], p["label"], p["loadable"], p["cpu_moe"], p["ram"],
-        p["sort"], p["limit"],
-    )  # fmt: skip
+    return request_from_argv(argv)
 
 
 def _median_ms(fn: Any, runs: int) -> tuple[float, Any]:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crawler.errors import NothingFits, UsageError
+from crawler.fit.setup import parse_ngl
+from crawler.fit.tiers import tier_of
 from crawler.gpus import GPUMatch, resolve_gpu
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec, SearchOutcome
 from crawler.ranking.rank import rank_candidates
@@ -52,10 +54,10 @@ def build_request(
     ctx: int | None = None,
     gpu: str | None = None,
     headroom: float = 0.5,
-    cache_type_k: str = "f16",
-    cache_type_v: str = "f16",
+    cache_type_k: str | None = None,
+    cache_type_v: str | None = None,
     auto_cache: bool = False,
-    mtp: bool = False,
+    mtp: bool | None = None,
     spec_draft_n_max: int = 3,
     min_attn_bits: float | None = None,
     arch: str | None = None,
@@ -64,30 +66,61 @@ def build_request(
     label: str | None = None,
     loadable: bool = False,
     cpu_moe: bool = False,
+    n_cpu_moe: int = 0,
     ram: float | None = None,
+    tier: str = "gpu",
+    vision: bool = False,
+    flash_attn: str = "on",
+    parallel: int = 1,
+    ubatch: int = 512,
+    n_gpu_layers: str | None = None,
     sort: str = "quality",
     limit: int = 20,
 ) -> SearchRequest:
     """The request for ``quants search``'s options, by their names (the CLI, saved searches
-    and ``quants serve``'s ``/api/search`` build it here). ``mtp`` filters and runs the head."""
+    and ``quants serve``'s ``/api/search`` build it here).
+
+    Without ``cache_type_k/v`` every quant gets the least lossy cache that reaches the context
+    (``auto_cache`` is an accepted alias of that default); ``mtp`` None runs the MTP head where it
+    is usable and fits, True keeps only quants that run with it, False never drafts
+    (:mod:`crawler.fit.choose`). ``n_gpu_layers`` is ``-ngl``: a number pins the layers on the
+    GPU, ``auto`` allows partial offload (``tier="partial"``), ``all`` is the default.
+    """
+    pinned = cache_type_k is not None or cache_type_v is not None
+    if pinned and auto_cache:
+        raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
+    ngl = parse_ngl(n_gpu_layers) if n_gpu_layers is not None else "all"
+    if ngl == "auto":
+        tier = "partial"
+    if isinstance(ngl, int) and tier != "gpu":
+        raise UsageError("-ngl N pins the layers on the GPU; leave out --tier")
     spec = RunSpec(
         ctx=ctx,
-        type_k=cache_type_k,
-        type_v=cache_type_v,
-        auto_cache=auto_cache,
-        mtp=mtp,
+        type_k=cache_type_k or "f16",
+        type_v=cache_type_v or "f16",
+        auto_cache=not pinned,
+        mtp=mtp is True,
+        mtp_auto=mtp is None,
+        tier=tier,
+        vision=vision,
         spec_draft_n_max=spec_draft_n_max,
         cpu_moe=cpu_moe,
+        flash_attn=flash_attn,
+        parallel=parallel,
+        ubatch=ubatch,
+        n_cpu_moe=n_cpu_moe,
+        n_gpu_layers=ngl if isinstance(ngl, int) else None,
     )
     filters = Filters(
         query=query,
-        mtp=mtp,
+        mtp=mtp is True,
         min_attn_bits=min_attn_bits,
         arch=arch,
         author=author,
         base=base,
         label=label,
         loadable=loadable,
+        vision=vision,
     )
     return SearchRequest(
         spec=spec,
@@ -116,8 +149,13 @@ class SearchResult:
 
 def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
     """Budget from ``--vram`` or the ``--gpu`` row (``--vram`` wins; the GPU still gives speed)."""
-    if req.ram_gib is not None and not req.spec.cpu_moe:
-        raise UsageError("--ram only applies with --cpu-moe")
+    sp = req.spec
+    host_side = sp.cpu_moe or sp.n_cpu_moe or sp.tier != "gpu" or sp.n_gpu_layers is not None
+    if req.ram_gib is not None and not host_side:
+        raise UsageError(
+            "--ram only applies when something runs in host memory"
+            " (--cpu-moe, --n-cpu-moe, -ngl, --tier experts_cpu|partial)"
+        )
     match = resolve_gpu(req.gpu) if req.gpu else None
     if req.vram_gib is None and match is None:
         raise UsageError("give --vram GIB or --gpu NAME")
@@ -164,7 +202,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
             sort=req.sort,
             limit=req.limit,
             siblings=sibling_lookup(reader),
-            materialize=materializer(reader),
+            materialize=materializer(reader, vision=spec.vision),
             presorted=True,
         )
     finally:
@@ -184,6 +222,15 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     if not outcome.results:
         raise NothingFits(_nothing_fits_message(result))
     return result
+
+
+def backend_note(kind: str) -> str:
+    """The "not measured on this backend" note for a unified-memory GPU."""
+    from crawler.fit.apple import NOTE
+
+    if kind == "apple":
+        return NOTE
+    return "not measured on this backend (Vulkan/ROCm, unified memory): CUDA figures"
 
 
 def _gib(n: int) -> str:
@@ -236,6 +283,9 @@ def result_json(r: Ranked) -> dict[str, Any]:
         "ctx": cfg.ctx,
         "max_ctx": r.max_ctx,
         "cache": {"type_k": cfg.type_k, "type_v": cfg.type_v},
+        "tier": tier_of(cfg),
+        "projector_bytes": c.projector_bytes,
+        "n_gpu_layers": cfg.n_gpu_layers,
         "mtp": {
             "present": c.mtp_present,
             "preserved": c.mtp_preserved,
@@ -270,6 +320,9 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "bandwidth_gb_s": g.bandwidth_gb_s,
             "unified": g.unified,
             "source": g.source,
+            # Unified memory (Apple, Strix Halo): the budget is the working-set share; the
+            # estimate is CUDA's (crawler.fit.apple).
+            "note": backend_note(g.kind) if g.unified else None,
         }
     return {
         "request": {
@@ -279,7 +332,10 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "cache_type_v": None if req.spec.auto_cache else req.spec.type_v,
             "auto_cache": req.spec.auto_cache,
             "mtp": req.spec.mtp,
+            "mtp_auto": req.spec.mtp_auto,
             "cpu_moe": req.spec.cpu_moe,
+            "tier": req.spec.tier,
+            "vision": req.spec.vision,
             "sort": req.sort,
             "limit": req.limit,
         },
