@@ -258,7 +258,12 @@ def _nothing_fits_message(res: SearchResult) -> str:
         parts.append(f"{unknown} with memory rules not modelled")
     if o.invalid_config:
         parts.append(f"{o.invalid_config} refused by llama.cpp's rules for this configuration")
-    return ", ".join(parts)
+    text = ", ".join(parts)
+    if too_big and spec.tier == "gpu" and spec.n_gpu_layers is None:
+        text += (
+            "; --tier experts_cpu or --tier partial also lists runs with experts or layers in RAM"
+        )
+    return text
 
 
 # --- JSON (DESIGN.md section 3, plus details) ------------------------------------------------

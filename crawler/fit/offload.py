@@ -27,13 +27,14 @@ CUDA context, kernels and pools (``overhead``) stay: the backend is created even
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from crawler.fit.cache import cache_type
 from crawler.fit.coefficients import MemoryCoefficients
-from crawler.fit.estimate import FitEstimate, RunConfig, _kv_tensor_bytes, estimate
+from crawler.fit.estimate import FitEstimate, RunConfig, _kv_tensor_bytes, command, estimate
 
-__all__ = ["OffloadEstimate", "auto_gpu_layers", "estimate_offload", "n_slots"]
+__all__ = ["OffloadEstimate", "auto_gpu_layers", "device_estimate", "estimate_offload", "n_slots"]
 
 #: ggml-cuda.cu ``ggml_backend_cuda_device_offload_op``: ops of batches this large are offloaded.
 OP_OFFLOAD_MIN_BATCH = 32
@@ -186,3 +187,22 @@ def auto_gpu_layers(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int) ->
         else:
             hi = mid
     return lo
+
+
+def device_estimate(c: MemoryCoefficients, cfg: RunConfig, n: int) -> FitEstimate:
+    """The estimate of ``cfg`` at ``-ngl n`` in the single-GPU shape: components are the GPU's
+    share, ``host_bytes`` all host memory (:class:`OffloadEstimate`)."""
+    off = estimate_offload(c, cfg, n)
+    pinned = cfg.replace(n_gpu_layers=n)
+    return dataclasses.replace(
+        off.full,
+        config=pinned,
+        weights=off.weights,
+        kv=off.kv,
+        mtp_kv=off.mtp_kv,
+        recurrent=off.recurrent,
+        compute=off.compute,
+        overhead=off.overhead,
+        host_bytes=off.host_bytes,
+        command=command(pinned),
+    )

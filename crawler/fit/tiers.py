@@ -13,13 +13,11 @@ set by host memory, so every byte kept on the GPU counts more than cache precisi
 
 from __future__ import annotations
 
-import dataclasses
-
 from crawler.errors import InvalidConfig
 from crawler.fit.choose import MtpMode, choose_config, trials
 from crawler.fit.coefficients import MemoryCoefficients
-from crawler.fit.estimate import FitEstimate, RunConfig, command
-from crawler.fit.offload import auto_gpu_layers, estimate_offload, n_slots
+from crawler.fit.estimate import FitEstimate, RunConfig
+from crawler.fit.offload import auto_gpu_layers, device_estimate, n_slots
 
 __all__ = ["TIERS", "choose_pinned_layers", "choose_tier", "tier_of"]
 
@@ -59,7 +57,7 @@ def choose_tier(
         cheapest = list(trials(base, auto_cache=auto_cache, mtp="off", mtp_usable=False))[-1]
         n = auto_gpu_layers(c, cheapest, budget_bytes)
         if n is not None and n >= 1 and n < n_slots(c):
-            est = _device_share(c, cheapest, n)
+            est = device_estimate(c, cheapest, n)
             if _ram_ok(est, ram_bytes):
                 return est.config, est
     return None, smallest
@@ -87,7 +85,7 @@ def choose_pinned_layers(
     refused: InvalidConfig | None = None
     for cfg in trials(base, auto_cache=auto_cache, mtp=mtp, mtp_usable=mtp_usable):
         try:
-            est = _device_share(c, cfg, n_gpu_layers)
+            est = device_estimate(c, cfg, n_gpu_layers)
         except InvalidConfig as exc:
             refused = refused or exc
             continue
@@ -98,25 +96,6 @@ def choose_pinned_layers(
     if smallest is None and refused is not None:
         raise refused
     return None, smallest
-
-
-def _device_share(c: MemoryCoefficients, cfg: RunConfig, n: int) -> FitEstimate:
-    """The estimate of ``cfg`` at ``-ngl n`` in the single-GPU shape: components are the GPU's
-    share, ``host_bytes`` all host memory (:class:`crawler.fit.offload.OffloadEstimate`)."""
-    off = estimate_offload(c, cfg, n)
-    pinned = cfg.replace(n_gpu_layers=n)
-    return dataclasses.replace(
-        off.full,
-        config=pinned,
-        weights=off.weights,
-        kv=off.kv,
-        mtp_kv=off.mtp_kv,
-        recurrent=off.recurrent,
-        compute=off.compute,
-        overhead=off.overhead,
-        host_bytes=off.host_bytes,
-        command=command(pinned),
-    )
 
 
 def _ram_ok(est: FitEstimate | None, ram_bytes: int | None) -> bool:
