@@ -198,8 +198,13 @@ def build(path: Path | str, n_quants: int, seed: int = 6) -> float:
 
 
 QUERIES: list[tuple[str, list[str]]] = [
-    ("--vram 24 --ctx 262144 (f16)", ["--vram", "24", "--ctx", "262144"]),
-    ("--vram 24 --ctx 262144 --auto-cache", ["--vram", "24", "--ctx", "262144", "--auto-cache"]),
+    ("--vram 24 --ctx 262144 -ctk f16 -ctv f16",
+     ["--vram", "24", "--ctx", "262144", "-ctk", "f16", "-ctv", "f16"]),
+    ("--vram 24 --ctx 262144 (cache and MTP per quant)", ["--vram", "24", "--ctx", "262144"]),
+    ("--vram 24 --ctx 262144 --no-mtp", ["--vram", "24", "--ctx", "262144", "--no-mtp"]),
+    ("--vram 12 --ctx 32768 --tier partial",
+     ["--vram", "12", "--ctx", "32768", "--tier", "partial"]),
+    ("--vram 12 --ctx 32768 -ngl 20", ["--vram", "12", "--ctx", "32768", "-ngl", "20"]),
     ("'qwen3.6 27b' --vram 24 --ctx 262144 --auto-cache",
      ["qwen3.6 27b", "--vram", "24", "--ctx", "262144", "--auto-cache"]),
     ("--gpu 'rtx 4090' --ctx 32768 -ctk q8_0 -ctv q8_0",

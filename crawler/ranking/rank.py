@@ -254,15 +254,16 @@ def rank_candidates(
     # Per coefficient object (keyed by id, holding the object): estimate, and max ctx per config.
     evaluations: dict[tuple[int, bool, int | None], tuple[MemoryCoefficients, _Outcome]] = {}
     max_ctxs: dict[tuple[int, RunConfig, int], tuple[MemoryCoefficients, int]] = {}
-    unknown = invalid = too_big = estimated = seen = 0
+    unknown = invalid = too_big = estimated = seen = n_fitting = 0
     smallest: int | None = None
+    key_of = sort_key(sort)
     for batch in batches:
         seen += len(batch)
         if lazy:
             pre.update((c.quant_id, pre_key(sort, c, qualities)) for c in batch)
         if (early or bounded) and limit is not None and len(fitting) >= limit:
             if bounded:  # the results' actual (value, quality) against the next's bound
-                last = sorted(sort_key(sort)(r) for r in fitting)[limit - 1]
+                last = key_of(fitting[limit - 1])  # kept sorted and cut to `limit` below
                 worst = last[:2]
             else:
                 worst = sorted(pre[r.candidate.quant_id] for r in fitting)[limit - 1]
@@ -319,7 +320,13 @@ def rank_candidates(
             fitting.append(
                 _with_max_ctx(ranked, spec, budget, max_ctxs) if sort == "ctx" else ranked
             )
-    fitting.sort(key=sort_key(sort))
+            n_fitting += 1
+        if bounded and limit is not None and len(fitting) >= limit:
+            # Only the best `limit` can be answered: keeping just those keeps each batch's
+            # comparison with the next bound O(limit), not O(everything that fitted so far).
+            fitting.sort(key=key_of)
+            del fitting[limit:]
+    fitting.sort(key=key_of)
     top = fitting if limit is None else fitting[:limit]
     files = siblings(sorted({r.candidate.repo_id for r in top})) if siblings else {}
     results = []
@@ -335,7 +342,7 @@ def rank_candidates(
     return SearchOutcome(
         results=tuple(results),
         considered=total,
-        fitting=len(fitting),
+        fitting=n_fitting,
         unknown_memory=unknown,
         invalid_config=invalid,
         too_big=too_big,
