@@ -7,6 +7,7 @@ Orchestration only (like ``scan``): the GPU table (:mod:`crawler.gpus`), the cat
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -155,6 +156,11 @@ def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
         raise UsageError(
             "--ram only applies when something runs in host memory"
             " (--cpu-moe, --n-cpu-moe, -ngl, --tier experts_cpu|partial)"
+        )
+    if req.gpu and re.match(r"\s*\d+\s*x\s", req.gpu):
+        raise UsageError(
+            f"--gpu {req.gpu!r}: search ranks for one GPU; for several, `quants estimate FILE"
+            " --gpu '2x NAME' [-ts A,B]` gives the per-device verdict"
         )
     match = resolve_gpu(req.gpu) if req.gpu else None
     if req.vram_gib is None and match is None:

@@ -262,6 +262,30 @@ def test_ambiguous_gpu_is_a_usage_error_listing_choices(catalog_db):
     assert "Traceback" not in out.stderr
 
 
+def test_several_gpus_are_refused_with_the_command_that_models_them(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "--gpu", "2x 3090", "--ctx", "32768", "--db", db, "--offline", tmp=tmp)
+    assert out.returncode == 2, out.stderr
+    assert "one GPU" in out.stderr and "quants estimate" in out.stderr
+    assert len(out.stderr.strip().splitlines()) <= 2 and "Traceback" not in out.stderr
+
+
+def test_partial_and_pinned_layers_fit_where_the_whole_model_does_not(catalog_db):
+    """A budget below the real 27B quants' full size: -ngl auto lists them as partial runs whose
+    GPU share fits; -ngl N pins N; both are absent from the all-on-GPU answer."""
+    real = [d for d in _search(catalog_db, "qwen3.6 27b", "--vram", "8", "--ctx", "32768",
+                               "--tier", "partial")["results"] if d["size_bytes"] > GIB]  # fmt: skip
+    assert real and all(d["tier"] == "partial" and d["n_gpu_layers"] >= 1 for d in real)
+    assert all(d["total_bytes"] <= 8 * GIB - GIB // 2 for d in real)
+    assert all(f"-ngl {d['n_gpu_layers']}" in d["command"] for d in real)
+    assert all(d["host_bytes"] > 0 for d in real)
+    whole = _search(catalog_db, "qwen3.6 27b", "--vram", "8", "--ctx", "32768")["results"]
+    assert not [d for d in whole if d["size_bytes"] > GIB]
+    pinned = _search(catalog_db, "qwen3.6 27b", "--vram", "8", "--ctx", "32768", "-ngl", "10")
+    rows = [d for d in pinned["results"] if d["size_bytes"] > GIB]
+    assert rows and all(d["n_gpu_layers"] == 10 and "-ngl 10" in d["command"] for d in rows)
+
+
 # --- JSON schema, filters, exit codes ------------------------------------------------------------
 
 RESULT_KEYS = {
