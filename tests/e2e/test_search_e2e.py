@@ -273,8 +273,8 @@ def test_several_gpus_are_refused_with_the_command_that_models_them(catalog_db):
 def test_partial_and_pinned_layers_fit_where_the_whole_model_does_not(catalog_db):
     """A budget below the real 27B quants' full size: -ngl auto lists them as partial runs whose
     GPU share fits; -ngl N pins N; both are absent from the all-on-GPU answer."""
-    real = [d for d in _search(catalog_db, "qwen3.6 27b", "--vram", "8", "--ctx", "32768",
-                               "--tier", "partial")["results"] if d["size_bytes"] > GIB]  # fmt: skip
+    doc = _search(catalog_db, "qwen3.6 27b", "--vram", "8", "--ctx", "32768", "--tier", "partial")
+    real = [d for d in doc["results"] if d["size_bytes"] > GIB]
     assert real and all(d["tier"] == "partial" and d["n_gpu_layers"] >= 1 for d in real)
     assert all(d["total_bytes"] <= 8 * GIB - GIB // 2 for d in real)
     assert all(f"-ngl {d['n_gpu_layers']}" in d["command"] for d in real)
