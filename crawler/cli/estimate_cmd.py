@@ -255,28 +255,14 @@ def _devices(
     vram: float | None,
 ) -> list[dict[str, Any]]:
     """Per-device shares of a layer split over ``--gpu`` (or ``--vram`` x ``-ts`` entries)."""
-    import re
-
     from crawler.errors import UsageError
-    from crawler.fit.devices import estimate_devices
-    from crawler.gpus import resolve_gpu
+    from crawler.fit.devices import estimate_devices, parse_tensor_split
+    from crawler.gpus import resolve_gpus
 
-    names: list[str] = []
-    budgets: list[int] = []
-    for g in gpus:
-        m = re.fullmatch(r"\s*(\d+)\s*x\s+(.+)", g)
-        count, name = (int(m.group(1)), m.group(2)) if m else (1, g)
-        if not 1 <= count <= 16:
-            raise UsageError(f"--gpu {g!r}: 1 to 16 devices")
-        match = resolve_gpu(name)
-        names += [match.gpu.name] * count
-        budgets += [match.gpu.budget_bytes] * count
-    split: list[float] = []
-    if tensor_split is not None:
-        try:
-            split = [float(x) for x in re.split(r"[,/]", tensor_split) if x.strip()]
-        except ValueError:
-            raise UsageError(f"-ts takes proportions like 3,1, not {tensor_split!r}") from None
+    matches = resolve_gpus(gpus)
+    names = [m.gpu.name for m in matches]
+    budgets = [m.gpu.budget_bytes for m in matches]
+    split = list(parse_tensor_split(tensor_split)) if tensor_split is not None else []
     if not budgets:
         if vram is None or not split:
             raise UsageError("-ts needs --gpu (one per device) or --vram (per device)")
@@ -284,8 +270,8 @@ def _devices(
         budgets = [int(vram * 1024**3)] * len(split)
     if not split:
         split = [b / 1024**3 for b in budgets]  # llama.cpp: by free memory
-    if len(split) != len(budgets) or any(x < 0 for x in split) or sum(split) <= 0:
-        raise UsageError(f"-ts needs {len(budgets)} non-negative proportions, got {tensor_split!r}")
+    if len(split) != len(budgets):
+        raise UsageError(f"-ts needs {len(budgets)} proportions, one per device, not {len(split)}")
     shares = estimate_devices(coeffs, cfg, split, budgets)
     return [
         {"device": i, "name": names[i], "slots": [s.first, s.last], "total_bytes": s.total,

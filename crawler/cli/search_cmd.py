@@ -36,8 +36,12 @@ def search(
     vram: VramOpt = None,
     ctx: CtxOpt = None,
     gpu: Annotated[
-        str | None,
-        typer.Option("--gpu", help="GPU name (fuzzy): VRAM budget and bandwidth for tok/s."),
+        list[str] | None,
+        typer.Option(
+            "--gpu",
+            help="GPU name (fuzzy): VRAM budget and bandwidth for tok/s. Several GPUs (layer"
+            " split, modelled from llama.cpp's source): repeat it or write '2x 3090'.",
+        ),
     ] = None,
     headroom: Annotated[
         float,
@@ -103,6 +107,14 @@ def search(
     ubatch: Annotated[
         int, typer.Option("--ubatch-size", "-ub", min=1, help="Physical batch (llama.cpp -ub).")
     ] = 512,
+    tensor_split: Annotated[
+        str | None,
+        typer.Option(
+            "--tensor-split",
+            "-ts",
+            help="Proportions per GPU, e.g. 3,1 (llama.cpp -ts); with --vram: --vram per device.",
+        ),
+    ] = None,
     vision: Annotated[
         bool,
         typer.Option(
@@ -147,7 +159,10 @@ def search(
     with reading(settings.resolved_db_url) as reader:
         res = run_search(reader, req)
     if res.gpu is not None:
-        typer.echo(res.gpu.describe(), err=True)
+        n = len(res.budget.devices)
+        typer.echo(
+            res.gpu.describe() + (f"; {n} GPUs: {res.budget.gpu_name}" if n else ""), err=True
+        )
     if as_json:
         print_json(search_json(res))
         return
@@ -255,6 +270,11 @@ def _render(res: SearchResult) -> str:
     lines = [format_table(columns, rows, align_right=right), ""]
     for r in res.outcome.results:
         lines.append(f"{r.rank:>2}  {safe_text(r.command)}")
+        if r.devices:
+            per = ", ".join(
+                f"GPU{d.index} {human_bytes(d.total)} of {human_bytes(d.budget)}" for d in r.devices
+            )
+            lines.append(f"    devices:   {per}")
         # Other runtimes for the first rows only (--json has them for every row).
         if r.ollama and r.rank <= _EQUIVALENT_ROWS:
             lines.append(f"    ollama:    {safe_text(r.ollama)}")
@@ -280,6 +300,12 @@ def _footer(res: SearchResult) -> str:
         else "tok/s needs --gpu (memory bandwidth)"
     )
     parts.append("quality: 0-100 estimate from the precision profile (README: quality model)")
+    if res.budget.devices:
+        parts.append(
+            f"{len(res.budget.devices)} GPUs, layer split -ts"
+            f" {','.join(f'{x:g}' for x in res.budget.split)}: each device must fit (the tightest"
+            " decides the margin); modelled from llama.cpp's source, not measured"
+        )
     if res.gpu is not None and res.gpu.gpu.unified:
         from crawler.search import backend_note
 

@@ -24,14 +24,27 @@ the tightest device decides.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from crawler.errors import InvalidConfig, UsageError
+from crawler.fit.choose import MtpMode, trials
 from crawler.fit.coefficients import MemoryCoefficients
-from crawler.fit.estimate import RunConfig
+from crawler.fit.estimate import FitEstimate, RunConfig, estimate
 from crawler.fit.offload import estimate_offload, n_slots
 
-__all__ = ["DeviceShare", "assign_slots", "estimate_devices", "fits_all"]
+__all__ = [
+    "DeviceShare",
+    "assign_slots",
+    "choose_split",
+    "combined_estimate",
+    "estimate_devices",
+    "fits_all",
+    "max_ctx_split",
+    "parse_tensor_split",
+]
 
 SCHED_MAX_COPIES = 4
 
@@ -111,3 +124,82 @@ def estimate_devices(
 def fits_all(shares: Sequence[DeviceShare]) -> bool:
     """The per-device verdict: every device within its budget (the tightest decides)."""
     return all(s.margin >= 0 for s in shares)
+
+
+def parse_tensor_split(text: str) -> tuple[float, ...]:
+    """``-ts 3,1`` as llama.cpp's common/arg.cpp reads it (``,`` or ``/`` between proportions)."""
+    try:
+        split = tuple(float(x) for x in re.split(r"[,/]", text) if x.strip())
+    except ValueError:
+        raise UsageError(f"-ts takes proportions like 3,1, not {text!r}") from None
+    if not split or any(x < 0 or x != x for x in split) or sum(split) <= 0:
+        raise UsageError(f"-ts needs non-negative proportions with a positive sum, not {text!r}")
+    return split
+
+
+def combined_estimate(shares: Sequence[DeviceShare], full: FitEstimate) -> FitEstimate:
+    """``full`` (the one-GPU estimate of the same configuration) with every device's compute
+    buffer and runtime counted: its total is the sum of the devices' totals."""
+    return dataclasses.replace(
+        full,
+        compute=sum(s.compute for s in shares),
+        overhead=sum(s.overhead for s in shares),
+    )
+
+
+def choose_split(
+    c: MemoryCoefficients,
+    base: RunConfig,
+    budgets: Sequence[int],
+    split: Sequence[float],
+    *,
+    auto_cache: bool,
+    mtp: MtpMode,
+    mtp_usable: bool,
+) -> tuple[RunConfig | None, FitEstimate | None]:
+    """The first of :func:`crawler.fit.choose.trials` whose every device fits (the tightest
+    decides); the estimate is :func:`combined_estimate`. (None, the smallest tried) otherwise."""
+    smallest: FitEstimate | None = None
+    refused: InvalidConfig | None = None
+    for cfg in trials(base, auto_cache=auto_cache, mtp=mtp, mtp_usable=mtp_usable):
+        try:
+            shares = estimate_devices(c, cfg, split, budgets)
+            est = combined_estimate(shares, estimate(c, cfg))
+        except InvalidConfig as exc:
+            refused = refused or exc
+            continue
+        if fits_all(shares):
+            return cfg, est
+        if smallest is None or est.total < smallest.total:
+            smallest = est
+    if smallest is None and refused is not None:
+        raise refused
+    return None, smallest
+
+
+def max_ctx_split(
+    c: MemoryCoefficients,
+    cfg: RunConfig,
+    split: Sequence[float],
+    budgets: Sequence[int],
+    *,
+    limit: int,
+) -> int:
+    """The largest context at which every device fits (0 if none does): every device's bytes
+    grow with the context, so a binary search finds it, as :func:`crawler.fit.max_ctx` does."""
+
+    def fits(ctx: int) -> bool:
+        return fits_all(estimate_devices(c, cfg.replace(ctx=ctx), split, budgets))
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, limit
+    if fits(hi):
+        return hi
+    while hi - lo > 1:  # invariant: lo fits, hi does not
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from crawler.errors import UsageError
 from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
+from crawler.fit.devices import DeviceShare
 from crawler.fit.tiers import TIERS
 from crawler.group_stats import GroupStats
 from crawler.quality import QualityEstimate
@@ -67,6 +68,10 @@ class Budget:
     ram_bytes: int | None = None  # host memory for --cpu-moe
     bandwidth_gb_s: float | None = None  # for the speed estimate (from --gpu)
     gpu_name: str | None = None
+    #: Several GPUs (llama.cpp's layer split): each device's usable bytes (the headroom taken
+    #: from the first) and the ``-ts`` proportions; empty for one GPU.
+    devices: tuple[int, ...] = ()
+    split: tuple[float, ...] = ()
 
     @property
     def device_bytes(self) -> int:
@@ -266,13 +271,14 @@ class Ranked:
     candidate: Candidate
     config: RunConfig
     estimate: FitEstimate
-    margin_bytes: int
+    margin_bytes: int  # several GPUs: the tightest device's
     max_ctx: int | None
     quality: QualityEstimate | None
     speed: SpeedEstimate | None
     command: str  # llama-server
     ollama: str | None = None  # equivalent, where Ollama can express the configuration
     lm_studio: str | None = None
+    devices: tuple[DeviceShare, ...] = ()  # several GPUs: each device's share
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,13 @@ from crawler.fit import (
     max_ctx,
 )
 from crawler.fit.choose import MtpMode
+from crawler.fit.devices import (
+    DeviceShare,
+    choose_split,
+    combined_estimate,
+    estimate_devices,
+    max_ctx_split,
+)
 from crawler.fit.offload import estimate_offload
 from crawler.fit.tiers import choose_pinned_layers, choose_tier
 from crawler.fit.vision import projector_bytes
@@ -140,7 +147,12 @@ def _evaluate(
     projector = _projector(c, spec)
     mode: MtpMode = "on" if spec.mtp else "auto" if spec.mtp_auto else "off"
     room, usable = budget.device_bytes - projector, mtp_usable(c)
-    if spec.n_gpu_layers is not None:
+    if budget.devices:
+        cfg, est = choose_split(
+            c.coefficients, spec.base_config(), budget.devices, budget.split,
+            auto_cache=spec.auto_cache, mtp=mode, mtp_usable=usable,
+        )  # fmt: skip
+    elif spec.n_gpu_layers is not None:
         cfg, est = choose_pinned_layers(
             c.coefficients, spec.base_config(), room, spec.n_gpu_layers,
             auto_cache=spec.auto_cache, mtp=mode, mtp_usable=usable, ram_bytes=budget.ram_bytes,
@@ -155,6 +167,17 @@ def _evaluate(
     if projector:
         est = dataclasses.replace(est, weights=est.weights + projector)  # its device bytes
     return cfg, est
+
+
+def _margin(
+    c: Candidate, cfg: RunConfig, est: FitEstimate, budget: Budget
+) -> tuple[int, tuple[DeviceShare, ...]]:
+    """(margin, device shares): one GPU's budget less the estimate, or on several GPUs the
+    tightest device's margin (each device's share as llama.cpp's layer split places it)."""
+    if not budget.devices:
+        return budget.device_bytes - est.total, ()
+    shares = tuple(estimate_devices(c.coefficients, cfg, budget.split, budget.devices))
+    return min(s.margin for s in shares), shares
 
 
 def _projector(c: Candidate, spec: RunSpec) -> int:
@@ -303,12 +326,14 @@ def rank_candidates(
                     smallest = est.total
                 continue
             assert est is not None
+            margin, shares = _margin(c, cfg, est, budget)
             ranked = Ranked(
                 rank=0,
                 candidate=c,
                 config=cfg,
                 estimate=est,
-                margin_bytes=budget.device_bytes - est.total,
+                margin_bytes=margin,
+                devices=shares,
                 max_ctx=None,
                 # The catalog's stored score ranks; the full estimate is made for the results.
                 quality=qualities.get(c.quant_id)
@@ -432,8 +457,11 @@ def _with_max_ctx(
     hit = memo.get(key) if memo is not None else None
     if hit is not None and hit[0] is co:
         return _replace(r, max_ctx=hit[1])
-    cap = co.n_ctx_train or (1 << 20)
-    m = max_ctx(co, r.config, room, limit=max(cap, r.config.ctx))
+    cap = max(co.n_ctx_train or (1 << 20), r.config.ctx)
+    if budget.devices:
+        m = max_ctx_split(co, r.config, budget.split, budget.devices, limit=cap)
+    else:
+        m = max_ctx(co, r.config, room, limit=cap)
     if memo is not None:
         memo[key] = (co, m)
     return _replace(r, max_ctx=m)
@@ -452,17 +480,23 @@ def _finish(
         cfg = cfg.replace(ctx=r.max_ctx)
         est = estimate(r.candidate.coefficients, cfg)
         est = dataclasses.replace(est, weights=est.weights + _projector(r.candidate, spec))
+        margin, shares = _margin(r.candidate, cfg, est, budget)
+        if shares:
+            est = combined_estimate(shares, est)
         r = _replace(
             r,
             config=cfg,
             estimate=est,
-            margin_bytes=budget.device_bytes - est.total,
+            margin_bytes=margin,
+            devices=shares,
             speed=_speed(r.candidate, est, budget),
         )
     c = r.candidate
     command = llama_server_command(c.repo_id, c.path, c.quant_label, cfg, paths)
     if spec.vision:  # -hf downloads the repo's projector unless told not to (launch.py)
         command = command.replace(" --no-mmproj", "")
+    if budget.split:  # the layer split the estimate assumed (llama.cpp -ts, common/arg.cpp)
+        command += " -ts " + ",".join(f"{x:g}" for x in budget.split)
     return _replace(
         r,
         rank=rank,

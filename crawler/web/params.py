@@ -141,6 +141,7 @@ _SEARCH: dict[str, Callable[[str, str], Any]] = {
     "parallel": lambda n, r: integer(n, r, 1, 256),
     "ubatch": lambda n, r: integer(n, r, 1, 1 << 16),
     "tier": _choice(TIERS),
+    "tensor_split": text,
     "vision": flag,
     "ram": lambda n, r: number(n, r, 0.1, 1 << 20),
     "sort": _choice(SORTS),

@@ -262,12 +262,41 @@ def test_ambiguous_gpu_is_a_usage_error_listing_choices(catalog_db):
     assert "Traceback" not in out.stderr
 
 
-def test_several_gpus_are_refused_with_the_command_that_models_them(catalog_db):
+def test_two_gpus_fit_what_one_does_not_and_every_device_fits(catalog_db):
+    args = ("qwen3.6 27b", "--ctx", "262144", "-ctk", "f16", "-ctv", "f16")
+    one = _keys(_search(catalog_db, *args, "--gpu", "3090"))
+    doc = _search(catalog_db, *args, "--gpu", "2x 3090")
+    assert doc["budget"]["devices"] == [24 * GIB - GIB // 2, 24 * GIB]
+    two = [d for d in doc["results"] if (d["repo"], d["path"]) not in one]
+    assert two and all(d["total_bytes"] > 24 * GIB for d in two)  # too big for one 3090
+    for d in doc["results"]:
+        devs = d["devices"]
+        assert len(devs) == 2 and all(x["total_bytes"] <= x["budget_bytes"] for x in devs)
+        assert d["margin_bytes"] == min(x["margin_bytes"] for x in devs)
+        assert sum(x["total_bytes"] for x in devs) == d["total_bytes"]
+        assert d["command"].endswith(" -ts 24,24")
+    # -ts moves layers: 3,1 puts three quarters of the slots on the first device.
+    skew = _search(catalog_db, *args, "--vram", "24", "-ts", "3,1")["results"][0]["devices"]
+    assert skew[0]["slots"][1] - skew[0]["slots"][0] > 2 * (
+        skew[1]["slots"][1] - skew[1]["slots"][0]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--gpu", "2x 3090", "--tier", "partial"), "every layer on the GPUs"),
+        (("--gpu", "3090", "-ts", "1,1"), "-ts needs 1 proportions"),
+        (("--vram", "24", "--gpu", "2x 3090"), "--gpu per device, or --vram"),
+        (("--gpu", "2x m4 max"), "unified-memory"),
+        (("--vram", "24", "-ts", "1,x"), "-ts takes proportions"),
+    ],
+)
+def test_bad_several_gpu_options_are_one_line_usage_errors(catalog_db, args, says):
     db, tmp = catalog_db
-    out = quants("search", "--gpu", "2x 3090", "--ctx", "32768", "--db", db, "--offline", tmp=tmp)
+    out = quants("search", *args, "--ctx", "32768", "--db", db, "--offline", tmp=tmp)
     assert out.returncode == 2, out.stderr
-    assert "one GPU" in out.stderr and "quants estimate" in out.stderr
-    assert len(out.stderr.strip().splitlines()) <= 2 and "Traceback" not in out.stderr
+    assert says in out.stderr and "Traceback" not in out.stderr
 
 
 def test_partial_and_pinned_layers_fit_where_the_whole_model_does_not(catalog_db):
