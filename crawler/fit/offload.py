@@ -71,18 +71,6 @@ class OffloadEstimate:
         """Some block or the output layer is on the CPU."""
         return self.n_gpu_layers < self.n_slots
 
-    def bytes_dict(self) -> dict[str, int]:
-        """Device bytes by component, as :meth:`FitEstimate.bytes_dict`."""
-        return {
-            "weights": self.weights,
-            "kv": self.kv,
-            "mtp_kv": self.mtp_kv,
-            "recurrent": self.recurrent,
-            "compute": self.compute,
-            "overhead": self.overhead,
-            "total": self.total,
-        }
-
 
 def _layer_weights(c: MemoryCoefficients) -> dict[int, tuple[int, int]]:
     """Per block (device, host) non-expert bytes; even shares when the coefficients predate the

@@ -212,17 +212,9 @@ REAL = {
 
 @pytest.fixture(scope="module")
 def server_models(tmp_path_factory):
-    import importlib.util
-    import sys
+    from tests.fixtures.llamacpp.tools import tool_module
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location(
-        "measure_server", root / "tools" / "measure_server.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["measure_server"] = mod
-    spec.loader.exec_module(mod)
+    mod = tool_module("measure_server")
     tmp = tmp_path_factory.mktemp("server-models")
     return {name: mod.write_model(name, tmp) for name in {m for m, _, _ in REAL.values()}}
 
