@@ -171,7 +171,8 @@ def estimate_cmd(
         data["margin_bytes"] = budget - est.total
         # The largest context is the whole-GPU one; a partial offload keeps the asked context.
         partial = setup is not None and setup.offload.partial
-        data["max_ctx"] = None if partial else max_ctx(coeffs, cfg, budget)
+        projector = setup.projector.total if setup is not None and setup.projector else 0
+        data["max_ctx"] = None if partial else max_ctx(coeffs, cfg, budget - projector)
         if not data["fits"]:
             advice = _what_fits(coeffs, cfg, budget)
             data["alternatives"] = [

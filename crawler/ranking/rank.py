@@ -152,6 +152,9 @@ def _evaluate(
             c.coefficients, spec.base_config(), budget.devices, budget.split,
             auto_cache=spec.auto_cache, mtp=mode, mtp_usable=usable,
         )  # fmt: skip
+        ram = budget.ram_bytes
+        if cfg is not None and est is not None and ram is not None and est.host_bytes > ram:
+            return None, est  # experts in RAM (--cpu-moe / --n-cpu-moe) beyond --ram
     elif spec.n_gpu_layers is not None:
         cfg, est = choose_pinned_layers(
             c.coefficients, spec.base_config(), room, spec.n_gpu_layers,
