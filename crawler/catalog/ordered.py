@@ -14,8 +14,8 @@ left can rank higher; the coefficient JSON and tensor groups are loaded (by
   ``Candidate.bound_hint``: :func:`~crawler.ranking.bounds.speed_bound_sql`,
   :func:`~crawler.ranking.bounds.margin_bound_sql`, :func:`~crawler.ranking.bounds.ctx_bound_sql`.
   They depend on the request, so the database computes them on ``ix_quants_search_computed``'s
-  entries and returns them a page at a time (a top-N sort per page, one index scan each; ranking usually stops in the
-  first).
+  entries and returns them a page at a time (a top-N sort per page, one index scan each; ranking
+  usually stops in the first).
 """
 
 from __future__ import annotations
