@@ -198,8 +198,13 @@ def build(path: Path | str, n_quants: int, seed: int = 6) -> float:
 
 
 QUERIES: list[tuple[str, list[str]]] = [
-    ("--vram 24 --ctx 262144 (f16)", ["--vram", "24", "--ctx", "262144"]),
-    ("--vram 24 --ctx 262144 --auto-cache", ["--vram", "24", "--ctx", "262144", "--auto-cache"]),
+    ("--vram 24 --ctx 262144 -ctk f16 -ctv f16",
+     ["--vram", "24", "--ctx", "262144", "-ctk", "f16", "-ctv", "f16"]),
+    ("--vram 24 --ctx 262144 (cache and MTP per quant)", ["--vram", "24", "--ctx", "262144"]),
+    ("--vram 24 --ctx 262144 --no-mtp", ["--vram", "24", "--ctx", "262144", "--no-mtp"]),
+    ("--vram 12 --ctx 32768 --tier partial",
+     ["--vram", "12", "--ctx", "32768", "--tier", "partial"]),
+    ("--vram 12 --ctx 32768 -ngl 20", ["--vram", "12", "--ctx", "32768", "-ngl", "20"]),
     ("'qwen3.6 27b' --vram 24 --ctx 262144 --auto-cache",
      ["qwen3.6 27b", "--vram", "24", "--ctx", "262144", "--auto-cache"]),
     ("--gpu 'rtx 4090' --ctx 32768 -ctk q8_0 -ctv q8_0",
@@ -228,19 +233,9 @@ QUERIES: list[tuple[str, list[str]]] = [
 
 
 def _request(argv: list[str]) -> SearchRequest:
-    import typer
+    from crawler.cli.search_cmd import request_from_argv
 
-    from crawler.cli._app import app
-    from crawler.cli.search_cmd import _request as build_request
-
-    ctx = typer.main.get_command(app).commands["search"].make_context("search", list(argv))  # type: ignore[attr-defined]
-    p = ctx.params
-    return build_request(
-        p["query"], p["vram"], p["ctx"], p["gpu"], p["headroom"], p["cache_type_k"],
-        p["cache_type_v"], p["auto_cache"], p["mtp"], p["spec_draft_n_max"], p["min_attn_bits"],
-        p["arch"], p["author"], p["base"], p["label"], p["loadable"], p["cpu_moe"], p["ram"],
-        p["sort"], p["limit"],
-    )  # fmt: skip
+    return request_from_argv(argv)
 
 
 def _median_ms(fn: Any, runs: int) -> tuple[float, Any]:

@@ -27,11 +27,20 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig
+from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, estimate
 from crawler.fit.estimate import SERVER_AUTO_PARALLEL
+from crawler.fit.offload import device_estimate
 from crawler.llamalog import MIB, LogConfig, LoggedBuffer, ParsedLog
 
-__all__ = ["TOLERANCE_BYTES", "TOLERANCE_PCT", "BufferRow", "CheckReport", "compare", "run_config"]
+__all__ = [
+    "TOLERANCE_BYTES",
+    "TOLERANCE_PCT",
+    "BufferRow",
+    "CheckReport",
+    "compare",
+    "estimate_run",
+    "run_config",
+]
 
 TOLERANCE_PCT = 3.0
 TOLERANCE_BYTES = 256 * MIB
@@ -139,11 +148,9 @@ def run_config(
     mtp = cfg.n_contexts >= 2 and c.mtp_available
     if cfg.n_contexts >= 2 and not mtp:
         notes.append("the log has a second (draft) context; only the target is estimated")
-    if cfg.n_gpu_layers is not None and cfg.n_layers and cfg.n_gpu_layers < cfg.n_layers:
-        notes.append(
-            f"only {cfg.n_gpu_layers}/{cfg.n_layers} layers were offloaded; the estimate assumes"
-            " all of them on the GPU"
-        )
+    # "offloaded N/M layers": M is llama.cpp's n_layer + 1 slots (the output layer counts), the
+    # -ngl of the run is N (src/llama-model.cpp load_tensors); fewer than all is a partial run.
+    partial = cfg.n_gpu_layers is not None and cfg.n_layers and cfg.n_gpu_layers < cfg.n_layers
     if cfg.n_ctx_train and cfg.ctx and cfg.ctx > cfg.n_ctx_train:
         notes.append(
             f"n_ctx {cfg.ctx} is above the trained context {cfg.n_ctx_train}: llama.cpp allocated"
@@ -178,8 +185,17 @@ def run_config(
         cpu_moe=cpu_moe,
         n_cpu_moe=0 if cpu_moe else n_cpu_moe,
         model_path=model_path,
+        n_gpu_layers=cfg.n_gpu_layers if partial else None,
     )
     return run, notes
+
+
+def estimate_run(c: MemoryCoefficients, run: RunConfig) -> FitEstimate:
+    """The estimate of the logged run: with ``-ngl`` below all layers, the GPU's share
+    (:func:`crawler.fit.offload.device_estimate`)."""
+    if run.n_gpu_layers is None:
+        return estimate(c, run)
+    return device_estimate(c, run, run.n_gpu_layers)
 
 
 def _predictions(c: MemoryCoefficients, est: FitEstimate) -> dict[tuple[str, bool], int]:

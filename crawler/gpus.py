@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -23,6 +24,7 @@ __all__ = [
     "GPUMatch",
     "load_gpus",
     "resolve_gpu",
+    "resolve_gpus",
 ]
 
 GIB = 1024**3
@@ -148,6 +150,25 @@ def _extras(query: list[str], name: list[str]) -> int | None:
         else:
             return None
     return sum(1 for t in unmatched if t not in _FILLER)
+
+
+#: ``2x 3090``, ``4 x H100``: a count of identical devices before the name.
+_COUNT = re.compile(r"\s*(\d+)\s*x\s+(.+)", re.IGNORECASE)
+MAX_DEVICES = 16
+
+
+def resolve_gpus(queries: Sequence[str]) -> list[GPUMatch]:
+    """One match per device: each query names a GPU, ``2x NAME`` two of them (at most 16)."""
+    out: list[GPUMatch] = []
+    for query in queries:
+        m = _COUNT.fullmatch(query)
+        count, name = (int(m.group(1)), m.group(2)) if m else (1, query)
+        if not 1 <= count <= MAX_DEVICES:
+            raise UsageError(f"--gpu {query!r}: 1 to {MAX_DEVICES} devices")
+        out += [resolve_gpu(name)] * count
+    if len(out) > MAX_DEVICES:
+        raise UsageError(f"at most {MAX_DEVICES} GPUs")
+    return out
 
 
 def resolve_gpu(query: str, gpus: tuple[GPU, ...] | None = None) -> GPUMatch:

@@ -7,12 +7,17 @@ Orchestration only (like ``scan``): the GPU table (:mod:`crawler.gpus`), the cat
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crawler.errors import NothingFits, UsageError
-from crawler.gpus import GPUMatch, resolve_gpu
+from crawler.fit.devices import DeviceShare, parse_tensor_split
+from crawler.fit.setup import parse_ngl
+from crawler.fit.tiers import tier_of
+from crawler.gpus import GPUMatch, resolve_gpu, resolve_gpus
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec, SearchOutcome
 from crawler.ranking.rank import rank_candidates
 
@@ -38,11 +43,13 @@ class SearchRequest:
     spec: RunSpec
     filters: Filters
     vram_gib: float | None = None
-    gpu: str | None = None
+    gpu: str | None = None  # one GPU (``2x NAME``: two of it)
     headroom_gib: float = 0.5
     ram_gib: float | None = None
     sort: str = "quality"
     limit: int = 20
+    more_gpus: tuple[str, ...] = ()  # further devices (a repeated --gpu)
+    tensor_split: tuple[float, ...] = ()  # -ts
 
 
 def build_request(
@@ -50,12 +57,12 @@ def build_request(
     query: str | None = None,
     vram: float | None = None,
     ctx: int | None = None,
-    gpu: str | None = None,
+    gpu: str | Sequence[str] | None = None,
     headroom: float = 0.5,
-    cache_type_k: str = "f16",
-    cache_type_v: str = "f16",
+    cache_type_k: str | None = None,
+    cache_type_v: str | None = None,
     auto_cache: bool = False,
-    mtp: bool = False,
+    mtp: bool | None = None,
     spec_draft_n_max: int = 3,
     min_attn_bits: float | None = None,
     arch: str | None = None,
@@ -64,40 +71,76 @@ def build_request(
     label: str | None = None,
     loadable: bool = False,
     cpu_moe: bool = False,
+    n_cpu_moe: int = 0,
     ram: float | None = None,
+    tier: str = "gpu",
+    vision: bool = False,
+    flash_attn: str = "on",
+    parallel: int = 1,
+    ubatch: int = 512,
+    n_gpu_layers: str | None = None,
+    tensor_split: str | None = None,
     sort: str = "quality",
     limit: int = 20,
 ) -> SearchRequest:
     """The request for ``quants search``'s options, by their names (the CLI, saved searches
-    and ``quants serve``'s ``/api/search`` build it here). ``mtp`` filters and runs the head."""
+    and ``quants serve``'s ``/api/search`` build it here).
+
+    Without ``cache_type_k/v`` every quant gets the least lossy cache that reaches the context
+    (``auto_cache`` is an accepted alias of that default); ``mtp`` None runs the MTP head where it
+    is usable and fits, True keeps only quants that run with it, False never drafts
+    (:mod:`crawler.fit.choose`). ``n_gpu_layers`` is ``-ngl``: a number pins the layers on the
+    GPU, ``auto`` allows partial offload (``tier="partial"``), ``all`` is the default. Several
+    GPUs: ``gpu`` as a list or ``2x NAME``, or ``vram`` per device with ``tensor_split``.
+    """
+    gpus = (gpu,) if isinstance(gpu, str) else tuple(gpu or ())
+    pinned = cache_type_k is not None or cache_type_v is not None
+    if pinned and auto_cache:
+        raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
+    ngl = parse_ngl(n_gpu_layers) if n_gpu_layers is not None else "all"
+    if ngl == "auto":
+        tier = "partial"
+    if isinstance(ngl, int) and tier != "gpu":
+        raise UsageError("-ngl N pins the layers on the GPU; leave out --tier")
     spec = RunSpec(
         ctx=ctx,
-        type_k=cache_type_k,
-        type_v=cache_type_v,
-        auto_cache=auto_cache,
-        mtp=mtp,
+        type_k=cache_type_k or "f16",
+        type_v=cache_type_v or "f16",
+        auto_cache=not pinned,
+        mtp=mtp is True,
+        mtp_auto=mtp is None,
+        tier=tier,
+        vision=vision,
         spec_draft_n_max=spec_draft_n_max,
         cpu_moe=cpu_moe,
+        flash_attn=flash_attn,
+        parallel=parallel,
+        ubatch=ubatch,
+        n_cpu_moe=n_cpu_moe,
+        n_gpu_layers=ngl if isinstance(ngl, int) else None,
     )
     filters = Filters(
         query=query,
-        mtp=mtp,
+        mtp=mtp is True,
         min_attn_bits=min_attn_bits,
         arch=arch,
         author=author,
         base=base,
         label=label,
         loadable=loadable,
+        vision=vision,
     )
     return SearchRequest(
         spec=spec,
         filters=filters,
         vram_gib=vram,
-        gpu=gpu,
+        gpu=gpus[0] if gpus else None,
         headroom_gib=headroom,
         ram_gib=ram,
         sort=sort,
         limit=limit,
+        more_gpus=gpus[1:],
+        tensor_split=parse_tensor_split(tensor_split) if tensor_split else (),
     )
 
 
@@ -116,8 +159,16 @@ class SearchResult:
 
 def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
     """Budget from ``--vram`` or the ``--gpu`` row (``--vram`` wins; the GPU still gives speed)."""
-    if req.ram_gib is not None and not req.spec.cpu_moe:
-        raise UsageError("--ram only applies with --cpu-moe")
+    sp = req.spec
+    host_side = sp.cpu_moe or sp.n_cpu_moe or sp.tier != "gpu" or sp.n_gpu_layers is not None
+    if req.ram_gib is not None and not host_side:
+        raise UsageError(
+            "--ram only applies when something runs in host memory"
+            " (--cpu-moe, --n-cpu-moe, -ngl, --tier experts_cpu|partial)"
+        )
+    names = [g for g in (req.gpu, *req.more_gpus) if g]
+    if len(names) > 1 or req.tensor_split or (names and _COUNT.match(names[0])):
+        return _several_gpus(req, names)
     match = resolve_gpu(req.gpu) if req.gpu else None
     if req.vram_gib is None and match is None:
         raise UsageError("give --vram GIB or --gpu NAME")
@@ -136,6 +187,57 @@ def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
         ),
         match,
     )
+
+
+#: ``2x 3090``: a count of devices before a GPU name (crawler.gpus.resolve_gpus).
+_COUNT = re.compile(r"\s*\d+\s*x\s", re.IGNORECASE)
+
+
+def _several_gpus(req: SearchRequest, names: list[str]) -> tuple[Budget, GPUMatch | None]:
+    """The budget of llama.cpp's layer split over several GPUs (crawler.fit.devices): per
+    device its memory (the headroom taken from the first), split by ``-ts`` or, as llama.cpp
+    does without it, by each device's memory."""
+    sp = req.spec
+    if sp.tier != "gpu" or sp.n_gpu_layers is not None or sp.vision:
+        raise UsageError(
+            "several GPUs: every layer on the GPUs only (--tier partial, -ngl and --vision are"
+            " modelled for one GPU)"
+        )
+    matches = resolve_gpus(names)
+    if matches and req.vram_gib is not None:
+        raise UsageError("several GPUs: give --gpu per device, or --vram (per device) with -ts")
+    if matches:
+        if any(m.gpu.unified for m in matches):
+            raise UsageError("several GPUs: unified-memory devices are not modelled")
+        budgets = [m.gpu.budget_bytes for m in matches]
+    elif req.vram_gib is not None and req.tensor_split:
+        budgets = [int(req.vram_gib * GIB)] * len(req.tensor_split)
+    else:
+        raise UsageError("-ts needs --gpu (one per device) or --vram (per device)")
+    split = req.tensor_split or tuple(b / GIB for b in budgets)
+    if len(split) != len(budgets):
+        raise UsageError(f"-ts needs {len(budgets)} proportions, one per device, not {len(split)}")
+    headroom = int(req.headroom_gib * GIB)
+    if headroom < 0 or headroom >= budgets[0]:
+        raise UsageError("--headroom must be >= 0 and smaller than the first GPU's memory")
+    devices = (budgets[0] - headroom, *budgets[1:])
+    bandwidth = None
+    if matches:
+        # Layers run one device after the other: a token reads each device's share of the
+        # weights at that device's bandwidth (the split's proportions stand in for the shares).
+        shares = [x / sum(split) for x in split]
+        bandwidth = 1 / sum(p / m.gpu.bandwidth_gb_s for p, m in zip(shares, matches, strict=True))
+    label = " + ".join(m.gpu.name for m in matches) if matches else None
+    budget = Budget(
+        vram_bytes=sum(budgets),
+        headroom_bytes=headroom,
+        ram_bytes=None if req.ram_gib is None else int(req.ram_gib * GIB),
+        bandwidth_gb_s=bandwidth,
+        gpu_name=label or f"{len(budgets)} x {req.vram_gib:g} GiB",
+        devices=devices,
+        split=tuple(split),
+    )
+    return budget, matches[0] if matches else None
 
 
 def search(reader: Reader, req: SearchRequest) -> SearchResult:
@@ -164,7 +266,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
             sort=req.sort,
             limit=req.limit,
             siblings=sibling_lookup(reader),
-            materialize=materializer(reader),
+            materialize=materializer(reader, vision=spec.vision),
             presorted=True,
         )
     finally:
@@ -184,6 +286,15 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     if not outcome.results:
         raise NothingFits(_nothing_fits_message(result))
     return result
+
+
+def backend_note(kind: str) -> str:
+    """The "not measured on this backend" note for a unified-memory GPU."""
+    from crawler.fit.apple import NOTE
+
+    if kind == "apple":
+        return NOTE
+    return "not measured on this backend (Vulkan/ROCm, unified memory): CUDA figures"
 
 
 def _gib(n: int) -> str:
@@ -211,10 +322,25 @@ def _nothing_fits_message(res: SearchResult) -> str:
         parts.append(f"{unknown} with memory rules not modelled")
     if o.invalid_config:
         parts.append(f"{o.invalid_config} refused by llama.cpp's rules for this configuration")
-    return ", ".join(parts)
+    text = ", ".join(parts)
+    if too_big and spec.tier == "gpu" and spec.n_gpu_layers is None:
+        text += (
+            "; --tier experts_cpu or --tier partial also lists runs with experts or layers in RAM"
+        )
+    return text
 
 
 # --- JSON (DESIGN.md section 3, plus details) ------------------------------------------------
+
+
+def _device_json(d: DeviceShare) -> dict[str, Any]:
+    return {
+        "device": d.index,
+        "slots": [d.first, d.last],
+        "total_bytes": d.total,
+        "budget_bytes": d.budget,
+        "margin_bytes": d.margin,
+    }
 
 
 def result_json(r: Ranked) -> dict[str, Any]:
@@ -236,6 +362,11 @@ def result_json(r: Ranked) -> dict[str, Any]:
         "ctx": cfg.ctx,
         "max_ctx": r.max_ctx,
         "cache": {"type_k": cfg.type_k, "type_v": cfg.type_v},
+        "tier": tier_of(cfg),
+        "projector_bytes": c.projector_bytes,
+        "n_gpu_layers": cfg.n_gpu_layers,
+        # Several GPUs: each device's slots and bytes (the tightest decides the margin).
+        "devices": [_device_json(d) for d in r.devices] or None,
         "mtp": {
             "present": c.mtp_present,
             "preserved": c.mtp_preserved,
@@ -270,6 +401,9 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "bandwidth_gb_s": g.bandwidth_gb_s,
             "unified": g.unified,
             "source": g.source,
+            # Unified memory (Apple, Strix Halo): the budget is the working-set share; the
+            # estimate is CUDA's (crawler.fit.apple).
+            "note": backend_note(g.kind) if g.unified else None,
         }
     return {
         "request": {
@@ -279,7 +413,10 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "cache_type_v": None if req.spec.auto_cache else req.spec.type_v,
             "auto_cache": req.spec.auto_cache,
             "mtp": req.spec.mtp,
+            "mtp_auto": req.spec.mtp_auto,
             "cpu_moe": req.spec.cpu_moe,
+            "tier": req.spec.tier,
+            "vision": req.spec.vision,
             "sort": req.sort,
             "limit": req.limit,
         },
@@ -288,6 +425,8 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "headroom_bytes": b.headroom_bytes,
             "device_bytes": b.device_bytes,
             "ram_bytes": b.ram_bytes,
+            "devices": list(b.devices) or None,
+            "tensor_split": list(b.split) or None,
         },
         "gpu": gpu,
         "counts": {

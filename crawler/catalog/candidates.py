@@ -115,6 +115,11 @@ def filter_sql(filters: Filters) -> Where:
         w.add(f"{_lower('q.quant_label')} = :label", label=filters.label.lower())
     if filters.loadable:
         w.add("q.loadable_by_mainline = TRUE")
+    if filters.vision:
+        w.add(
+            "EXISTS (SELECT 1 FROM files f WHERE f.repo_pk = q.repo_pk AND f.kind = 'mmproj'"
+            " AND f.vanished_at IS NULL)"
+        )
     matcher = filters.matcher()
     if matcher is not None:
         # quants.search_text (crawler.catalog.search_index.search_text_sql) is NULL only when too
@@ -207,7 +212,9 @@ def _coefficients(value: Any) -> MemoryCoefficients:
     return MemoryCoefficients.from_json(json.loads(value or "{}"))
 
 
-def materializer(reader: Reader) -> Callable[[Sequence[Candidate]], list[Candidate]]:
+def materializer(
+    reader: Reader, *, vision: bool = False
+) -> Callable[[Sequence[Candidate]], list[Candidate]]:
     """Complete partial candidates (full coefficients, tensor groups) with two queries a batch.
 
     Identical coefficient JSON (re-uploads and mirrors of one file) is parsed once and shared,
@@ -235,16 +242,33 @@ def materializer(reader: Reader) -> Callable[[Sequence[Candidate]], list[Candida
             )
         missing = [c.quant_id for c in batch if not c.groups]
         found = load_groups(reader, missing) if missing else {}
+        projectors = _projectors(reader, sorted({c.repo_id for c in batch})) if vision else {}
         return [
             dataclasses.replace(
                 c,
                 coefficients=coefficients(text.get(c.quant_id)),
                 groups=c.groups or found.get(c.quant_id, ()),
+                projector_bytes=projectors.get(c.repo_id, c.projector_bytes),
             )
             for c in batch
         ]
 
     return complete
+
+
+def _projectors(reader: Reader, repo_ids: Sequence[str]) -> dict[str, int]:
+    """repo_id -> bytes of its smallest present projector file (``files.kind = 'mmproj'``)."""
+    out: dict[str, int] = {}
+    for chunk in _chunks(repo_ids):
+        marks, params = placeholders("repo", chunk)
+        rows = reader.rows(
+            "SELECT r.repo_id, MIN(f.size_bytes) FROM files f JOIN repos r ON r.id = f.repo_pk"
+            f" WHERE f.kind = 'mmproj' AND f.vanished_at IS NULL AND r.repo_id IN ({marks})"
+            " GROUP BY r.repo_id",
+            params,
+        )
+        out.update((str(r), int(n)) for r, n in rows if n is not None)
+    return out
 
 
 def _chunks(ids: Sequence[Any]) -> Iterator[Sequence[Any]]:

@@ -27,4 +27,4 @@ DbOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="At most this many rows.")]
 VramOpt = Annotated[float | None, typer.Option("--vram", min=0.1, help="GPU memory budget in GiB.")]
-CtxOpt = Annotated[int | None, typer.Option("--ctx", min=1, help="Context length in tokens.")]
+CtxOpt = Annotated[int | None, typer.Option("--ctx", "-c", min=1, help="Context length in tokens.")]

@@ -39,11 +39,11 @@ def check_log(
 ) -> None:
     """Compare the buffers llama.cpp logged (model, KV, RS, compute, output; or the memory
     breakdown at exit) with quants' estimate of the same configuration."""
-    from crawler.checklog import compare, run_config
+    from crawler.checklog import compare, estimate_run, run_config
     from crawler.cli._output import print_json
     from crawler.config import Settings
     from crawler.errors import UsageError
-    from crawler.fit import coefficients, estimate
+    from crawler.fit import coefficients
     from crawler.llamalog import LogError, parse_log
     from crawler.source import read_target
 
@@ -72,7 +72,7 @@ def check_log(
     coeffs = coefficients(header)
     moe = (1 << 30) if cpu_moe else n_cpu_moe
     run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe)
-    report = compare(parsed, coeffs, estimate(coeffs, run), notes, estimated_from=source)
+    report = compare(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
     if as_json:
         print_json(report.to_json())
     else:

@@ -11,6 +11,8 @@ from crawler.cli._app import JsonOpt, VramOpt, app
 
 if TYPE_CHECKING:
     from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig
+    from crawler.fit.setup import Setup
+    from crawler.fit.vision import Projector
     from crawler.source import HeaderRead
 
 _CACHE_HELP = "KV cache type: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl."
@@ -25,21 +27,24 @@ def estimate_cmd(
             show_default=False,
         ),
     ],
-    ctx: Annotated[int, typer.Option("--ctx", min=1, help="Context length in tokens.")],
-    cache_type_k: Annotated[str, typer.Option("--cache-type-k", help=_CACHE_HELP)] = "f16",
-    cache_type_v: Annotated[str, typer.Option("--cache-type-v", help=_CACHE_HELP)] = "f16",
+    ctx: Annotated[int, typer.Option("--ctx", "-c", min=1, help="Context length in tokens.")],
+    cache_type_k: Annotated[str, typer.Option("--cache-type-k", "-ctk", help=_CACHE_HELP)] = "f16",
+    cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv", help=_CACHE_HELP)] = "f16",
     flash_attn: Annotated[
-        str, typer.Option("--flash-attn", help="on, off or auto (auto is on with CUDA).")
+        str, typer.Option("--flash-attn", "-fa", help="on, off or auto (auto is on with CUDA).")
     ] = "auto",
     parallel: Annotated[
         int,
         typer.Option(
             "--parallel",
+            "-np",
             min=-1,
             help="Server slots (-np); -1 = llama-server's default (4 slots, unified cache).",
         ),
     ] = 1,
-    ubatch: Annotated[int, typer.Option("--ubatch", min=1, help="Physical batch (-ub).")] = 512,
+    ubatch: Annotated[
+        int, typer.Option("--ubatch", "-ub", min=1, help="Physical batch (-ub).")
+    ] = 512,
     mtp: Annotated[
         bool, typer.Option("--mtp/--no-mtp", help="MTP drafting (--spec-type draft-mtp).")
     ] = False,
@@ -58,6 +63,37 @@ def estimate_cmd(
     n_cpu_moe: Annotated[
         int, typer.Option("--n-cpu-moe", min=0, help="Keep the experts of the first N layers.")
     ] = 0,
+    n_gpu_layers: Annotated[
+        str,
+        typer.Option(
+            "--n-gpu-layers",
+            "-ngl",
+            "--gpu-layers",
+            help="Slots on the GPU (blocks + output layer, from the last): N, 'all' or 'auto'"
+            " (the most that fit --vram).",
+        ),
+    ] = "all",
+    mmproj: Annotated[
+        str | None,
+        typer.Option("--mmproj", help="A local vision projector (mmproj) GGUF to add."),
+    ] = None,
+    no_mmproj: Annotated[
+        bool, typer.Option("--no-mmproj", help="No projector (the default).")
+    ] = False,
+    gpus: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gpu",
+            help="GPU by name; repeat it or write '2x 3090' for several (layer split, per-device"
+            " verdict; modelled from llama.cpp's source, not measured).",
+        ),
+    ] = None,
+    tensor_split: Annotated[
+        str | None,
+        typer.Option(
+            "--tensor-split", "-ts", help="Proportions per GPU, e.g. 3,1 (llama.cpp -ts)."
+        ),
+    ] = None,
     vram: VramOpt = None,
     as_json: JsonOpt = False,
     plot: Annotated[
@@ -103,6 +139,7 @@ def estimate_cmd(
     est = estimate(coeffs, cfg)
     for line in estimate_warnings(read.header, coeffs, cfg):
         typer.echo(f"warning: {line}", err=True)
+    setup = _setup(coeffs, cfg, n_gpu_layers, mmproj, no_mmproj, vram)
     data: dict[str, Any] = {
         "source": read.source,
         "architecture": coeffs.architecture,
@@ -116,18 +153,47 @@ def estimate_cmd(
         "host_bytes": est.host_bytes,
         "command": _command(read, cfg),
     }
+    if setup is not None:
+        import shlex
+
+        data.update(setup.to_json())
+        est = setup.as_fit_estimate()
+        args = shlex.split(data["command"])
+        if setup.offload.partial and "-ngl" in args:
+            args[args.index("-ngl") + 1] = str(setup.offload.n_gpu_layers)
+        if mmproj is not None:
+            args += ["--mmproj", mmproj]
+        data["command"] = shlex.join(args)
     advice: list[tuple[str, FitEstimate]] = []
     if vram is not None:
         budget = Budget.from_gib(vram, headroom_gib=0).device_bytes
         data["fits"] = est.total <= budget
         data["margin_bytes"] = budget - est.total
-        data["max_ctx"] = max_ctx(coeffs, cfg, budget)
+        # The largest context is the whole-GPU one; a partial offload keeps the asked context.
+        partial = setup is not None and setup.offload.partial
+        projector = setup.projector.total if setup is not None and setup.projector else 0
+        data["max_ctx"] = None if partial else max_ctx(coeffs, cfg, budget - projector)
         if not data["fits"]:
             advice = _what_fits(coeffs, cfg, budget)
             data["alternatives"] = [
                 {"change": text, "bytes": alt.bytes_dict(), "command": _command(read, alt.config)}
                 for text, alt in advice
             ]
+    if gpus and len(gpus) == 1 and not tensor_split and _apple(gpus[0]):
+        # Apple silicon: Metal buffers, the working-set budget, and the note (crawler.fit.apple).
+        from crawler.fit.apple import NOTE, metal_estimate
+        from crawler.gpus import resolve_gpu
+
+        est = metal_estimate(coeffs, cfg)
+        apple_budget = (
+            int(vram * 1024**3) if vram is not None else resolve_gpu(gpus[0]).gpu.budget_bytes
+        )
+        data.update(bytes=est.bytes_dict(), backend="metal", note=NOTE)
+        data["fits"] = est.total <= apple_budget
+        data["margin_bytes"] = apple_budget - est.total
+    elif gpus or tensor_split:
+        data["devices"] = _devices(coeffs, cfg, gpus or [], tensor_split, vram)
+        data["fits"] = all(d["fits"] for d in data["devices"])
     if plot is not None:
         plot_budget = est.total + data["margin_bytes"] if "margin_bytes" in data else None
         _plot(plot, read, coeffs, cfg, plot_budget)
@@ -135,7 +201,10 @@ def estimate_cmd(
         print_json(data)
     else:
         typer.echo(_render(read, coeffs, est, data, advice))
-    if vram is not None and data["max_ctx"] == 0:
+        if "note" in data:
+            typer.echo(f"note: {data['note']}", err=True)
+
+    if vram is not None and data.get("max_ctx") == 0:
         # Not even one token fits: the "nothing fits" exit code (README, Exit codes).
         raise typer.Exit(3)
 
@@ -152,6 +221,90 @@ def _plot(
     title = f"Device memory vs context: {read.source}"
     write_plot(path, memory_svg(curves, budget_bytes=budget, title=title, standalone=True))
     typer.echo(f"wrote {path}", err=True)
+
+
+def _setup(
+    coeffs: MemoryCoefficients,
+    cfg: RunConfig,
+    n_gpu_layers: str,
+    mmproj: str | None,
+    no_mmproj: bool,
+    vram: float | None,
+) -> Setup | None:
+    """The partial-offload / vision view of ``cfg`` (crawler.fit.setup), None for the default."""
+    from crawler.errors import UsageError
+    from crawler.fit.setup import parse_ngl, resolve_setup
+    from crawler.ranking.model import Budget
+
+    if mmproj is not None and no_mmproj:
+        raise UsageError("--mmproj and --no-mmproj exclude each other")
+    ngl = parse_ngl(n_gpu_layers)
+    if ngl == "all" and mmproj is None:
+        return None
+    budget = Budget.from_gib(vram, headroom_gib=0).device_bytes if vram is not None else None
+    projector = None
+    if mmproj is not None:
+        projector = _projector_from_file(mmproj)
+    return resolve_setup(coeffs, cfg, ngl, budget, projector)
+
+
+def _devices(
+    coeffs: MemoryCoefficients,
+    cfg: RunConfig,
+    gpus: list[str],
+    tensor_split: str | None,
+    vram: float | None,
+) -> list[dict[str, Any]]:
+    """Per-device shares of a layer split over ``--gpu`` (or ``--vram`` x ``-ts`` entries)."""
+    from crawler.errors import UsageError
+    from crawler.fit.devices import estimate_devices, parse_tensor_split
+    from crawler.gpus import resolve_gpus
+
+    matches = resolve_gpus(gpus)
+    names = [m.gpu.name for m in matches]
+    budgets = [m.gpu.budget_bytes for m in matches]
+    split = list(parse_tensor_split(tensor_split)) if tensor_split is not None else []
+    if not budgets:
+        if vram is None or not split:
+            raise UsageError("-ts needs --gpu (one per device) or --vram (per device)")
+        names = ["VRAM"] * len(split)
+        budgets = [int(vram * 1024**3)] * len(split)
+    if not split:
+        split = [b / 1024**3 for b in budgets]  # llama.cpp: by free memory
+    if len(split) != len(budgets):
+        raise UsageError(f"-ts needs {len(budgets)} proportions, one per device, not {len(split)}")
+    shares = estimate_devices(coeffs, cfg, split, budgets)
+    return [
+        {"device": i, "name": names[i], "slots": [s.first, s.last], "total_bytes": s.total,
+         "budget_bytes": s.budget, "margin_bytes": s.margin, "fits": s.margin >= 0,
+         "static_bytes": s.static, "compute_bytes": s.compute, "overhead_bytes": s.overhead}
+        for i, s in enumerate(shares)
+    ]  # fmt: skip
+
+
+def _apple(name: str) -> bool:
+    from crawler.gpus import resolve_gpu
+
+    return resolve_gpu(name).gpu.kind == "apple"
+
+
+def _projector_from_file(path: str) -> Projector:
+    """The projector of a local mmproj file (only its header is read)."""
+    from pathlib import Path
+
+    from crawler.errors import UsageError
+    from crawler.fit.vision import projector
+    from crawler.gguf import read_header
+    from crawler.source import FileReader
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"--mmproj: no such file {path!r}")
+    reader = FileReader(p)
+    try:
+        return projector(read_header(reader, file_size=p.stat().st_size, source=str(p)))
+    finally:
+        reader.close()
 
 
 def _command(read: HeaderRead, cfg: RunConfig) -> str:

@@ -6,7 +6,7 @@ run through it, parsed by this command's own option parser).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from crawler.search import SearchRequest, SearchResult
 
 _EQUIVALENT_ROWS = 3
+#: Options of this command that are not part of the search request.
+_NOT_SEARCH = frozenset({"as_json", "db", "offline"})
 _SORT_HELP = "quality | speed | size | margin | ctx | downloads | updated (best first)."
 
 
@@ -34,27 +36,40 @@ def search(
     vram: VramOpt = None,
     ctx: CtxOpt = None,
     gpu: Annotated[
-        str | None,
-        typer.Option("--gpu", help="GPU name (fuzzy): VRAM budget and bandwidth for tok/s."),
+        list[str] | None,
+        typer.Option(
+            "--gpu",
+            help="GPU name (fuzzy): VRAM budget and bandwidth for tok/s. Several GPUs (layer"
+            " split, modelled from llama.cpp's source): repeat it or write '2x 3090'.",
+        ),
     ] = None,
     headroom: Annotated[
         float,
         typer.Option("--headroom", min=0, help="GiB kept free for other programs (desktop)."),
     ] = 0.5,
     cache_type_k: Annotated[
-        str, typer.Option("--cache-type-k", "-ctk", help="K cache type (llama.cpp -ctk).")
-    ] = "f16",
+        str | None,
+        typer.Option(
+            "--cache-type-k", "-ctk", help="Pin the K cache type (default: per quant, see docs)."
+        ),
+    ] = None,
     cache_type_v: Annotated[
-        str, typer.Option("--cache-type-v", "-ctv", help="V cache type (llama.cpp -ctv).")
-    ] = "f16",
+        str | None, typer.Option("--cache-type-v", "-ctv", help="Pin the V cache type.")
+    ] = None,
     auto_cache: Annotated[
         bool,
-        typer.Option("--auto-cache", help="Per quant, the least lossy cache that reaches --ctx."),
+        typer.Option(
+            "--auto-cache", help="The default: per quant, the least lossy cache reaching --ctx."
+        ),
     ] = False,
     mtp: Annotated[
-        bool,
-        typer.Option("--mtp", help="Only quants with the MTP head present and >= 6 bit; run it."),
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--mtp/--no-mtp",
+            help="--mtp: only quants that run with their MTP head (>= 6 bit); --no-mtp: never"
+            " draft. Default: MTP on where the quant has a usable head and it still fits.",
+        ),
+    ] = None,
     spec_draft_n_max: Annotated[
         int, typer.Option("--spec-draft-n-max", min=0, help="MTP draft tokens (llama.cpp).")
     ] = 3,
@@ -71,6 +86,52 @@ def search(
     cpu_moe: Annotated[
         bool, typer.Option("--cpu-moe", help="Routed experts in host memory (llama.cpp flag).")
     ] = False,
+    n_cpu_moe: Annotated[
+        int,
+        typer.Option("--n-cpu-moe", min=0, help="Experts of the first N layers in host memory."),
+    ] = 0,
+    n_gpu_layers: Annotated[
+        str | None,
+        typer.Option(
+            "--n-gpu-layers",
+            "-ngl",
+            help="Layers on the GPU: N (pinned), auto (the most that fit: --tier partial), all.",
+        ),
+    ] = None,
+    flash_attn: Annotated[
+        str, typer.Option("--flash-attn", "-fa", help="on | off | auto (llama.cpp -fa).")
+    ] = "on",
+    parallel: Annotated[
+        int, typer.Option("--parallel", "-np", min=1, help="Server slots (llama.cpp -np).")
+    ] = 1,
+    ubatch: Annotated[
+        int, typer.Option("--ubatch-size", "-ub", min=1, help="Physical batch (llama.cpp -ub).")
+    ] = 512,
+    tensor_split: Annotated[
+        str | None,
+        typer.Option(
+            "--tensor-split",
+            "-ts",
+            help="Proportions per GPU, e.g. 3,1 (llama.cpp -ts); with --vram: --vram per device.",
+        ),
+    ] = None,
+    vision: Annotated[
+        bool,
+        typer.Option(
+            "--vision/--no-mmproj",
+            "--mmproj/",
+            help="--vision (alias --mmproj): with the repo's vision projector; repos without one"
+            " are left out. --no-mmproj (the default): no projector.",
+        ),
+    ] = False,
+    tier: Annotated[
+        str,
+        typer.Option(
+            "--tier",
+            help="Highest tier: gpu (all on the GPU), experts_cpu (a MoE's experts in RAM),"
+            " partial (-ngl auto). Each result says its tier.",
+        ),
+    ] = "gpu",
     ram: Annotated[
         float | None, typer.Option("--ram", min=0.1, help="Host memory in GiB (--cpu-moe).")
     ] = None,
@@ -85,23 +146,23 @@ def search(
     A QUERY naming a model not looked up in the last 24 h (QUANTS_FRESH_HOURS) is first looked
     up on the Hub and its quants' headers read into the catalog (docs/ondemand.md).
     """
+    params = dict(locals())  # the options, before any other local name exists
     from crawler.catalog.reading import reading
     from crawler.cli._output import print_json
     from crawler.config import Settings
     from crawler.search import search as run_search
     from crawler.search import search_json
 
-    req = _request(
-        query, vram, ctx, gpu, headroom, cache_type_k, cache_type_v, auto_cache, mtp,
-        spec_draft_n_max, min_attn_bits, arch, author, base, label, loadable, cpu_moe, ram,
-        sort, limit,
-    )  # fmt: skip
+    req = _request(params)
     settings = Settings.from_env().replace(db_url=db)
     ensure_model(settings, query, offline)
     with reading(settings.resolved_db_url) as reader:
         res = run_search(reader, req)
     if res.gpu is not None:
-        typer.echo(res.gpu.describe(), err=True)
+        n = len(res.budget.devices)
+        typer.echo(
+            res.gpu.describe() + (f"; {n} GPUs: {res.budget.gpu_name}" if n else ""), err=True
+        )
     if as_json:
         print_json(search_json(res))
         return
@@ -109,37 +170,11 @@ def search(
     typer.echo(_footer(res), err=True)
 
 
-def _request(
-    query: str | None,
-    vram: float | None,
-    ctx: int | None,
-    gpu: str | None,
-    headroom: float,
-    cache_type_k: str,
-    cache_type_v: str,
-    auto_cache: bool,
-    mtp: bool,
-    spec_draft_n_max: int,
-    min_attn_bits: float | None,
-    arch: str | None,
-    author: str | None,
-    base: str | None,
-    label: str | None,
-    loadable: bool,
-    cpu_moe: bool,
-    ram: float | None,
-    sort: str,
-    limit: int,
-) -> SearchRequest:
+def _request(params: Mapping[str, Any]) -> SearchRequest:
+    """The library's request for this command's parsed options (by parameter name)."""
     from crawler.search import build_request
 
-    return build_request(
-        query=query, vram=vram, ctx=ctx, gpu=gpu, headroom=headroom, cache_type_k=cache_type_k,
-        cache_type_v=cache_type_v, auto_cache=auto_cache, mtp=mtp,
-        spec_draft_n_max=spec_draft_n_max, min_attn_bits=min_attn_bits, arch=arch, author=author,
-        base=base, label=label, loadable=loadable, cpu_moe=cpu_moe, ram=ram, sort=sort,
-        limit=limit,
-    )  # fmt: skip
+    return build_request(**{k: v for k, v in params.items() if k not in _NOT_SEARCH})
 
 
 def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
@@ -149,9 +184,18 @@ def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
     NothingFits (as on the command line). ``--json``, ``--db`` and ``--limit`` are accepted and
     ``--db`` is ignored (the catalog is given).
     """
-    from crawler.errors import UsageError
     from crawler.search import search as run_search
     from crawler.search import search_json
+
+    req = request_from_argv(argv)
+    with catalog.reader() as reader:
+        results: list[dict[str, Any]] = search_json(run_search(reader, req))["results"]
+    return results
+
+
+def request_from_argv(argv: Sequence[str]) -> SearchRequest:
+    """The request ``quants search ARGV`` makes; a bad option is a UsageError."""
+    from crawler.errors import UsageError
 
     command = typer.main.get_command(app)
     sub = command.commands["search"]  # type: ignore[attr-defined]
@@ -161,16 +205,7 @@ def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
         format_message = getattr(exc, "format_message", None)
         message = format_message() if callable(format_message) else str(exc)
         raise UsageError(f"search options {list(argv)}: {message}") from None
-    p = ctx.params
-    req = _request(
-        p["query"], p["vram"], p["ctx"], p["gpu"], p["headroom"], p["cache_type_k"],
-        p["cache_type_v"], p["auto_cache"], p["mtp"], p["spec_draft_n_max"], p["min_attn_bits"],
-        p["arch"], p["author"], p["base"], p["label"], p["loadable"], p["cpu_moe"], p["ram"],
-        p["sort"], p["limit"],
-    )  # fmt: skip
-    with catalog.reader() as reader:
-        results: list[dict[str, Any]] = search_json(run_search(reader, req))["results"]
-    return results
+    return _request(ctx.params)
 
 
 # --- rendering -------------------------------------------------------------------------------
@@ -193,6 +228,13 @@ def _mtp_cell(r: Any) -> str:
     return text + (" on" if r.config.mtp else "")
 
 
+def _tier_cell(r: Any) -> str:
+    from crawler.fit.tiers import tier_of
+
+    tier = tier_of(r.config)
+    return f"partial {r.config.n_gpu_layers}" if tier == "partial" else tier
+
+
 def _render(res: SearchResult) -> str:
     from crawler.cli._output import format_table, human_bytes, safe_text
 
@@ -212,6 +254,7 @@ def _render(res: SearchResult) -> str:
                 human_bytes(r.margin_bytes),
                 r.max_ctx if r.max_ctx is not None else "-",
                 f"{r.config.type_k}/{r.config.type_v}",
+                _tier_cell(r),
                 _mtp_cell(r),
                 attn,
                 # the size prior is part of the score: show the parameters it used
@@ -221,12 +264,17 @@ def _render(res: SearchResult) -> str:
                 speed,
             ]
         )
-    columns = ["#", "quant", "size", "total", "margin", "max ctx", "cache", "MTP", "attn bits",
-               "quality", "tok/s*"]  # fmt: skip
+    columns = ["#", "quant", "size", "total", "margin", "max ctx", "cache", "tier", "MTP",
+               "attn bits", "quality", "tok/s*"]  # fmt: skip
     right = ["#", "size", "total", "margin", "max ctx", "quality", "tok/s*"]
     lines = [format_table(columns, rows, align_right=right), ""]
     for r in res.outcome.results:
         lines.append(f"{r.rank:>2}  {safe_text(r.command)}")
+        if r.devices:
+            per = ", ".join(
+                f"GPU{d.index} {human_bytes(d.total)} of {human_bytes(d.budget)}" for d in r.devices
+            )
+            lines.append(f"    devices:   {per}")
         # Other runtimes for the first rows only (--json has them for every row).
         if r.ollama and r.rank <= _EQUIVALENT_ROWS:
             lines.append(f"    ollama:    {safe_text(r.ollama)}")
@@ -252,4 +300,14 @@ def _footer(res: SearchResult) -> str:
         else "tok/s needs --gpu (memory bandwidth)"
     )
     parts.append("quality: 0-100 estimate from the precision profile (README: quality model)")
+    if res.budget.devices:
+        parts.append(
+            f"{len(res.budget.devices)} GPUs, layer split -ts"
+            f" {','.join(f'{x:g}' for x in res.budget.split)}: each device must fit (the tightest"
+            " decides the margin); modelled from llama.cpp's source, not measured"
+        )
+    if res.gpu is not None and res.gpu.gpu.unified:
+        from crawler.search import backend_note
+
+        parts.append(f"note: {backend_note(res.gpu.gpu.kind)}")
     return "\n".join(parts)

@@ -137,6 +137,14 @@ class MemoryCoefficients:
     # measured 0.8-2.5x one expert tensor on five MoE models, modelled as 1.25x their mean.
     expert_copy_bytes: int = 0
     mtp_available: bool = False  # nextn layers present with their eh_proj tensor
+    # Per-layer layout for partial offload (crawler/fit/offload.py); empty in coefficients stored
+    # before it existed (offload then spreads the weights evenly). (layer, device bytes, host
+    # bytes) of each block's non-expert tensors, trunk and nextn blocks.
+    layer_weights: tuple[tuple[int, int, int], ...] = ()
+    output_weights: tuple[int, int] = (0, 0)  # output.weight + output_norm (device, host bytes)
+    # Per trunk layer: index into kv_groups of its KV, -1 for a layer without KV (recurrent).
+    kv_layer_group: tuple[int, ...] = ()
+    largest_layer_tensor: int = 0  # host bytes of the largest non-expert block matrix
     schema: int = field(default=SCHEMA_VERSION)
 
     # ---- scalar columns for the catalog's SQL prefilter (crawler/catalog/tables.py MemoryModel)
@@ -178,6 +186,11 @@ class MemoryCoefficients:
         kw["expert_layers"] = tuple(
             (int(a), int(b), int(c)) for a, b, c in kw.get("expert_layers", ())
         )
+        kw["layer_weights"] = tuple(
+            (int(a), int(b), int(c)) for a, b, c in kw.get("layer_weights", ())
+        )
+        kw["output_weights"] = tuple(int(x) for x in kw.get("output_weights", (0, 0)))
+        kw["kv_layer_group"] = tuple(int(x) for x in kw.get("kv_layer_group", ()))
         return cls(**kw)
 
     def dumps(self) -> str:
@@ -187,6 +200,19 @@ class MemoryCoefficients:
 
 #: ``reason`` of a file without tensors (llama.cpp's ``ggml-vocab-*.gguf``): not a model.
 VOCAB_ONLY = "vocabulary only, no tensors"
+
+
+def _group_index(groups: tuple[KVGroup, ...], g: KVGroup) -> int:
+    for i, x in enumerate(groups):
+        if (x.k_width, x.v_width, x.swa, x.k_head, x.v_head) == (
+            g.k_width,
+            g.v_width,
+            g.swa,
+            g.k_head,
+            g.v_head,
+        ):
+            return i
+    return -1
 
 
 def _unknown(reason: str, arch: str | None) -> MemoryCoefficients:
@@ -307,6 +333,8 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
     # src/llama-model.cpp create_memory: the main context's cache filters il < n_layer(), the MTP
     # context's keeps il >= n_layer(); recurrent layers own no KV (llama-memory-hybrid).
     kv_layers = [il for il in range(n_layer) if not recurrent[il] and n_head_kv[il] > 0]
+    kv_set = set(kv_layers)
+    kv_groups = merge(kv_layers)
     mtp_layers = [il for il in range(n_layer, n_layer_all) if n_head_kv[il] > 0]
     v_width_max = max((0 if mla else head_v) * h for h in n_head_kv) if n_head_kv else 0
 
@@ -318,6 +346,8 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
         raise Unknown(f"{arch}: MTP-only file (no trunk layers); estimate its main model")
     weights = mtp_weights = experts = host = 0
     expert_layers: dict[int, list[int]] = {}
+    layer_weights: dict[int, list[int]] = {}
+    output_dev = output_host = largest = 0
     float_bytes = quant_bytes = 0
     vocab = 0
     expert_sizes: list[int] = []
@@ -331,6 +361,8 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
             vocab = t.shape[1] if len(t.shape) > 1 else 0
             if "output.weight" not in names:
                 weights += dev
+                output_dev += dev
+                output_host += nbytes
             continue
         blk = _BLK.match(t.name)
         layer = int(blk.group(1)) if blk else -1
@@ -347,6 +379,16 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
             mtp_weights += dev
         else:
             weights += dev
+        if not _EXPS.search(t.name):
+            if layer >= 0:
+                row = layer_weights.setdefault(layer, [0, 0])
+                row[0] += dev
+                row[1] += nbytes
+                if len(t.shape) >= 2:
+                    largest = max(largest, nbytes)
+            elif t.name.startswith("output"):  # output.weight, output_norm.weight (+ bias)
+                output_dev += dev
+                output_host += nbytes
         if len(t.shape) >= 2:
             if t.type_id in _FLOAT_TYPES:
                 float_bytes += nbytes
@@ -380,7 +422,7 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
         host_bytes=host,
         expert_layers=tuple((il, d, h) for il, (d, h) in sorted(expert_layers.items())),
         weights_quantized=quant_bytes >= float_bytes,
-        kv_groups=merge(kv_layers),
+        kv_groups=kv_groups,
         mtp_kv_groups=merge(mtp_layers),
         n_swa=n_swa if any(swa) else 0,
         mla=mla,
@@ -396,4 +438,10 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
         mla_kv_lora=head_v if mla else 0,
         expert_copy_bytes=5 * sum(expert_sizes) // (4 * len(expert_sizes)) if expert_sizes else 0,
         mtp_available=mtp_available,
+        layer_weights=tuple((il, d, h) for il, (d, h) in sorted(layer_weights.items())),
+        output_weights=(output_dev, output_host),
+        kv_layer_group=tuple(
+            _group_index(kv_groups, group(il)) if il in kv_set else -1 for il in range(n_layer)
+        ),
+        largest_layer_tensor=largest,
     )

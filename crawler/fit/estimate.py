@@ -57,6 +57,9 @@ class RunConfig:
     n_cpu_moe: int = 0
     swa_full: bool = False
     model_path: str = "model.gguf"
+    #: ``-ngl``: slots on the GPU (crawler/fit/offload.py); None = all. :func:`estimate` is the
+    #: full-offload estimate whatever this says; :func:`command` writes it.
+    n_gpu_layers: int | None = None
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with some fields changed."""
@@ -313,7 +316,8 @@ def command(cfg: RunConfig) -> str:
     ``-ngl 999`` keeps every layer on the GPU and, being set by the user, stops ``--fit`` (on by
     default) from moving layers (common/fit.cpp). ``-np`` is omitted only for ``parallel=None``.
     """
-    args = ["llama-server", "-m", cfg.model_path, "-c", str(cfg.ctx), "-ngl", "999"]
+    ngl = "999" if cfg.n_gpu_layers is None else str(cfg.n_gpu_layers)
+    args = ["llama-server", "-m", cfg.model_path, "-c", str(cfg.ctx), "-ngl", ngl]
     args += ["-fa", cfg.flash_attn]
     if cfg.type_k != "f16":
         args += ["-ctk", cfg.type_k]

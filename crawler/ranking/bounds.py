@@ -10,6 +10,7 @@ are tested as pairs (tests/unit/test_bounds.py and the search end-to-end tests).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -50,7 +51,11 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     loaded kernels, page rounding, the runtime's smallest pool and the FA mask.
     """
     t = prefilter_terms(spec)
-    total = c.weights_bytes + (0 if spec.cpu_moe else c.expert_bytes)
+    if _partial(spec):
+        # -ngl 0 keeps no weights or caches on the GPU: only the compute floor and constants.
+        return context_floor_per_ubatch(c) * t.ubatch + t.constant
+    experts_on_gpu = _experts_on_gpu(spec)
+    total = c.weights_bytes + (c.expert_bytes if experts_on_gpu else 0)
     if spec.mtp:
         total += c.mtp_weights_bytes + int(c.mtp_kv_bytes_per_token_f16 * t.ctx * t.mtp_kv_ratio)
     total += int(c.kv_bytes_per_token_f16 * t.ctx * t.kv_ratio)
@@ -76,7 +81,7 @@ class BoundTerms:
         CUDA_CONTEXT_BYTES + LAZY_KERNELS_BYTES + PAGE_ROUNDING_BYTES + RUNTIME_FLOOR_BYTES
     )
     #: The FA mask's bytes per context token, counted from ctx 512 on.
-    mask_per_token: ClassVar[int] = _MASK_BYTES_PER_TOKEN
+    mask_per_token: int = _MASK_BYTES_PER_TOKEN
 
 
 def prefilter_terms(spec: RunSpec) -> BoundTerms:
@@ -91,7 +96,9 @@ def prefilter_terms(spec: RunSpec) -> BoundTerms:
     # (crawler.fit.cheapest_cache_for tries q8_0 and q4_0 drafts).
     base = spec.base_config()
     drafts = [base.type_k_draft, base.type_v_draft] + (["q8_0", "q4_0"] if spec.auto_cache else [])
-    mask = ctx * _MASK_BYTES_PER_TOKEN if ctx >= 512 else 0
+    # The mask is n_kv x ubatch (f16 with FA, f32 without): a smaller -ub shrinks it.
+    mask_per_token = _MASK_BYTES_PER_TOKEN * min(base.ubatch, 512) // 512
+    mask = ctx * mask_per_token if ctx >= 512 else 0
     return BoundTerms(
         ctx=ctx,
         kv_ratio=ratio,
@@ -100,7 +107,18 @@ def prefilter_terms(spec: RunSpec) -> BoundTerms:
         # n_ctx >= ctx (llama.cpp pads it up), so this is at most the estimate's ubatch.
         ubatch=min(base.ubatch, base.batch, ctx),
         constant=BoundTerms.base_constant + mask,
+        mask_per_token=mask_per_token,
     )
+
+
+def _partial(spec: RunSpec) -> bool:
+    """Some layers may stay in host memory (``--tier partial`` or a pinned ``-ngl N``)."""
+    return spec.tier == "partial" or spec.n_gpu_layers is not None
+
+
+def _experts_on_gpu(spec: RunSpec) -> bool:
+    """Every routed expert is on the GPU in every configuration ``spec`` can resolve to."""
+    return not spec.cpu_moe and spec.n_cpu_moe == 0 and spec.tier == "gpu"
 
 
 def _cheapest_ratio(names: Sequence[str]) -> float:
@@ -166,6 +184,16 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
     an upper bound of the estimated tok/s, for ``--sort speed`` (needs the GPU's bandwidth)."""
     if budget.bandwidth_gb_s is None:
         raise ValueError("--sort speed needs the GPU's bandwidth")
+    if spec.mtp_auto and not spec.mtp:
+        # MTP may be on or off per quant (crawler.fit.choose): the larger of both bounds.
+        on, on_params = _speed_bound_sql(dataclasses.replace(spec, mtp=True), budget, "_on")
+        off, off_params = _speed_bound_sql(spec, budget, "")
+        return f"(CASE WHEN {on} > {off} THEN {on} ELSE {off} END)", {**off_params, **on_params}
+    return _speed_bound_sql(spec, budget, "")
+
+
+def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict[str, Any]]:
+    assert budget.bandwidth_gb_s is not None
     b = speed_bound(
         budget.bandwidth_gb_s,
         mtp=spec.mtp,
@@ -173,34 +201,38 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
         experts_on_host=spec.cpu_moe,
     )
     rb, layers = "COALESCE(q.fit_read_bytes, 0)", "COALESCE(q.fit_moe_layers, 0)"
-    seconds = f"({rb} / :speed_bw + {layers} * :speed_tau)"
+    seconds = f"({rb} / :speed_bw{sfx} + {layers} * :speed_tau{sfx})"
     cost = (
-        f"(:speed_base + :speed_k * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
-        " + :speed_verify * COALESCE(q.fit_verify_experts, 0.0))"
+        f"(:speed_base{sfx} + :speed_k{sfx} * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
+        f" + :speed_verify{sfx} * COALESCE(q.fit_verify_experts, 0.0))"
     )
-    slack = f"CASE WHEN {layers} > 0 THEN :speed_slack ELSE 1.0 END"
+    slack = f"CASE WHEN {layers} > 0 THEN :speed_slack{sfx} ELSE 1.0 END"
     expr = (
         f"CASE WHEN {seconds} <= 0 THEN 1e300"
-        f" ELSE (:speed_expected / {cost}) / {seconds} * {slack} END"
+        f" ELSE (:speed_expected{sfx} / {cost}) / {seconds} * {slack} END"
     )
     return expr, {
-        "speed_bw": b.bw,
-        "speed_tau": b.moe_layer_seconds,
-        "speed_base": b.base_cost,
-        "speed_k": float(b.draft_n_max),
-        "speed_verify": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
-        "speed_expected": b.expected,
-        "speed_slack": MOE_BOUND_SLACK,
+        f"speed_bw{sfx}": b.bw,
+        f"speed_tau{sfx}": b.moe_layer_seconds,
+        f"speed_base{sfx}": b.base_cost,
+        f"speed_k{sfx}": float(b.draft_n_max),
+        f"speed_verify{sfx}": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
+        f"speed_expected{sfx}": b.expected,
+        f"speed_slack{sfx}": MOE_BOUND_SLACK,
     }
 
 
 def _bound_terms(spec: RunSpec) -> tuple[str, str, dict[str, Any]]:
     """(context-independent bytes, bytes per context token, params) of the lower bound."""
     t = prefilter_terms(spec)
+    if _partial(spec):  # lower_bound_bytes: only the compute floor
+        # (q.fit_weights_bytes * 0 keeps the bound NULL for unmodelled quants, as below)
+        fixed_sql = "q.fit_weights_bytes * 0.0 + COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch"
+        return fixed_sql, "0.0", {"bound_ubatch": float(t.ubatch)}
     fixed = ["q.fit_weights_bytes"]
     per_token = ["COALESCE(q.fit_kv_per_token, 0) * :bound_kv"]
     params: dict[str, Any] = {"bound_kv": float(t.kv_ratio), "bound_fixed": float(t.fixed_ratio)}
-    if not spec.cpu_moe:
+    if _experts_on_gpu(spec):
         fixed.append("COALESCE(q.fit_expert_bytes, 0)")
     if spec.mtp:
         fixed.append("COALESCE(q.fit_mtp_bytes, 0)")

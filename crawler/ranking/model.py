@@ -13,6 +13,8 @@ from datetime import datetime
 
 from crawler.errors import UsageError
 from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
+from crawler.fit.devices import DeviceShare
+from crawler.fit.tiers import TIERS
 from crawler.group_stats import GroupStats
 from crawler.quality import QualityEstimate
 from crawler.query import QueryMatcher
@@ -66,6 +68,10 @@ class Budget:
     ram_bytes: int | None = None  # host memory for --cpu-moe
     bandwidth_gb_s: float | None = None  # for the speed estimate (from --gpu)
     gpu_name: str | None = None
+    #: Several GPUs (llama.cpp's layer split): each device's usable bytes (the headroom taken
+    #: from the first) and the ``-ts`` proportions; empty for one GPU.
+    devices: tuple[int, ...] = ()
+    split: tuple[float, ...] = ()
 
     @property
     def device_bytes(self) -> int:
@@ -130,6 +136,8 @@ class Candidate:
     #: For :data:`BOUNDED_SORTS`: an upper bound of this candidate's sort value (tok/s, margin,
     #: max ctx) from the catalog, which streams candidates in that bound's order.
     bound_hint: float | None = None
+    #: With ``--vision``: bytes of the repo's smallest projector file (None: it has none).
+    projector_bytes: int | None = None
 
     def group(self, name: str) -> GroupStats | None:
         """The named group, if the profile has it."""
@@ -147,9 +155,19 @@ class RunSpec:
     type_k: str = "f16"
     type_v: str = "f16"
     auto_cache: bool = False  # per candidate, the least lossy cache that reaches ctx
-    mtp: bool = False
+    mtp: bool = False  # --mtp: only quants that run with their MTP head, and run it
+    mtp_auto: bool = False  # MTP on where the quant has a usable head and it fits (fit/choose.py)
+    tier: str = "gpu"  # highest tier allowed: gpu | experts_cpu | partial (crawler/fit/tiers.py)
+    vision: bool = False  # with the repo's vision projector (crawler/fit/vision.py)
     spec_draft_n_max: int = 3
     cpu_moe: bool = False
+    #: llama.cpp's own options, as ``-fa``, ``-np``, ``-ub``, ``--n-cpu-moe`` and ``-ngl N``
+    #: (None: every layer on the GPU, or the tier's choice) mean them.
+    flash_attn: str = "on"
+    parallel: int = 1
+    ubatch: int = 512
+    n_cpu_moe: int = 0
+    n_gpu_layers: int | None = None
 
     def validated(self) -> RunSpec:
         """Raise UsageError for values llama.cpp's argument parser would refuse."""
@@ -160,6 +178,14 @@ class RunSpec:
                 raise UsageError(f"unknown cache type {name!r}; one of {', '.join(CACHE_TYPES)}")
         if self.spec_draft_n_max < 0:
             raise UsageError("--spec-draft-n-max must be >= 0")
+        if self.tier not in TIERS:
+            raise UsageError(f"--tier must be one of {', '.join(TIERS)}, not {self.tier!r}")
+        if self.flash_attn not in ("on", "off", "auto"):
+            raise UsageError(f"-fa must be on, off or auto, not {self.flash_attn!r}")
+        if self.parallel < 1 or self.ubatch < 1 or self.n_cpu_moe < 0:
+            raise UsageError("-np and -ub must be at least 1, --n-cpu-moe at least 0")
+        if self.n_gpu_layers is not None and self.n_gpu_layers < 0:
+            raise UsageError("-ngl takes a number >= 0, 'all' or 'auto'")
         return self
 
     def base_config(self) -> RunConfig:
@@ -168,11 +194,13 @@ class RunSpec:
             ctx=self.ctx or MIN_CTX,
             type_k=self.type_k.lower(),
             type_v=self.type_v.lower(),
-            flash_attn="on",
-            parallel=1,
+            flash_attn=self.flash_attn,
+            parallel=self.parallel,
+            ubatch=self.ubatch,
             mtp=self.mtp,
             spec_draft_n_max=self.spec_draft_n_max,
             cpu_moe=self.cpu_moe,
+            n_cpu_moe=self.n_cpu_moe,
         )
 
 
@@ -192,6 +220,7 @@ class Filters:
     base: str | None = None
     label: str | None = None
     loadable: bool = False
+    vision: bool = False  # the repo has a vision projector (checked in SQL and at evaluation)
     _matcher: QueryMatcher | None = field(default=None, compare=False, repr=False)
 
     def matcher(self) -> QueryMatcher | None:
@@ -242,13 +271,14 @@ class Ranked:
     candidate: Candidate
     config: RunConfig
     estimate: FitEstimate
-    margin_bytes: int
+    margin_bytes: int  # several GPUs: the tightest device's
     max_ctx: int | None
     quality: QualityEstimate | None
     speed: SpeedEstimate | None
     command: str  # llama-server
     ollama: str | None = None  # equivalent, where Ollama can express the configuration
     lm_studio: str | None = None
+    devices: tuple[DeviceShare, ...] = ()  # several GPUs: each device's share
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ finally by ``repo_id`` then ``path`` (ascending), so the order is total and stab
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,10 +27,20 @@ from crawler.fit import (
     FitEstimate,
     MemoryCoefficients,
     RunConfig,
-    cheapest_cache_for,
     estimate,
     max_ctx,
 )
+from crawler.fit.choose import MtpMode
+from crawler.fit.devices import (
+    DeviceShare,
+    choose_split,
+    combined_estimate,
+    estimate_devices,
+    max_ctx_split,
+)
+from crawler.fit.offload import estimate_offload
+from crawler.fit.tiers import choose_pinned_layers, choose_tier
+from crawler.fit.vision import projector_bytes
 from crawler.quality import QualityEstimate, QualityInputs, estimate_quality
 from crawler.ranking.commands import llama_server_command, lmstudio_command, ollama_command
 from crawler.ranking.model import (
@@ -44,9 +55,15 @@ from crawler.ranking.model import (
     RunSpec,
     SearchOutcome,
 )
-from crawler.speed import SpeedEstimate, SpeedInputs, estimate_speed
+from crawler.speed import (
+    DEFAULT_HOST_BANDWIDTH_GB_S,
+    SpeedEstimate,
+    SpeedInputs,
+    estimate_speed,
+)
 
 __all__ = [
+    "mtp_usable",
     "pre_key",
     "rank_candidates",
     "sort_key",
@@ -76,7 +93,7 @@ def _speed(c: Candidate, est: FitEstimate, budget: Budget) -> SpeedEstimate | No
         return None
     co = c.coefficients
     out = c.group("output") or c.group("token_embd")
-    return estimate_speed(
+    speed = estimate_speed(
         SpeedInputs(
             dense_bytes=co.weights_bytes,
             expert_bytes=co.expert_bytes,
@@ -93,28 +110,84 @@ def _speed(c: Candidate, est: FitEstimate, budget: Budget) -> SpeedEstimate | No
         ),
         budget.bandwidth_gb_s,
     )
+    return speed if est.config.n_gpu_layers is None else _partial_speed(c, est, speed)
+
+
+def _partial_speed(c: Candidate, est: FitEstimate, speed: SpeedEstimate) -> SpeedEstimate:
+    """tok/s of a partial offload: the host-resident weights are read at host bandwidth."""
+    cfg = est.config
+    assert cfg.n_gpu_layers is not None
+    host = estimate_offload(c.coefficients, cfg.replace(n_gpu_layers=None), cfg.n_gpu_layers)
+    per_token = max(1, speed.bytes_per_token)
+    gpu_s = per_token / (speed.bandwidth_gb_s * 1e9)
+    host_share = min(host.host_weights, per_token)
+    slow_s = (per_token - host_share) / (speed.bandwidth_gb_s * 1e9) + host_share / (
+        DEFAULT_HOST_BANDWIDTH_GB_S * 1e9
+    )
+    factor = gpu_s / slow_s
+    return dataclasses.replace(
+        speed, tok_s=speed.tok_s * factor, tok_s_at_ctx=speed.tok_s_at_ctx * factor
+    )
+
+
+def mtp_usable(c: Candidate) -> bool:
+    """The quant carries an MTP head search may run: present, preserved (>= 6 bits), complete."""
+    return bool(c.mtp_present and c.mtp_preserved and c.coefficients.mtp_available)
+
+
+_Outcome = tuple[RunConfig | None, FitEstimate | None] | EstimateError
 
 
 def _evaluate(
     c: Candidate, spec: RunSpec, budget: Budget
 ) -> tuple[RunConfig, FitEstimate] | tuple[None, FitEstimate | None]:
     """(config, estimate) when ``c`` fits; (None, smallest estimate or None) when it does not."""
-    cfg = spec.base_config()
-    limit = budget.device_bytes
-    if spec.auto_cache:
-        chosen = cheapest_cache_for(c.coefficients, cfg, limit, cfg.ctx)
-        if chosen is None:
-            cheapest = cfg.replace(
-                type_k="q4_0", type_v="q4_0", type_k_draft="q4_0", type_v_draft="q4_0"
-            )
-            return None, estimate(c.coefficients, cheapest)
-        cfg = chosen
-    est = estimate(c.coefficients, cfg)
-    if est.total > limit:
+    if spec.vision and c.projector_bytes is None:
+        return None, None
+    projector = _projector(c, spec)
+    mode: MtpMode = "on" if spec.mtp else "auto" if spec.mtp_auto else "off"
+    room, usable = budget.device_bytes - projector, mtp_usable(c)
+    if budget.devices:
+        cfg, est = choose_split(
+            c.coefficients, spec.base_config(), budget.devices, budget.split,
+            auto_cache=spec.auto_cache, mtp=mode, mtp_usable=usable,
+        )  # fmt: skip
+        ram = budget.ram_bytes
+        if cfg is not None and est is not None and ram is not None and est.host_bytes > ram:
+            return None, est  # experts in RAM (--cpu-moe / --n-cpu-moe) beyond --ram
+    elif spec.n_gpu_layers is not None:
+        cfg, est = choose_pinned_layers(
+            c.coefficients, spec.base_config(), room, spec.n_gpu_layers,
+            auto_cache=spec.auto_cache, mtp=mode, mtp_usable=usable, ram_bytes=budget.ram_bytes,
+        )  # fmt: skip
+    else:
+        cfg, est = choose_tier(
+            c.coefficients, spec.base_config(), room, tier=spec.tier,
+            auto_cache=spec.auto_cache, mtp=mode, mtp_usable=usable, ram_bytes=budget.ram_bytes,
+        )  # fmt: skip
+    if cfg is None or est is None:
         return None, est
-    if spec.cpu_moe and budget.ram_bytes is not None and est.host_bytes > budget.ram_bytes:
-        return None, est
+    if projector:
+        est = dataclasses.replace(est, weights=est.weights + projector)  # its device bytes
     return cfg, est
+
+
+def _margin(
+    c: Candidate, cfg: RunConfig, est: FitEstimate, budget: Budget
+) -> tuple[int, tuple[DeviceShare, ...]]:
+    """(margin, device shares): one GPU's budget less the estimate, or on several GPUs the
+    tightest device's margin (each device's share as llama.cpp's layer split places it)."""
+    if not budget.devices:
+        return budget.device_bytes - est.total, ()
+    shares = tuple(estimate_devices(c.coefficients, cfg, budget.split, budget.devices))
+    return min(s.margin for s in shares), shares
+
+
+def _projector(c: Candidate, spec: RunSpec) -> int:
+    """Device bytes of the repo's projector when the search asks for vision (else 0)."""
+    if not spec.vision or c.projector_bytes is None:
+        return 0
+    return projector_bytes(c.projector_bytes)
 
 
 def _sort_value(key: str, r: Ranked) -> tuple[int, float]:
@@ -205,19 +278,18 @@ def rank_candidates(
         batches = _batches(iter(accepted), limit)
     fitting: list[Ranked] = []
     # Per coefficient object (keyed by id, holding the object): estimate, and max ctx per config.
-    evaluations: dict[
-        int, tuple[MemoryCoefficients, tuple[RunConfig | None, FitEstimate | None] | EstimateError]
-    ] = {}
-    max_ctxs: dict[tuple[int, RunConfig], tuple[MemoryCoefficients, int]] = {}
-    unknown = invalid = too_big = estimated = seen = 0
+    evaluations: dict[tuple[int, bool, int | None], tuple[MemoryCoefficients, _Outcome]] = {}
+    max_ctxs: dict[tuple[int, RunConfig, int], tuple[MemoryCoefficients, int]] = {}
+    unknown = invalid = too_big = estimated = seen = n_fitting = 0
     smallest: int | None = None
+    key_of = sort_key(sort)
     for batch in batches:
         seen += len(batch)
         if lazy:
             pre.update((c.quant_id, pre_key(sort, c, qualities)) for c in batch)
         if (early or bounded) and limit is not None and len(fitting) >= limit:
             if bounded:  # the results' actual (value, quality) against the next's bound
-                last = sorted(sort_key(sort)(r) for r in fitting)[limit - 1]
+                last = key_of(fitting[limit - 1])  # kept sorted and cut to `limit` below
                 worst = last[:2]
             else:
                 worst = sorted(pre[r.candidate.quant_id] for r in fitting)[limit - 1]
@@ -237,7 +309,8 @@ def rank_candidates(
             # Quants with one coefficient object (the catalog shares it between identical
             # memory models: re-uploads, mirrors) are estimated once. The memo keeps the object,
             # so its id cannot be reused by another while the memo lives.
-            memo = evaluations.get(id(c.coefficients))
+            memo_key = (id(c.coefficients), mtp_usable(c), c.projector_bytes)
+            memo = evaluations.get(memo_key)
             if memo is not None and memo[0] is c.coefficients:
                 outcome = memo[1]
             else:
@@ -245,7 +318,7 @@ def rank_candidates(
                     outcome = _evaluate(c, spec, budget)
                 except EstimateError as exc:
                     outcome = exc
-                evaluations[id(c.coefficients)] = (c.coefficients, outcome)
+                evaluations[memo_key] = (c.coefficients, outcome)
             if isinstance(outcome, EstimateError):
                 invalid += 1
                 continue
@@ -256,12 +329,14 @@ def rank_candidates(
                     smallest = est.total
                 continue
             assert est is not None
+            margin, shares = _margin(c, cfg, est, budget)
             ranked = Ranked(
                 rank=0,
                 candidate=c,
                 config=cfg,
                 estimate=est,
-                margin_bytes=budget.device_bytes - est.total,
+                margin_bytes=margin,
+                devices=shares,
                 max_ctx=None,
                 # The catalog's stored score ranks; the full estimate is made for the results.
                 quality=qualities.get(c.quant_id)
@@ -270,14 +345,22 @@ def rank_candidates(
                 command="",
             )
             # --sort ctx needs every fitting row's largest context (~20 estimates each).
-            fitting.append(_with_max_ctx(ranked, budget, max_ctxs) if sort == "ctx" else ranked)
-    fitting.sort(key=sort_key(sort))
+            fitting.append(
+                _with_max_ctx(ranked, spec, budget, max_ctxs) if sort == "ctx" else ranked
+            )
+            n_fitting += 1
+        if bounded and limit is not None and len(fitting) >= limit:
+            # Only the best `limit` can be answered: keeping just those keeps each batch's
+            # comparison with the next bound O(limit), not O(everything that fitted so far).
+            fitting.sort(key=key_of)
+            del fitting[limit:]
+    fitting.sort(key=key_of)
     top = fitting if limit is None else fitting[:limit]
     files = siblings(sorted({r.candidate.repo_id for r in top})) if siblings else {}
     results = []
     for i, r in enumerate(top, 1):
         if r.max_ctx is None:
-            r = _with_max_ctx(r, budget, max_ctxs)
+            r = _with_max_ctx(r, spec, budget, max_ctxs)
         paths = files.get(r.candidate.repo_id, r.candidate.sibling_paths)
         if r.quality is None:
             r = _replace(r, quality=_quality(r.candidate))
@@ -287,7 +370,7 @@ def rank_candidates(
     return SearchOutcome(
         results=tuple(results),
         considered=total,
-        fitting=len(fitting),
+        fitting=n_fitting,
         unknown_memory=unknown,
         invalid_config=invalid,
         too_big=too_big,
@@ -364,17 +447,24 @@ def _pre_value(
 
 def _with_max_ctx(
     r: Ranked,
+    spec: RunSpec,
     budget: Budget,
-    memo: dict[tuple[int, RunConfig], tuple[MemoryCoefficients, int]] | None = None,
+    memo: dict[tuple[int, RunConfig, int], tuple[MemoryCoefficients, int]] | None = None,
 ) -> Ranked:
     """``r`` with its largest context; ``memo`` keeps the answers per coefficient object."""
     co = r.candidate.coefficients
-    key = (id(co), r.config)
+    if r.config.n_gpu_layers is not None:
+        return _replace(r, max_ctx=r.config.ctx)  # partial offload: the context asked for
+    room = budget.device_bytes - _projector(r.candidate, spec)
+    key = (id(co), r.config, room)
     hit = memo.get(key) if memo is not None else None
     if hit is not None and hit[0] is co:
         return _replace(r, max_ctx=hit[1])
-    cap = co.n_ctx_train or (1 << 20)
-    m = max_ctx(co, r.config, budget.device_bytes, limit=max(cap, r.config.ctx))
+    cap = max(co.n_ctx_train or (1 << 20), r.config.ctx)
+    if budget.devices:
+        m = max_ctx_split(co, r.config, budget.split, budget.devices, limit=cap)
+    else:
+        m = max_ctx(co, r.config, room, limit=cap)
     if memo is not None:
         memo[key] = (co, m)
     return _replace(r, max_ctx=m)
@@ -388,22 +478,32 @@ def _finish(
     paths: Sequence[str],
 ) -> Ranked:
     cfg = r.config
-    if spec.ctx is None and r.max_ctx:
+    if spec.ctx is None and r.max_ctx and r.max_ctx != cfg.ctx:
         # Without --ctx the row shows the largest context: estimate and command use it.
         cfg = cfg.replace(ctx=r.max_ctx)
         est = estimate(r.candidate.coefficients, cfg)
+        est = dataclasses.replace(est, weights=est.weights + _projector(r.candidate, spec))
+        margin, shares = _margin(r.candidate, cfg, est, budget)
+        if shares:
+            est = combined_estimate(shares, est)
         r = _replace(
             r,
             config=cfg,
             estimate=est,
-            margin_bytes=budget.device_bytes - est.total,
+            margin_bytes=margin,
+            devices=shares,
             speed=_speed(r.candidate, est, budget),
         )
     c = r.candidate
+    command = llama_server_command(c.repo_id, c.path, c.quant_label, cfg, paths)
+    if spec.vision:  # -hf downloads the repo's projector unless told not to (launch.py)
+        command = command.replace(" --no-mmproj", "")
+    if budget.split:  # the layer split the estimate assumed (llama.cpp -ts, common/arg.cpp)
+        command += " -ts " + ",".join(f"{x:g}" for x in budget.split)
     return _replace(
         r,
         rank=rank,
-        command=llama_server_command(c.repo_id, c.path, c.quant_label, cfg, paths),
+        command=command,
         ollama=ollama_command(c.repo_id, c.quant_label, cfg),
         lm_studio=lmstudio_command(c.repo_id, cfg),
     )

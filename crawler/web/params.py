@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from crawler.fit.tiers import TIERS
 from crawler.search import SearchRequest, build_request
 
 __all__ = [
@@ -106,6 +107,15 @@ def _cache(name: str, raw: str) -> str | None:
     return _choice(tuple(CACHE_TYPES))(name, raw)
 
 
+def _ngl(name: str, raw: str) -> str | None:
+    """``-ngl``: a whole number, ``auto`` or ``all``."""
+    value = raw.strip().lower()
+    if value in ("", "auto", "all"):
+        return value or None
+    n = integer(name, value, 0, 100_000)
+    return None if n is None else str(n)
+
+
 #: name -> parser; each returns the value (None = not given).
 _SEARCH: dict[str, Callable[[str, str], Any]] = {
     "q": text,
@@ -116,7 +126,7 @@ _SEARCH: dict[str, Callable[[str, str], Any]] = {
     "cache_type_k": _cache,
     "cache_type_v": _cache,
     "auto_cache": flag,
-    "mtp": flag,
+    "mtp": lambda n, r: flag(n, r) if r.strip() else None,  # empty: where usable and it fits
     "spec_draft_n_max": lambda n, r: integer(n, r, 0, 64),
     "min_attn_bits": lambda n, r: number(n, r, 0, 32),
     "arch": text,
@@ -125,6 +135,14 @@ _SEARCH: dict[str, Callable[[str, str], Any]] = {
     "label": text,
     "loadable": flag,
     "cpu_moe": flag,
+    "n_cpu_moe": lambda n, r: integer(n, r, 0, 1024),
+    "n_gpu_layers": _ngl,
+    "flash_attn": _choice(("on", "off", "auto")),
+    "parallel": lambda n, r: integer(n, r, 1, 256),
+    "ubatch": lambda n, r: integer(n, r, 1, 1 << 16),
+    "tier": _choice(TIERS),
+    "tensor_split": text,
+    "vision": flag,
     "ram": lambda n, r: number(n, r, 0.1, 1 << 20),
     "sort": _choice(SORTS),
     "limit": lambda n, r: integer(n, r, 1, 200),

@@ -95,15 +95,37 @@ def _cfg(**kw: Any) -> RunConfig:
 # --- the headline search -----------------------------------------------------------------------
 
 
+def _usable(db: str) -> dict[tuple[str, str], bool]:
+    """(repo, path) -> whether the quant's MTP head is present and preserved (catalog verdicts)."""
+    with Catalog.open(db) as catalog, catalog.session() as s:
+        rows = s.execute(
+            select(Repo.repo_id, Quant.path, Quant.mtp_present, Quant.mtp_preserved).join(
+                Quant, Quant.repo_pk == Repo.id
+            )
+        ).all()
+    return {(r, p): bool(present and preserved) for r, p, present, preserved in rows}
+
+
+@pytest.mark.parametrize("mtp", ["--no-mtp", "default"])
 @pytest.mark.parametrize("cache", [("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0")])
-def test_vram_24_ctx_262144_returns_exactly_the_quants_whose_estimate_fits(any_catalog_db, cache):
+def test_vram_24_ctx_262144_returns_exactly_the_quants_whose_estimate_fits(
+    any_catalog_db, cache, mtp
+):
     catalog_db = any_catalog_db
     k, v = cache
-    doc = _search(catalog_db, "--vram", "24", "--ctx", str(CTX), "-ctk", k, "-ctv", v)
+    flags = ("--no-mtp",) if mtp == "--no-mtp" else ()
+    doc = _search(catalog_db, "--vram", "24", "--ctx", str(CTX), "-ctk", k, "-ctv", v, *flags)
     budget = 24 * GIB - HEADROOM
-    totals = {
-        (r, p): estimate(co, _cfg(type_k=k, type_v=v)).total for r, p, co in _stored(catalog_db[0])
-    }
+    usable = _usable(catalog_db[0])
+    totals = {}
+    for r, p, co in _stored(catalog_db[0]):
+        # The policy by hand: MTP on where the head is usable and the run with it fits.
+        with_mtp = _cfg(type_k=k, type_v=v, mtp=True)
+        usable_here = mtp == "default" and usable[(r, p)] and co.mtp_available
+        if usable_here and estimate(co, with_mtp).total <= budget:
+            totals[(r, p)] = estimate(co, with_mtp).total
+            continue
+        totals[(r, p)] = estimate(co, _cfg(type_k=k, type_v=v)).total
     assert _keys(doc) == {key for key, t in totals.items() if t <= budget}
     for r in doc["results"]:
         assert r["total_bytes"] == totals[(r["repo"], r["path"])] <= budget
@@ -112,6 +134,42 @@ def test_vram_24_ctx_262144_returns_exactly_the_quants_whose_estimate_fits(any_c
     qualities = [r["quality"] for r in doc["results"]]
     assert qualities == sorted(qualities, reverse=True)
     assert [r["rank"] for r in doc["results"]] == list(range(1, len(doc["results"]) + 1))
+
+
+def test_seed_default_search_lists_the_ud_q3_k_xl_with_a_quantized_cache_and_mtp(catalog_db):
+    """Issue 14's question, asked as a new user would (no cache or MTP flag, default limit)."""
+    db, tmp = catalog_db
+    out = quants("search", "--vram", "24", "--ctx", str(CTX), "--db", db, "--json", tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    by_path = {(r["repo"], r["path"]): r for r in doc["results"]}
+    seed = by_path[("unsloth/Qwen3.6-27B-MTP-GGUF", "Qwen3.6-27B-UD-Q3_K_XL.gguf")]
+    assert seed["cache"] == {"type_k": "q4_0", "type_v": "q4_0"}
+    assert seed["mtp"]["enabled"] is True and seed["bytes"]["mtp_kv"] > 0
+    assert "-ctk q4_0 -ctv q4_0" in seed["command"] and "--spec-type draft-mtp" in seed["command"]
+    assert seed["total_bytes"] <= 24 * GIB - HEADROOM
+    # The UD-Q4_K_XL reaches 262144 only without its head: listed, MTP off.
+    q4 = by_path[("unsloth/Qwen3.6-27B-MTP-GGUF", "Qwen3.6-27B-UD-Q4_K_XL.gguf")]
+    assert q4["mtp"]["enabled"] is False and "draft-mtp" not in q4["command"]
+    assert q4["cache"] == {"type_k": "q4_0", "type_v": "q4_0"}
+    # The MTP-downgraded file (head < 6 bit) is never run with its head.
+    low = by_path[("unsloth/Qwen3.6-27B-MTP-GGUF", "Qwen3.6-27B-Q4_K_M.gguf")]
+    assert low["mtp"]["enabled"] is False
+    assert doc["request"]["auto_cache"] is True and doc["request"]["mtp_auto"] is True
+    table = quants("search", "--vram", "24", "--ctx", str(CTX), "--db", db, tmp=tmp)
+    row = next(line for line in table.stdout.splitlines() if "MTP-GGUF:UD-Q3_K_XL" in line)
+    assert "q4_0/q4_0" in row and " on" in row
+
+
+@pytest.mark.parametrize(
+    "flags,enabled", [(("--mtp",), {True}), (("--no-mtp",), {False}), ((), {True, False})]
+)
+def test_mtp_modes(catalog_db, flags, enabled):
+    doc = _search(catalog_db, "qwen3.6 27b", "--vram", "24", "--ctx", "65536", *flags)
+    seen = {r["mtp"]["enabled"] for r in doc["results"]}
+    assert seen == enabled
+    if flags == ("--mtp",):
+        assert all(r["mtp"]["preserved"] for r in doc["results"])
 
 
 def test_both_sides_of_the_24_gib_boundary_are_in_the_world(catalog_db):
@@ -132,7 +190,7 @@ def test_auto_cache_reaches_262144_for_the_real_27b_quants(catalog_db):
     }  # fmt: skip
     assert _keys(doc) == expected
     real = [r for r in doc["results"] if r["size_bytes"] > GIB]
-    assert len(real) == 2  # the two real-size files fit only with a quantized cache
+    assert len(real) == 3  # the three real-size files fit only with a quantized cache
     for r in real:
         chosen = cheapest_cache_for(stored[(r["repo"], r["path"])], _cfg(), budget, CTX)
         assert chosen is not None
@@ -202,6 +260,59 @@ def test_ambiguous_gpu_is_a_usage_error_listing_choices(catalog_db):
     assert out.returncode == 2
     assert "4060 Ti 8 GB" in out.stderr and "4060 Ti 16 GB" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_two_gpus_fit_what_one_does_not_and_every_device_fits(catalog_db):
+    args = ("qwen3.6 27b", "--ctx", "262144", "-ctk", "f16", "-ctv", "f16")
+    one = _keys(_search(catalog_db, *args, "--gpu", "3090"))
+    doc = _search(catalog_db, *args, "--gpu", "2x 3090")
+    assert doc["budget"]["devices"] == [24 * GIB - GIB // 2, 24 * GIB]
+    two = [d for d in doc["results"] if (d["repo"], d["path"]) not in one]
+    assert two and all(d["total_bytes"] > 24 * GIB for d in two)  # too big for one 3090
+    for d in doc["results"]:
+        devs = d["devices"]
+        assert len(devs) == 2 and all(x["total_bytes"] <= x["budget_bytes"] for x in devs)
+        assert d["margin_bytes"] == min(x["margin_bytes"] for x in devs)
+        assert sum(x["total_bytes"] for x in devs) == d["total_bytes"]
+        assert d["command"].endswith(" -ts 24,24")
+    # -ts moves layers: 3,1 puts three quarters of the slots on the first device.
+    skew = _search(catalog_db, *args, "--vram", "24", "-ts", "3,1")["results"][0]["devices"]
+    assert skew[0]["slots"][1] - skew[0]["slots"][0] > 2 * (
+        skew[1]["slots"][1] - skew[1]["slots"][0]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--gpu", "2x 3090", "--tier", "partial"), "every layer on the GPUs"),
+        (("--gpu", "3090", "-ts", "1,1"), "-ts needs 1 proportions"),
+        (("--vram", "24", "--gpu", "2x 3090"), "--gpu per device, or --vram"),
+        (("--gpu", "2x m4 max"), "unified-memory"),
+        (("--vram", "24", "-ts", "1,x"), "-ts takes proportions"),
+    ],
+)
+def test_bad_several_gpu_options_are_one_line_usage_errors(catalog_db, args, says):
+    db, tmp = catalog_db
+    out = quants("search", *args, "--ctx", "32768", "--db", db, "--offline", tmp=tmp)
+    assert out.returncode == 2, out.stderr
+    assert says in out.stderr and "Traceback" not in out.stderr
+
+
+def test_partial_and_pinned_layers_fit_where_the_whole_model_does_not(catalog_db):
+    """A budget below the real 27B quants' full size: -ngl auto lists them as partial runs whose
+    GPU share fits; -ngl N pins N; both are absent from the all-on-GPU answer."""
+    doc = _search(catalog_db, "qwen3.6 27b", "--vram", "8", "--ctx", "32768", "--tier", "partial")
+    real = [d for d in doc["results"] if d["size_bytes"] > GIB]
+    assert real and all(d["tier"] == "partial" and d["n_gpu_layers"] >= 1 for d in real)
+    assert all(d["total_bytes"] <= 8 * GIB - GIB // 2 for d in real)
+    assert all(f"-ngl {d['n_gpu_layers']}" in d["command"] for d in real)
+    assert all(d["host_bytes"] > 0 for d in real)
+    whole = _search(catalog_db, "qwen3.6 27b", "--vram", "8", "--ctx", "32768")["results"]
+    assert not [d for d in whole if d["size_bytes"] > GIB]
+    pinned = _search(catalog_db, "qwen3.6 27b", "--vram", "8", "--ctx", "32768", "-ngl", "10")
+    rows = [d for d in pinned["results"] if d["size_bytes"] > GIB]
+    assert rows and all(d["n_gpu_layers"] == 10 and "-ngl 10" in d["command"] for d in rows)
 
 
 # --- JSON schema, filters, exit codes ------------------------------------------------------------
@@ -549,3 +660,80 @@ def test_bad_search_options_are_one_line_usage_errors(catalog_db, argv, message)
     db, tmp = catalog_db
     out = quants("search", *argv, "--db", db, tmp=tmp)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+# --- tiers (issue 14) -------------------------------------------------------------------------
+
+
+def test_tier_partial_lists_the_27b_with_ngl_auto_and_a_speed(catalog_db):
+    from crawler.fit.offload import estimate_offload
+
+    gpu = ("--gpu", "rtx 3060 12 gb")
+    doc = _search(catalog_db, "qwen3.6 27b", "--vram", "12", "--ctx", "65536", *gpu,
+                  "--tier", "partial")  # fmt: skip
+    stored = {(r, p): co for r, p, co in _stored(catalog_db[0])}
+    budget = 12 * GIB - HEADROOM
+    partial = [r for r in doc["results"] if r["tier"] == "partial"]
+    assert partial, "the real-size 27B quants do not fit 12 GB whole"
+    for r in partial:
+        n = r["n_gpu_layers"]
+        assert f"-ngl {n}" in r["command"] and r["mtp"]["enabled"] is False
+        co = stored[(r["repo"], r["path"])]
+        cfg = _cfg(type_k=r["cache"]["type_k"], type_v=r["cache"]["type_v"]).replace(ctx=65536)
+        assert r["total_bytes"] == estimate_offload(co, cfg, n).total <= budget
+        assert estimate_offload(co, cfg, n + 1).total > budget  # -ngl auto: the most that fit
+        assert r["host_bytes"] > r["size_bytes"] // 4  # the CPU layers are in RAM
+        assert r["tok_s"] > 0
+    gpu_only = _search(catalog_db, "qwen3.6 27b", "--vram", "12", "--ctx", "65536")
+    assert all(r["tier"] == "gpu" for r in gpu_only["results"])
+    assert {(r["repo"], r["path"]) for r in gpu_only["results"]} < _keys(doc)
+    # a partial row is slower than the same quant would be on the GPU: host bandwidth
+    fast = {
+        (r["repo"], r["path"]): r
+        for r in _search(
+            catalog_db, "qwen3.6 27b", "--vram", "80", "--ctx", "65536", "--gpu", "rtx 3060 12 gb"
+        )["results"]
+    }
+    for r in partial:
+        assert r["tok_s"] < fast[(r["repo"], r["path"])]["tok_s"]
+
+
+def test_bad_tier_is_a_usage_error(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "--vram", "24", "--tier", "cloud", "--db", db, tmp=tmp)
+    assert out.returncode == 2 and "--tier must be one of" in out.stderr
+
+
+def test_search_on_unified_memory_says_not_measured(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "--gpu", "m4 max", "--ctx", "8192", "--db", db, "--json", tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    assert "not measured on this backend" in json.loads(out.stdout)["gpu"]["note"]
+    table = quants("search", "--gpu", "m4 max", "--ctx", "8192", "--db", db, tmp=tmp)
+    assert "not measured on this backend" in table.stderr
+
+
+def test_vision_search_keeps_only_repos_with_a_projector_and_adds_it(catalog_db):
+    from crawler.fit.vision import projector_bytes
+
+    plain = _search(catalog_db, "--vram", "48", "--ctx", "8192", "--no-mtp")
+    vision = _search(catalog_db, "--vram", "48", "--ctx", "8192", "--no-mtp", "--vision")
+    alias = _search(catalog_db, "--vram", "48", "--ctx", "8192", "--no-mtp", "--mmproj")
+    assert vision["results"] and _keys(vision) == _keys(alias) and _keys(vision) < _keys(plain)
+    with Catalog.open(catalog_db[0]) as catalog, catalog.session() as s:
+        from crawler.catalog.tables import File
+
+        with_proj = {
+            r for (r,) in s.execute(
+                select(Repo.repo_id).join(File, File.repo_pk == Repo.id)
+                .where(File.kind == "mmproj", File.vanished_at.is_(None))
+            ).all()
+        }  # fmt: skip
+    assert {r["repo"] for r in vision["results"]} <= with_proj
+    assert {r["repo"] for r in plain["results"]} - with_proj  # some were dropped
+    base = {(r["repo"], r["path"]): r for r in plain["results"]}
+    for r in vision["results"]:
+        extra = projector_bytes(r["projector_bytes"])
+        assert r["total_bytes"] == base[(r["repo"], r["path"])]["total_bytes"] + extra
+        assert "--no-mmproj" not in r["command"]
+    assert all("--no-mmproj" in r["command"] for r in plain["results"])

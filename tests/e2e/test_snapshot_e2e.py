@@ -289,7 +289,7 @@ DUCKDB_QUERY = """
 SELECT q.repo_id, q.path, q.quant_label, q.size_bytes, q.attn_min_bits
 FROM 'quants.parquet' q
 WHERE q.mtp_present AND q.mtp_preserved AND q.vanished_at IS NULL
-ORDER BY q.size_bytes
+ORDER BY q.size_bytes, q.repo_id, q.path
 """
 
 
@@ -306,7 +306,8 @@ def test_duckdb_reads_the_export_and_the_documented_query_answers(crawled) -> No
             "sql",
             "SELECT r.repo_id, q.path, q.quant_label, q.size_bytes, q.attn_min_bits"
             " FROM quants q JOIN repos r ON r.id = q.repo_pk WHERE q.mtp_present AND"
-            " q.mtp_preserved AND q.vanished_at IS NULL ORDER BY q.size_bytes",
+            " q.mtp_preserved AND q.vanished_at IS NULL"
+            " ORDER BY q.size_bytes, r.repo_id, q.path",
             "--json",
             "--db",
             db,

@@ -220,3 +220,17 @@ def test_snapshot_library_never_imports_the_cli():
     for path in sorted((PKG / "snapshot").rglob("*.py")):
         bad = {i for i in _imports(path) if i == "crawler.cli" or i.startswith("crawler.cli.")}
         assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_the_memory_model_depends_on_no_ranking_or_search():
+    """crawler.fit (estimate, offload, tiers, devices, vision, apple) sits under ranking: it
+    never imports it back (no import circle)."""
+    for path in _module_files("fit"):
+        bad = {
+            imp
+            for imp in _imports(path)
+            if imp.startswith(
+                ("crawler.rank", "crawler.search", "crawler.ranking", "crawler.speed")
+            )
+        }
+        assert not bad, f"{path.name} imports {sorted(bad)}"

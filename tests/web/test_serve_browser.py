@@ -81,7 +81,8 @@ def test_search_rows_chart_and_copied_command(served: Served, browser, shots: Pa
     page.fill("input[name=vram]", "24")
     page.fill("input[name=ctx]", "262144")
     page.fill("input[name=q]", "qwen3.6 27b")
-    page.check("input[name=auto_cache]")
+    # The cache selects default to "auto" (the least lossy cache that reaches the context).
+    assert page.locator("select[name=cache_type_k]").input_value() == ""
     page.click("form#search button[type=submit]")
     page.wait_for_selector("table#results")
     rows = page.locator("tr.result")

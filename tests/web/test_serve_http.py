@@ -63,7 +63,12 @@ def test_api_search_gpu_mtp_sort_and_limit(served: Served) -> None:
         ({"vram": 24, "bogus": "1"}, "unknown parameter 'bogus'"),
         ({"ctx": 4096}, "give --vram GIB or --gpu NAME"),
         ({"vram": 24, "gpu": "nonexistent-gpu-zz"}, "gpu"),
-        ({"vram": 24, "ram": 8}, "--ram only applies with --cpu-moe"),
+        ({"vram": 24, "ram": 8}, "--ram only applies when something runs in host memory"),
+        ({"vram": 24, "tier": "cpu"}, "tier: one of"),
+        ({"vram": 24, "n_gpu_layers": "many"}, "n_gpu_layers: not a whole number"),
+        ({"vram": 24, "flash_attn": "maybe"}, "flash_attn: one of"),
+        ({"vram": 24, "tensor_split": "1,x"}, "-ts takes proportions"),
+        ({"gpu": "2x 3090", "tier": "partial"}, "every layer on the GPUs"),
     ],
 )
 def test_api_search_bad_parameters_are_400_with_a_message(served: Served, params, message):

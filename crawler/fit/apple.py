@@ -1,0 +1,51 @@
+"""Apple silicon (Metal, unified memory): where its buffers differ from CUDA's (pure).
+
+NOT MEASURED on this backend: every figure here is derived from llama.cpp ``0c1e57098``'s source
+and the CUDA model; outputs that use it say so (:data:`NOTE`).
+
+* Budget: ggml-metal reports the device's memory as ``MTLDevice.recommendedMaxWorkingSetSize``
+  (``ggml/src/ggml-metal/ggml-metal-device.m`` ``ggml_metal_device_get_memory`` ~1503), a share of
+  the machine's RAM that macOS picks (raised with ``sysctl iogpu.wired_limit_mb``); Apple does not
+  document the share, so the GPU table's :data:`crawler.gpus.UNIFIED_GPU_FRACTION` stands in for
+  it and ``--vram`` overrides it.
+* Weights and caches: Metal buffer types align tensors to 32 bytes
+  (``ggml-metal.cpp`` ``ggml_backend_metal_buffer_type_*_get_alignment``) and size them with
+  ``ggml_nbytes`` (``..._get_alloc_size`` ~220 adds scratch only for MUL_MAT_ID / FLASH_ATTN_EXT
+  results, which are compute tensors): no 512-element row padding of quantized rows as on CUDA.
+* No CUDA context, cuBLAS workspace or CUDA pools: ``overhead`` is 0. The compute buffers take
+  the CUDA model's size (the same graph; Metal's FA scratch is in the compute buffer too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from crawler.fit.cache import cache_type, pad
+from crawler.fit.coefficients import MemoryCoefficients
+from crawler.fit.estimate import FitEstimate, RunConfig, estimate
+
+__all__ = ["METAL_ALIGNMENT", "NOTE", "metal_estimate"]
+
+METAL_ALIGNMENT = 32
+NOTE = "not measured on this backend (Metal): modelled from llama.cpp's source and CUDA figures"
+
+
+def metal_estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
+    """The CUDA estimate with Metal's buffer rules (see module); weights from the per-layer
+    host sizes when the coefficients have them (else the CUDA sizes, a little high)."""
+    cuda = estimate(c, cfg)
+    weights = cuda.weights
+    if c.layer_weights:
+        weights = c.output_weights[1]
+        weights += sum(h for il, _d, h in c.layer_weights if il < c.n_layer or cfg.mtp)
+        for il, _d, h in c.expert_layers:
+            if (il < c.n_layer or cfg.mtp) and not (cfg.cpu_moe or il < cfg.n_cpu_moe):
+                weights += h
+    tk, tv = cache_type(cfg.type_k), cache_type(cfg.type_v)
+    kv = 0
+    for g in c.kv_groups:
+        cells = cuda.swa_cells if g.swa else cuda.kv_cells
+        for t, width in ((tk, g.k_width), (tv, g.v_width)):
+            if width:
+                kv += g.count * pad(t.row_bytes(width) * cells * cuda.n_stream, METAL_ALIGNMENT)
+    return dataclasses.replace(cuda, weights=weights, kv=kv, overhead=0)

@@ -1,0 +1,107 @@
+"""Which cache types and MTP setting a search runs a quant with (pure policy over the estimate).
+
+Why a policy at all: a user who asks ``--vram 24 --ctx 262144`` wants to know which files run at
+that context, not which ones would run with an f16 cache. So without cache options every quant
+gets the first cache setting of :data:`crawler.fit.CACHE_LADDER` (f16/f16, q8_0/q8_0, q4_0/q4_0:
+the pairs with their own CUDA flash-attention kernels, ggml-cuda/fattn.cu at llama.cpp
+``0c1e57098``) that reaches the context; explicit ``-ctk/-ctv`` pin the pair.
+
+MTP (``--spec-type draft-mtp``) is lossless speculative decoding: it changes speed, never the
+output distribution. So the cache step is chosen first (a less lossy cache beats a faster run),
+and at that step MTP is turned on when the quant carries a usable head (present, >= 6 bits,
+nextn tensors complete) and the run with the head (its weights, draft KV cache and draft context)
+still fits; otherwise the same step runs without MTP. ``mtp="on"`` (``--mtp``) requires it,
+``"off"`` (``--no-mtp``) never uses it. With MTP on and an automatic cache, the draft cache
+(``-ctkd/-ctvd``) may also step down (f16, q8_0, q4_0) before the head is given up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+from crawler.errors import InvalidConfig
+from crawler.fit.cache import cache_type
+from crawler.fit.coefficients import MemoryCoefficients
+from crawler.fit.estimate import CACHE_LADDER, FitEstimate, RunConfig, estimate
+
+__all__ = ["MtpMode", "choose_config", "trials"]
+
+MtpMode = Literal["auto", "on", "off"]
+
+_DRAFT_LADDER: tuple[tuple[str, str], ...] = (("q8_0", "q8_0"), ("q4_0", "q4_0"))
+
+
+def trials(
+    base: RunConfig, *, auto_cache: bool, mtp: MtpMode, mtp_usable: bool
+) -> Iterator[RunConfig]:
+    """The configurations tried, in order of preference (see the module docstring)."""
+    steps = CACHE_LADDER if auto_cache else ((base.type_k, base.type_v),)
+    with_head = mtp == "on" or (mtp == "auto" and mtp_usable)
+    for k, v in steps:
+        step = base.replace(type_k=k, type_v=v)
+        if cache_type(v).quantized and step.flash_attn == "off":
+            step = step.replace(flash_attn="on")  # a quantized V needs flash attention
+        if with_head:
+            draft: tuple[tuple[str, str], ...] = ((base.type_k_draft, base.type_v_draft),)
+            if auto_cache:
+                draft += _DRAFT_LADDER
+            for dk, dv in draft:
+                yield step.replace(mtp=True, type_k_draft=dk, type_v_draft=dv)
+        if mtp != "on":
+            yield step.replace(mtp=False)
+
+
+def choose_config(
+    c: MemoryCoefficients,
+    base: RunConfig,
+    budget_bytes: int,
+    *,
+    auto_cache: bool,
+    mtp: MtpMode,
+    mtp_usable: bool,
+) -> tuple[RunConfig | None, FitEstimate | None]:
+    """(config, estimate) of the first of :func:`trials` that fits ``budget_bytes``; else (None,
+    the smallest estimate tried, or None when llama.cpp refuses every trial). InvalidConfig only
+    when every trial is refused (the first refusal is raised).
+
+    The head only adds bytes (its weights, draft cache and context, more recurrent slots and
+    outputs), so at each cache step the run without it is estimated first: when that does not
+    fit, the step's MTP trials cannot either and are skipped (same answer, fewer estimates).
+    """
+    smallest: FitEstimate | None = None
+    refused: InvalidConfig | None = None
+
+    def attempt(cfg: RunConfig) -> FitEstimate | None:
+        nonlocal smallest, refused
+        try:
+            est = estimate(c, cfg)
+        except InvalidConfig as exc:
+            refused = refused or exc
+            return None
+        if smallest is None or est.total < smallest.total:
+            smallest = est
+        return est
+
+    step: list[RunConfig] = []
+    for cfg in trials(base, auto_cache=auto_cache, mtp=mtp, mtp_usable=mtp_usable):
+        step.append(cfg)
+        if cfg.mtp and mtp == "on":
+            est = attempt(cfg)
+            if est is not None and est.total <= budget_bytes:
+                return cfg, est
+            step.clear()
+            continue
+        if cfg.mtp:
+            continue  # the step's no-MTP trial closes it
+        plain = attempt(cfg)
+        if plain is not None and plain.total <= budget_bytes:
+            for with_head in step[:-1]:
+                est = attempt(with_head)
+                if est is not None and est.total <= budget_bytes:
+                    return with_head, est
+            return cfg, plain
+        step.clear()
+    if smallest is None and refused is not None:
+        raise refused
+    return None, smallest

@@ -1,0 +1,196 @@
+"""Partial offload (``-ngl N``): which buffers stay on the GPU and which go to host memory (pure).
+
+Rules, llama.cpp ``0c1e57098`` (vendored by llama-cpp-python 0.3.36):
+
+* ``src/llama-model.cpp`` ``load_tensors`` (~1589-1614): the model has ``n_layer_all + 1``
+  slots, the blocks (trunk and nextn) then the output layer. ``-ngl N`` puts the last ``N`` slots
+  on the GPU: ``i_gpu_start = max(n_layer_all + 1 - N, 0)``; a slot ``il`` is on the GPU when
+  ``il >= i_gpu_start``. So ``-ngl 1`` offloads only the output layer, the nextn (MTP) block is
+  the next to go, and repeating layers follow from the last one down. The input embedding is
+  always on the CPU (``dev_input``).
+* ``src/llama-kv-cache.cpp`` (~216): each layer's K/V tensors live in the buffer of that layer's
+  device (``model.dev_layer(il)``) when KV offload is on (the default); the same for the
+  recurrent state (``src/llama-memory-recurrent.cpp`` ~87) and the MTP draft context's cache.
+* ``ggml/src/ggml-backend.cpp`` scheduler with ``op_offload`` (on by default,
+  ``llama-context.cpp`` ~3787) and ``ggml-cuda.cu`` ``offload_op`` (batches of >= 32 tokens):
+  matmuls whose weights are in host memory run on the GPU for a prompt batch, the weights copied
+  into the GPU's compute buffer. We add the largest host-resident block matrix (the copies of one
+  split are reused by the next); measured against the real server where
+  ``tests/fixtures/llamacpp/server-measurements.jsonl`` has rows.
+* Host side: the weights of CPU slots, their KV and recurrent state, and the CPU backend's own
+  compute buffer (modelled as the size of the GPU one: the same graph, evaluated on the host).
+* ``-ngl auto`` (``common/fit.cpp`` step 3, "fill the back to front"): the largest ``N`` whose
+  device total fits the budget; we search it exactly with this model.
+
+CUDA context, kernels and pools (``overhead``) stay: the backend is created even with ``-ngl 0``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from crawler.fit.cache import cache_type
+from crawler.fit.coefficients import MemoryCoefficients
+from crawler.fit.estimate import FitEstimate, RunConfig, _kv_tensor_bytes, command, estimate
+
+__all__ = ["OffloadEstimate", "auto_gpu_layers", "device_estimate", "estimate_offload", "n_slots"]
+
+#: ggml-cuda.cu ``ggml_backend_cuda_device_offload_op``: ops of batches this large are offloaded.
+OP_OFFLOAD_MIN_BATCH = 32
+
+
+def n_slots(c: MemoryCoefficients) -> int:
+    """``n_layer_all + 1``: every block plus the output layer; ``-ngl`` at or above it = all."""
+    return c.n_layer + c.n_nextn + 1
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadEstimate:
+    """Device and host bytes of one configuration with ``n_gpu_layers`` slots on the GPU."""
+
+    full: FitEstimate  # everything offloaded (the single-GPU estimate)
+    n_gpu_layers: int  # slots on the GPU, clamped to n_slots
+    n_slots: int
+    weights: int
+    kv: int
+    mtp_kv: int
+    recurrent: int
+    compute: int
+    overhead: int
+    host_bytes: int  # all host memory: input embedding, CPU slots, their caches, CPU compute
+    host_weights: int  # weight bytes read from host memory per token (for the speed estimate)
+
+    @property
+    def total(self) -> int:
+        """Device bytes."""
+        return self.weights + self.kv + self.mtp_kv + self.recurrent + self.compute + self.overhead
+
+    @property
+    def partial(self) -> bool:
+        """Some block or the output layer is on the CPU."""
+        return self.n_gpu_layers < self.n_slots
+
+
+def _layer_weights(c: MemoryCoefficients) -> dict[int, tuple[int, int]]:
+    """Per block (device, host) non-expert bytes; even shares when the coefficients predate the
+    per-layer fields (stored before partial offload was modelled)."""
+    if c.layer_weights:
+        return {il: (d, h) for il, d, h in c.layer_weights}
+    per = c.weights_bytes // max(1, c.n_layer + 1)
+    return dict.fromkeys(range(c.n_layer), (per, per))
+
+
+def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -> OffloadEstimate:
+    """Device and host bytes of ``cfg`` with ``-ngl n_gpu_layers`` on one GPU (see module)."""
+    full = estimate(c, cfg)
+    slots = n_slots(c)
+    ngl = max(0, min(n_gpu_layers, slots))
+    start = slots - ngl  # first slot on the GPU
+    weights, kv, mtp_kv, recurrent = full.weights, full.kv, full.mtp_kv, full.recurrent
+    host = full.host_bytes
+    host_weights = 0
+    if ngl == slots:
+        return OffloadEstimate(
+            full, ngl, slots, weights, kv, mtp_kv, recurrent, full.compute, full.overhead,
+            host, 0,
+        )  # fmt: skip
+    layers = _layer_weights(c)
+    experts = {il: (d, h) for il, d, h in c.expert_layers}
+    tk, tv = cache_type(cfg.type_k), cache_type(cfg.type_v)
+    v_pad = 0 if full.flash_attn else c.v_width_max
+    rec_per_layer = recurrent // c.recurrent_layers if c.recurrent_layers else 0
+    largest = host_layer_kv = 0
+    n_layer_all = c.n_layer + c.n_nextn
+    for il in range(min(start, n_layer_all)):
+        nextn = il >= c.n_layer
+        if nextn and not cfg.mtp:
+            continue  # nextn tensors are skipped without draft-mtp
+        d, h = layers.get(il, (0, 0))
+        moved_dev, moved_host = d, h
+        if il in experts and not (cfg.cpu_moe or il < cfg.n_cpu_moe):
+            moved_dev += experts[il][0]
+            moved_host += experts[il][1]
+        weights -= moved_dev
+        host += moved_host
+        host_weights += moved_host
+        largest = max(largest, c.largest_layer_tensor if moved_host else 0)
+        if nextn:
+            continue
+        # This layer's KV (or recurrent state) goes to host memory with it.
+        gi = c.kv_layer_group[il] if il < len(c.kv_layer_group) else -2
+        if gi >= 0:
+            g = c.kv_groups[gi]
+            cells = full.swa_cells if g.swa else full.kv_cells
+            v_width = max(g.v_width, v_pad) if g.v_width else 0
+            b = _kv_tensor_bytes(tk, g.k_width, cells, full.n_stream) + _kv_tensor_bytes(
+                tv, v_width, cells, full.n_stream
+            )
+        elif gi == -1:
+            b = rec_per_layer
+        else:  # old coefficients: spread the caches evenly over the trunk
+            b = (full.kv + full.recurrent) // max(1, c.n_layer)
+        if gi == -1:
+            recurrent -= b
+        else:
+            kv -= b
+            host_layer_kv = max(host_layer_kv, b)
+        host += b
+    if cfg.mtp and start > c.n_layer:
+        # the nextn block is on the CPU: the draft context's cache follows it
+        host += mtp_kv
+        mtp_kv = 0
+    if ngl == 0:  # the output layer (the last slot) is on the CPU too
+        weights -= c.output_weights[0]
+        host += c.output_weights[1]
+        host_weights += c.output_weights[1]
+    compute = full.compute
+    if largest and cfg.ubatch >= OP_OFFLOAD_MIN_BATCH:
+        # FITTED: the copy area holds the larger of one host matrix and one host layer's K+V
+        # (10 partial-offload rows of server-measurements.jsonl; 1x the matrix alone left the
+        # 131072-token rows 270-390 MiB low).
+        compute += max(largest, host_layer_kv)
+    host += full.compute  # the CPU backend's compute buffer
+    return OffloadEstimate(
+        full, ngl, slots, weights, kv, mtp_kv, recurrent, compute, full.overhead, host,
+        host_weights,
+    )  # fmt: skip
+
+
+def auto_gpu_layers(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int) -> int | None:
+    """``-ngl auto``: the most slots on the GPU whose device total fits; None if not even 0 does.
+
+    The device total falls as slots leave the GPU (property-tested), so a binary search finds it.
+    """
+    slots = n_slots(c)
+    if estimate_offload(c, cfg, 0).total > budget_bytes:
+        return None
+    lo, hi = 0, slots  # lo fits
+    if estimate_offload(c, cfg, hi).total <= budget_bytes:
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if estimate_offload(c, cfg, mid).total <= budget_bytes:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def device_estimate(c: MemoryCoefficients, cfg: RunConfig, n: int) -> FitEstimate:
+    """The estimate of ``cfg`` at ``-ngl n`` in the single-GPU shape: components are the GPU's
+    share, ``host_bytes`` all host memory (:class:`OffloadEstimate`)."""
+    off = estimate_offload(c, cfg, n)
+    pinned = cfg.replace(n_gpu_layers=n)
+    return dataclasses.replace(
+        off.full,
+        config=pinned,
+        weights=off.weights,
+        kv=off.kv,
+        mtp_kv=off.mtp_kv,
+        recurrent=off.recurrent,
+        compute=off.compute,
+        overhead=off.overhead,
+        host_bytes=off.host_bytes,
+        command=command(pinned),
+    )
