@@ -231,9 +231,35 @@ def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     ``fixed + n * (per_token + mask) <= budget - constants`` once ``n >= 512`` (the FA mask
     counts from there), so ``n <= max(512, room / (per_token + mask))``; and ``n`` is capped
     at the trained context (1 Mi tokens when unknown) or the requested one, whichever is larger.
+
+    With the per-quant cache ladder (as :func:`margin_upper_bound`): either f16 fits at the
+    requested context (the f16 bound), or a cheaper step was taken and then the context can grow
+    only until the K/V it adds (at least the cheapest type's ratio of f16 per token) uses up what
+    that step saved over f16 (:func:`ladder_savings_bytes`).
     """
+    expr, params = _ctx_bound(spec, budget, "")
+    if not _ladder_margin_applies(spec, budget):
+        return expr, params
     t = prefilter_terms(spec)
-    fixed, per_token, params = _bound_terms(spec)
+    f16_expr, f16_params = _ctx_bound(_f16(spec), budget, "_f16")
+    params.update(
+        f16_params,
+        cx_save=1.0 - t.kv_ratio,
+        cx_pad=float(t.ctx + 255),
+        cx_slack=float(_LADDER_SLACK),
+        cx_ratio=t.kv_ratio,
+        cx_ctx=float(t.ctx + 256),
+    )
+    kv = "COALESCE(q.fit_kv_per_token, 0)"
+    saved = f"(({kv} * :cx_pad + COALESCE(q.fit_fixed_bytes, 0)) * :cx_save + :cx_slack)"
+    reach = f"(CASE WHEN {kv} > 0 THEN :cx_ctx + {saved} / ({kv} * :cx_ratio) ELSE 1e300 END)"
+    lower = f"(CASE WHEN {expr} < {reach} THEN {expr} ELSE {reach} END)"
+    return f"(CASE WHEN {f16_expr} > {lower} THEN {f16_expr} ELSE {lower} END)", params
+
+
+def _ctx_bound(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict[str, Any]]:
+    t = prefilter_terms(spec)
+    fixed, per_token, params = _bound_terms(spec, sfx)
     cfg_ctx = float(t.ctx)
     params.update(
         ctx_room=float(budget.device_bytes - t.base_constant),
@@ -248,7 +274,7 @@ def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
         " ELSE CAST(q.fit_ctx_train AS DOUBLE PRECISION) END"
     )
     return (
-        f"CASE WHEN {room} < 512.0 THEN 512.0 WHEN {room} < {cap} THEN {room} ELSE {cap} END",
+        f"(CASE WHEN {room} < 512.0 THEN 512.0 WHEN {room} < {cap} THEN {room} ELSE {cap} END)",
         params,
     )
 
