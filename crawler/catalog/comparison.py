@@ -1,19 +1,28 @@
 """``quants compare``'s read path: every quant of one base model, with its tensor groups.
 
 Plain SQL through a :class:`~crawler.catalog.reader.Reader`; returns frozen dataclasses.
+
+A query that names one base model exactly (what the web app's links and most users pass) is
+answered through the base-model indexes, without the fuzzy scan of every quant (seconds at
+200k quants); the fuzzy scan filters on ``quants.search_text``, as ``quants search`` does.
+Callers that show only some quants (the web app's model page) load the rest without tensor
+groups and complete the ones they show with :func:`with_groups`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from crawler.catalog.candidates import VERDICT_COLUMNS, escape_like, load_groups, verdicts
 from crawler.catalog.reader import Reader
 from crawler.group_stats import GroupStats
 
-__all__ = ["ComparedQuant", "Comparison", "comparison_json", "load_comparison"]
+if TYPE_CHECKING:
+    from crawler.query import QueryMatcher
+
+__all__ = ["ComparedQuant", "Comparison", "comparison_json", "load_comparison", "with_groups"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +42,8 @@ class ComparedQuant:
     attn_min_bits: float | None
     attn_preserved: bool | None
     loadable_by_mainline: bool | None
+    quality: float | None = None  # the catalog's 0-100 estimate (quants.quality_score)
+    quant_id: int = 0  # the catalog row (for with_groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,53 +54,116 @@ class Comparison:
     quants: tuple[ComparedQuant, ...]
 
 
-def load_comparison(reader: Reader, query: str) -> Comparison:
+#: Columns of a compared quant: id, repo, author, path, label, arch, base, size, verdicts,
+#: quality (see :func:`_compared`).
+_COLUMNS = (
+    "q.id, r.repo_id, r.author, q.path, q.quant_label, q.architecture,"
+    f" COALESCE(q.base_model, r.base_model), q.size_bytes, {VERDICT_COLUMNS}, q.quality_score"
+)
+_LIVE = "q.vanished_at IS NULL AND r.vanished_at IS NULL AND q.analysed_at IS NOT NULL"
+_NO_BASE = " (no base model recorded)"
+
+
+def load_comparison(reader: Reader, query: str, *, groups: bool = True) -> Comparison:
     """The quants of the one base model ``query`` names (fuzzy, as ``search``).
 
     Quants without a recorded base model are grouped by repo. UsageError when nothing matches,
     or when several base models do and none is named exactly (the message lists them).
+    ``groups=False`` leaves each quant's ``groups`` empty (:func:`with_groups` loads them).
     """
     from crawler.errors import UsageError
     from crawler.query import QueryMatcher
 
     matcher = QueryMatcher(query)
-    names = "lower(COALESCE(r.repo_id, '') || ' ' || COALESCE(q.base_model, r.base_model, '')"
-    names += " || ' ' || COALESCE(q.path, ''))"
-    like = [f"{names} LIKE :tok{i} ESCAPE '\\'" for i in range(len(matcher.required_substrings))]
-    params = {f"tok{i}": f"%{escape_like(t)}%" for i, t in enumerate(matcher.required_substrings)}
-    sql = (
-        "SELECT q.id, r.repo_id, r.author, q.path, q.quant_label, q.architecture,"
-        f" COALESCE(q.base_model, r.base_model), q.size_bytes, {VERDICT_COLUMNS}"
-        " FROM quants q JOIN repos r ON r.id = q.repo_pk"
-        " WHERE q.vanished_at IS NULL AND r.vanished_at IS NULL AND q.analysed_at IS NOT NULL"
-    )
-    rows = [
-        row
-        for row in reader.rows(" AND ".join([sql, *like]), params)
-        if matcher.matches_names(row[1], row[6], row[3], row[4], row[5])
-    ]
-    by_base: dict[str, list[Any]] = {}
-    for row in rows:
-        by_base.setdefault(row[6] or f"{row[1]} (no base model recorded)", []).append(row)
-    if not by_base:
-        raise UsageError(f"no quant in the catalog matches {query!r}")
-    key = _pick_base(query, sorted(by_base))
-    chosen = by_base[key]
-    groups = load_groups(reader, [row[0] for row in chosen])
-    quants = [
-        ComparedQuant(
-            repo_id=row[1],
-            author=row[2],
-            path=row[3],
-            quant_label=row[4],
-            size_bytes=row[7],
-            groups=groups.get(row[0], ()),
-            **verdicts(row, 8),
-        )
-        for row in chosen
-    ]
+    found = _exact_base(reader, query, matcher)
+    if found is None:
+        rows = _fuzzy_rows(reader, matcher)
+        by_base: dict[str, list[Any]] = {}
+        for row in rows:
+            by_base.setdefault(row[6] or f"{row[1]}{_NO_BASE}", []).append(row)
+        if not by_base:
+            raise UsageError(f"no quant in the catalog matches {query!r}")
+        key = _pick_base(query, sorted(by_base))
+        found = key, by_base[key]
+    key, chosen = found
+    loaded = load_groups(reader, [row[0] for row in chosen]) if groups else {}
+    quants = [_compared(row, loaded.get(row[0], ())) for row in chosen]
     quants.sort(key=lambda c: (c.size_bytes, c.repo_id, c.path))
     return Comparison(base_model=key, quants=tuple(quants))
+
+
+def with_groups(reader: Reader, quants: Sequence[ComparedQuant]) -> list[ComparedQuant]:
+    """``quants`` with their tensor groups loaded (one query per 900 quants)."""
+    loaded = load_groups(reader, [q.quant_id for q in quants])
+    return [replace(q, groups=loaded.get(q.quant_id, ())) for q in quants]
+
+
+def _compared(row: Sequence[Any], groups: tuple[GroupStats, ...]) -> ComparedQuant:
+    return ComparedQuant(
+        repo_id=row[1],
+        author=row[2],
+        path=row[3],
+        quant_label=row[4],
+        size_bytes=row[7],
+        groups=groups,
+        **verdicts(row, 8),
+        quality=None if row[15] is None else float(row[15]),
+        quant_id=row[0],
+    )
+
+
+def _fuzzy_rows(reader: Reader, matcher: QueryMatcher) -> list[Any]:
+    """Every live analysed quant whose names match: the digit tokens filtered in SQL on
+    ``quants.search_text`` (NULL only when too long to index: the matcher decides those),
+    the rest by the matcher, on the same names ``quants search`` matches."""
+    where = [f"q.live = TRUE AND {_LIVE}"]
+    params: dict[str, Any] = {}
+    for i, tok in enumerate(matcher.required_substrings):
+        where.append(f"(q.search_text LIKE :tok{i} ESCAPE '\\' OR q.search_text IS NULL)")
+        params[f"tok{i}"] = f"%{escape_like(tok)}%"
+    sql = f"SELECT {_COLUMNS} FROM quants q JOIN repos r ON r.id = q.repo_pk WHERE "
+    return [
+        row
+        for row in reader.rows(sql + " AND ".join(where), params)
+        if matcher.matches_names(row[1], row[6], row[3], row[4], row[5])
+    ]
+
+
+def _exact_base(reader: Reader, query: str, matcher: QueryMatcher) -> tuple[str, list[Any]] | None:
+    """``(base, rows)`` when ``query`` names exactly one base model of the catalog (as
+    :func:`_pick_base` tests it) whose names hold every query token; None otherwise (then the
+    fuzzy scan decides: no such base, several, or a query this shortcut cannot prove).
+
+    The answer is the fuzzy path's: every row of that base matches the query (its base model
+    name alone holds each token), and no other base is an exact match, so :func:`_pick_base`
+    would choose it. ASCII only, so SQL's ``lower``/``LIKE`` and Python's agree.
+    """
+    wanted = query.strip().lower()
+    if not wanted or not wanted.isascii() or _NO_BASE.strip() in wanted:
+        return None
+    names = reader.rows(
+        "SELECT DISTINCT base_model FROM quants WHERE base_model IS NOT NULL"
+        " UNION SELECT DISTINCT base_model FROM repos WHERE base_model IS NOT NULL"
+    )
+    exact = {
+        str(b) for (b,) in names if b and (b.lower() == wanted or b.lower().endswith("/" + wanted))
+    }
+    if len(exact) != 1:
+        return None
+    base = exact.pop()
+    if not base.isascii() or not matcher.matches_names("", base, "", None, None):
+        return None
+    rows = reader.rows(
+        f"SELECT {_COLUMNS} FROM quants q JOIN repos r ON r.id = q.repo_pk"
+        f" WHERE {_LIVE} AND q.base_model = :base"
+        # Quants that inherit the repo's base model: SQLite keeps the left table of a CROSS
+        # JOIN outermost (repos by their base-model index, then each repo's quants); without
+        # it, it walks every live quant. PostgreSQL reads it as an inner join like any other.
+        f" UNION ALL SELECT {_COLUMNS} FROM repos r CROSS JOIN quants q"
+        f" WHERE q.repo_pk = r.id AND r.base_model = :base AND q.base_model IS NULL AND {_LIVE}",
+        {"base": base},
+    )
+    return (base, rows) if rows else None
 
 
 def _pick_base(query: str, bases: Sequence[str]) -> str:

@@ -11,11 +11,11 @@ left can rank higher; the coefficient JSON and tensor groups are loaded (by
   bound on its entries.
 * ``speed``, ``margin``, ``ctx`` (:data:`crawler.ranking.model.BOUNDED_SORTS`): the value needs the
   estimate, so candidates come in the order of an upper bound of it, given to ranking as
-  ``Candidate.bound_hint``: :func:`~crawler.ranking.bounds.speed_bound_sql`, the budget less
-  the memory lower bound, :func:`~crawler.ranking.bounds.ctx_bound_sql`. They depend on the
-  request, so the database computes them on ``ix_quants_search_computed``'s entries and returns
-  them a page at a time (a top-N sort per page, one index scan each; ranking usually stops in the
-  first).
+  ``Candidate.bound_hint``: :func:`~crawler.ranking.bounds.speed_bound_sql`,
+  :func:`~crawler.ranking.bounds.margin_bound_sql`, :func:`~crawler.ranking.bounds.ctx_bound_sql`.
+  They depend on the request, so the database computes them on ``ix_quants_search_computed``'s
+  entries and returns them a page at a time (a top-N sort per page, one index scan each; ranking
+  usually stops in the first).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from crawler.catalog.candidates import CANDIDATE_COLUMNS, JOINED, Where, bounded, candidate_from_row
 from crawler.catalog.reader import Reader, placeholders
 from crawler.fit import MemoryCoefficients
-from crawler.ranking.bounds import bound_sql, ctx_bound_sql, prefilter_terms, speed_bound_sql
+from crawler.ranking.bounds import ctx_bound_sql, margin_bound_sql, speed_bound_sql
 from crawler.ranking.model import (
     BOUNDED_SORTS,
     EARLY_STOP_SORTS,
@@ -122,18 +122,12 @@ def _computed_order(
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
     """(row, bound) by a bound the database computes per request: pages of quant ids in
     (bound, quality) order, then the rows of each page."""
-    if sort == "margin":
-        # Margin <= budget - lower bound; +1 byte absorbs the float sum's rounding.
-        key, params = bound_sql(spec, budget)
-        slack = float(budget.device_bytes - prefilter_terms(spec).constant + 1)
-        direction = "ASC"
-    else:
-        key, params = (ctx_bound_sql if sort == "ctx" else speed_bound_sql)(spec, budget)
-        direction = "DESC"
+    bounds = {"margin": margin_bound_sql, "ctx": ctx_bound_sql, "speed": speed_bound_sql}
+    key, params = bounds[sort](spec, budget)
     repo_join = " JOIN repos r ON r.id = q.repo_pk" if w.repo else ""
     head = (
         f"SELECT q.id, {key} AS bound_key FROM quants q{repo_join} WHERE {w.sql}"
-        f" ORDER BY bound_key {direction}, q.quality_score DESC NULLS LAST, q.id"
+        f" ORDER BY bound_key DESC, q.quality_score DESC NULLS LAST, q.id"
         " LIMIT :page_limit OFFSET :page_offset"
     )
     offset, size = 0, _FIRST_PAGE
@@ -150,8 +144,7 @@ def _computed_order(
             for qid, value in part:
                 if qid in found and qid not in sent:
                     sent.add(qid)
-                    bound = float(value)
-                    yield found[qid], (slack - bound if sort == "margin" else bound)
+                    yield found[qid], float(value)
         if len(page) < size:
             return
         offset, size = offset + size, size * 8

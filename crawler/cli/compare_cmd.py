@@ -12,7 +12,6 @@ from crawler.cli._ondemand import OfflineOpt, ensure_model
 
 if TYPE_CHECKING:
     from crawler.catalog.comparison import ComparedQuant, Comparison
-    from crawler.catalog.reader import Reader
 
 #: Table columns: (group name in the catalog, header).
 _GROUPS = (
@@ -61,16 +60,15 @@ def compare(
     with reading(settings.resolved_db_url) as reader:
         comparison = load_comparison(reader, query)
         if plot is not None:
-            _plot(plot, reader, comparison)
+            _plot(plot, comparison)
     if as_json:
         print_json(comparison_json(comparison))
         return
     typer.echo(_render(comparison))
 
 
-def _plot(path: Path, reader: Reader, c: Comparison) -> None:
+def _plot(path: Path, c: Comparison) -> None:
     """The model page's two charts of ``quants serve``, stacked in one SVG file."""
-    from crawler.catalog.quant_detail import quality_scores
     from crawler.charts import (
         ScatterPoint,
         heatmap_svg,
@@ -84,11 +82,8 @@ def _plot(path: Path, reader: Reader, c: Comparison) -> None:
         return f"{q.repo_id}: {q.quant_label or q.path}"
 
     rows = [(name(q), [(g.name, g.min_bits, g.max_bits) for g in q.groups]) for q in c.quants]
-    scores = quality_scores(reader, [(q.repo_id, q.path) for q in c.quants])
     points = [
-        ScatterPoint(name(q), q.size_bytes, s)
-        for q in c.quants
-        if (s := scores.get((q.repo_id, q.path))) is not None
+        ScatterPoint(name(q), q.size_bytes, q.quality) for q in c.quants if q.quality is not None
     ]
     charts = [
         heatmap_svg(quant_group_bits(rows), title=f"Bits per tensor group: {c.base_model}",

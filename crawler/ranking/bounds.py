@@ -30,7 +30,10 @@ __all__ = [
     "BoundTerms",
     "bound_sql",
     "ctx_bound_sql",
+    "ladder_savings_bytes",
     "lower_bound_bytes",
+    "margin_bound_sql",
+    "margin_upper_bound",
     "prefilter_terms",
     "speed_bound_sql",
 ]
@@ -62,6 +65,56 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     total += int(c.fixed_bytes_f16 * t.fixed_ratio)
     total += context_floor_per_ubatch(c) * t.ubatch
     return total + t.constant
+
+
+def margin_upper_bound(c: MemoryCoefficients, spec: RunSpec, budget: Budget) -> int:
+    """An upper bound of the margin (budget less the estimate) ``spec`` can give ``c``.
+
+    In general the budget less :func:`lower_bound_bytes`. With the default per-quant cache
+    (:func:`_ladder_margin_applies`) tighter: the search takes the first cache step that fits,
+    so either f16 fits (margin <= budget - the f16 lower bound), or f16 did not fit and a cheaper
+    step can free at most what its cache saves over f16 (:func:`ladder_savings_bytes`).
+    """
+    loose = budget.device_bytes - lower_bound_bytes(c, spec)
+    if not _ladder_margin_applies(spec, budget):
+        return loose
+    first = budget.device_bytes - lower_bound_bytes(c, _f16(spec))
+    return max(first, min(loose, ladder_savings_bytes(c, spec)))
+
+
+def ladder_savings_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
+    """At most how many bytes a cheaper cache step saves over f16/f16 (FA on, one sequence,
+    ubatch <= 512; crawler.fit.estimate): the K/V tensors shrink by the cheapest type's ratio
+    (n_ctx padded up to 256; SWA cells as in ``fixed_bytes_f16``; each tensor's 128-byte
+    alignment in the slack); the compute buffer only grows (FA's f16 copies of a quantized
+    cache) and the rest does not depend on the cache type."""
+    t = prefilter_terms(spec)
+    per_token, fixed = c.kv_bytes_per_token_f16, c.fixed_bytes_f16
+    return int((per_token * (t.ctx + 255) + fixed) * (1.0 - t.kv_ratio)) + _LADDER_SLACK
+
+
+#: Per-tensor alignment and rounding in :func:`ladder_savings_bytes` (far above 2 x 128 B x the
+#: cache tensors of any model).
+_LADDER_SLACK = 1 << 20
+
+
+def _f16(spec: RunSpec) -> RunSpec:
+    return dataclasses.replace(spec, auto_cache=False, type_k="f16", type_v="f16")
+
+
+def _ladder_margin_applies(spec: RunSpec, budget: Budget) -> bool:
+    """The per-quant cache ladder's margin bound holds: automatic cache, FA on (auto is on),
+    one slot, ubatch <= 512, everything on one GPU, MTP not required (crawler.fit.choose)."""
+    return (
+        spec.auto_cache
+        and not spec.mtp
+        and spec.flash_attn != "off"
+        and spec.parallel == 1
+        and spec.ubatch <= 512
+        and spec.tier == "gpu"
+        and spec.n_gpu_layers is None
+        and not budget.devices
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +202,27 @@ def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     return f"{fixed} + ({per_token}) * :bound_ctx", params
 
 
+def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
+    """(expression, params): :func:`margin_upper_bound` over the quants' columns, for
+    ``--sort margin`` (+1 byte absorbs the float sums' rounding)."""
+    t = prefilter_terms(spec)
+    fixed, per_token, params = _bound_terms(spec)
+    params.update(m_room=float(budget.device_bytes - t.constant + 1), m_ctx=float(t.ctx))
+    loose = f"(:m_room - ({fixed} + ({per_token}) * :m_ctx))"
+    if not _ladder_margin_applies(spec, budget):
+        return loose, params
+    f16_fixed, f16_per_token, f16_params = _bound_terms(_f16(spec), "_f16")
+    params.update(f16_params, m_save=1.0 - t.kv_ratio, m_pad=float(t.ctx + 255))
+    params["m_slack"] = float(_LADDER_SLACK + 1)
+    first = f"(:m_room - ({f16_fixed} + ({f16_per_token}) * :m_ctx))"
+    savings = (
+        "((COALESCE(q.fit_kv_per_token, 0) * :m_pad + COALESCE(q.fit_fixed_bytes, 0))"
+        " * :m_save + :m_slack)"
+    )
+    lower = f"(CASE WHEN {loose} < {savings} THEN {loose} ELSE {savings} END)"
+    return f"(CASE WHEN {first} > {lower} THEN {first} ELSE {lower} END)", params
+
+
 def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     """(expression, params): an upper bound of the largest context that fits
     (:func:`crawler.ranking.rank._with_max_ctx`), for ``--sort ctx``.
@@ -157,9 +231,35 @@ def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     ``fixed + n * (per_token + mask) <= budget - constants`` once ``n >= 512`` (the FA mask
     counts from there), so ``n <= max(512, room / (per_token + mask))``; and ``n`` is capped
     at the trained context (1 Mi tokens when unknown) or the requested one, whichever is larger.
+
+    With the per-quant cache ladder (as :func:`margin_upper_bound`): either f16 fits at the
+    requested context (the f16 bound), or a cheaper step was taken and then the context can grow
+    only until the K/V it adds (at least the cheapest type's ratio of f16 per token) uses up what
+    that step saved over f16 (:func:`ladder_savings_bytes`).
     """
+    expr, params = _ctx_bound(spec, budget, "")
+    if not _ladder_margin_applies(spec, budget):
+        return expr, params
     t = prefilter_terms(spec)
-    fixed, per_token, params = _bound_terms(spec)
+    f16_expr, f16_params = _ctx_bound(_f16(spec), budget, "_f16")
+    params.update(
+        f16_params,
+        cx_save=1.0 - t.kv_ratio,
+        cx_pad=float(t.ctx + 255),
+        cx_slack=float(_LADDER_SLACK),
+        cx_ratio=t.kv_ratio,
+        cx_ctx=float(t.ctx + 256),
+    )
+    kv = "COALESCE(q.fit_kv_per_token, 0)"
+    saved = f"(({kv} * :cx_pad + COALESCE(q.fit_fixed_bytes, 0)) * :cx_save + :cx_slack)"
+    reach = f"(CASE WHEN {kv} > 0 THEN :cx_ctx + {saved} / ({kv} * :cx_ratio) ELSE 1e300 END)"
+    lower = f"(CASE WHEN {expr} < {reach} THEN {expr} ELSE {reach} END)"
+    return f"(CASE WHEN {f16_expr} > {lower} THEN {f16_expr} ELSE {lower} END)", params
+
+
+def _ctx_bound(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict[str, Any]]:
+    t = prefilter_terms(spec)
+    fixed, per_token, params = _bound_terms(spec, sfx)
     cfg_ctx = float(t.ctx)
     params.update(
         ctx_room=float(budget.device_bytes - t.base_constant),
@@ -174,7 +274,7 @@ def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
         " ELSE CAST(q.fit_ctx_train AS DOUBLE PRECISION) END"
     )
     return (
-        f"CASE WHEN {room} < 512.0 THEN 512.0 WHEN {room} < {cap} THEN {room} ELSE {cap} END",
+        f"(CASE WHEN {room} < 512.0 THEN 512.0 WHEN {room} < {cap} THEN {room} ELSE {cap} END)",
         params,
     )
 
@@ -222,23 +322,29 @@ def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict
     }
 
 
-def _bound_terms(spec: RunSpec) -> tuple[str, str, dict[str, Any]]:
-    """(context-independent bytes, bytes per context token, params) of the lower bound."""
+def _bound_terms(spec: RunSpec, sfx: str = "") -> tuple[str, str, dict[str, Any]]:
+    """(context-independent bytes, bytes per context token, params) of the lower bound; ``sfx``
+    names its parameters apart when one statement holds two bounds."""
     t = prefilter_terms(spec)
     if _partial(spec):  # lower_bound_bytes: only the compute floor
         # (q.fit_weights_bytes * 0 keeps the bound NULL for unmodelled quants, as below)
-        fixed_sql = "q.fit_weights_bytes * 0.0 + COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch"
-        return fixed_sql, "0.0", {"bound_ubatch": float(t.ubatch)}
+        fixed_sql = (
+            f"q.fit_weights_bytes * 0.0 + COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch{sfx}"
+        )
+        return fixed_sql, "0.0", {f"bound_ubatch{sfx}": float(t.ubatch)}
     fixed = ["q.fit_weights_bytes"]
-    per_token = ["COALESCE(q.fit_kv_per_token, 0) * :bound_kv"]
-    params: dict[str, Any] = {"bound_kv": float(t.kv_ratio), "bound_fixed": float(t.fixed_ratio)}
+    per_token = [f"COALESCE(q.fit_kv_per_token, 0) * :bound_kv{sfx}"]
+    params: dict[str, Any] = {
+        f"bound_kv{sfx}": float(t.kv_ratio),
+        f"bound_fixed{sfx}": float(t.fixed_ratio),
+    }
     if _experts_on_gpu(spec):
         fixed.append("COALESCE(q.fit_expert_bytes, 0)")
     if spec.mtp:
         fixed.append("COALESCE(q.fit_mtp_bytes, 0)")
-        per_token.append("COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp")
-        params["bound_mtp"] = float(t.mtp_kv_ratio)
-    fixed.append("COALESCE(q.fit_fixed_bytes, 0) * :bound_fixed")
-    fixed.append("COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch")
-    params["bound_ubatch"] = float(t.ubatch)
+        per_token.append(f"COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp{sfx}")
+        params[f"bound_mtp{sfx}"] = float(t.mtp_kv_ratio)
+    fixed.append(f"COALESCE(q.fit_fixed_bytes, 0) * :bound_fixed{sfx}")
+    fixed.append(f"COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch{sfx}")
+    params[f"bound_ubatch{sfx}"] = float(t.ubatch)
     return " + ".join(fixed), " + ".join(per_token), params

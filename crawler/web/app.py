@@ -85,6 +85,9 @@ class Site:
         self._lock = threading.Lock()
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
+            # The templates ship in the package: compiled once per process, never re-checked
+            # (auto_reload stats every template of a page on every request).
+            auto_reload=False,
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )

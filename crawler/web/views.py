@@ -11,13 +11,13 @@ here: this module only arranges the library's answers for a template or a JSON b
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from crawler.catalog.reader import Reader
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
-    from crawler.catalog.comparison import ComparedQuant
     from crawler.catalog.quant_detail import QuantDetail
     from crawler.search import SearchRequest
 
@@ -38,50 +38,49 @@ def search_view(reader: Reader, req: SearchRequest) -> dict[str, Any]:
 
 
 def model_view(reader: Reader, query: str, *, chart: bool) -> dict[str, Any]:
-    """``quants compare --json`` for ``query``, plus (``chart``) the heatmap and the scatter."""
-    from crawler.catalog.comparison import comparison_json, load_comparison
-    from crawler.catalog.quant_detail import quality_scores
+    """``quants compare --json`` for ``query``, plus (``chart``) the heatmap and the scatter.
 
-    comparison = load_comparison(reader, query)
-    doc = comparison_json(comparison)
-    scores = quality_scores(reader, [(q.repo_id, q.path) for q in comparison.quants])
-    for item in doc["quants"]:
-        item["quality"] = scores.get((item["repo"], item["path"]))
-    if chart:
-        from crawler.charts import ScatterPoint, heatmap_svg, quant_group_bits, scatter_svg
+    With ``chart`` (the model page) only the quants the page shows are turned into JSON and
+    have their tensor groups loaded: a popular base model has thousands of quants, and loading
+    every one's groups took most of the page's seconds on the 200k-quant benchmark catalog.
+    """
+    from crawler.catalog.comparison import comparison_json, load_comparison, with_groups
 
-        # A popular base model has thousands of quants: the page's table and heatmap keep the
-        # best estimated ones (still smallest first), the scatter at most MAX_POINTS.
-        ranked = sorted(
-            range(len(comparison.quants)),
-            key=lambda i: -(scores.get(_key(comparison.quants[i])) or -1.0),
-        )
-        shown = sorted(ranked[:MAX_ROWS])
-        doc["total_quants"] = len(doc["quants"])
-        doc["quants"] = [doc["quants"][i] for i in shown]
-        kept = [comparison.quants[i] for i in shown]
-        rows = [
-            (_quant_name(q.repo_id, q.quant_label, q.path),
-             [(g.name, g.min_bits, g.max_bits) for g in q.groups])
-            for q in kept
-        ]  # fmt: skip
-        doc["heatmap_svg"] = heatmap_svg(
-            quant_group_bits(rows), title=f"Bits per tensor group: {comparison.base_model}",
-            row_axis="quant (uploader/repo: label)",
-        )  # fmt: skip
-        points = [
-            ScatterPoint(_quant_name(q.repo_id, q.quant_label, q.path), q.size_bytes, s)
-            for q in (comparison.quants[i] for i in sorted(ranked[:MAX_POINTS]))
-            if (s := scores.get(_key(q))) is not None
-        ]
-        doc["scatter_svg"] = scatter_svg(
-            points, title=f"Size vs estimated quality: {comparison.base_model}"
-        )
+    comparison = load_comparison(reader, query, groups=not chart)
+    if not chart:
+        doc = comparison_json(comparison)
+        for item, q in zip(doc["quants"], comparison.quants, strict=True):
+            item["quality"] = q.quality
+        return doc
+    from crawler.charts import ScatterPoint, heatmap_svg, quant_group_bits, scatter_svg
+
+    # The page's table and heatmap keep the best estimated quants (still smallest first), the
+    # scatter at most MAX_POINTS.
+    quants = comparison.quants
+    ranked = sorted(range(len(quants)), key=lambda i: -(quants[i].quality or -1.0))
+    kept = with_groups(reader, [quants[i] for i in sorted(ranked[:MAX_ROWS])])
+    doc = comparison_json(replace(comparison, quants=tuple(kept)))
+    for item, q in zip(doc["quants"], kept, strict=True):
+        item["quality"] = q.quality
+    doc["total_quants"] = len(quants)
+    rows = [
+        (_quant_name(q.repo_id, q.quant_label, q.path),
+         [(g.name, g.min_bits, g.max_bits) for g in q.groups])
+        for q in kept
+    ]  # fmt: skip
+    doc["heatmap_svg"] = heatmap_svg(
+        quant_group_bits(rows), title=f"Bits per tensor group: {comparison.base_model}",
+        row_axis="quant (uploader/repo: label)",
+    )  # fmt: skip
+    points = [
+        ScatterPoint(_quant_name(q.repo_id, q.quant_label, q.path), q.size_bytes, q.quality)
+        for q in (quants[i] for i in sorted(ranked[:MAX_POINTS]))
+        if q.quality is not None
+    ]
+    doc["scatter_svg"] = scatter_svg(
+        points, title=f"Size vs estimated quality: {comparison.base_model}"
+    )
     return doc
-
-
-def _key(q: ComparedQuant) -> tuple[str, str]:
-    return (q.repo_id, q.path)
 
 
 def _quant_name(repo_id: str, label: str | None, path: str) -> str:

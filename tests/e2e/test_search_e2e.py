@@ -432,6 +432,66 @@ def test_compare_with_an_ambiguous_query_lists_the_base_models(catalog_db):
     assert out.returncode == 2 and "several base models" in out.stderr
 
 
+def _compare_both_ways(db: str, monkeypatch) -> tuple[dict, dict, list[str]]:
+    """compare's answers for every base model's names with the exact-name shortcut and with
+    the fuzzy scan of every quant (the shortcut switched off), and the queries it took."""
+    from crawler.catalog import comparison
+    from crawler.catalog.comparison import load_comparison
+    from crawler.errors import UsageError
+    from crawler.query import QueryMatcher
+
+    def answer(reader, query):
+        try:
+            c = load_comparison(reader, query)
+        except UsageError as exc:
+            return str(exc)
+        return c.base_model, [(q.repo_id, q.path, q.quality, q.groups) for q in c.quants]
+
+    with Catalog.open(db) as catalog, catalog.reader() as reader:
+        bases = sorted({b for (b,) in reader.rows("SELECT base_model FROM repos") if b})
+        queries = [q for b in bases for q in (b, b.upper(), b.rsplit("/", 1)[-1], f" {b} ")] + [
+            "qwen3.6 27b",
+            "no-such-model-9b",
+        ]
+        shortcut = {q: answer(reader, q) for q in queries}
+        taken = [q for q in queries if comparison._exact_base(reader, q, QueryMatcher(q))]
+        with monkeypatch.context() as m:
+            m.setattr(comparison, "_exact_base", lambda *_: None)
+            scanned = {q: answer(reader, q) for q in queries}
+    assert len(bases) >= 2 and len(taken) >= len(bases)
+    assert sum(len(a[1]) for a in shortcut.values() if isinstance(a, tuple)) > 10
+    return shortcut, scanned, taken
+
+
+def test_compare_by_exact_base_name_answers_as_the_fuzzy_scan(any_catalog_db, monkeypatch):
+    # A query naming one base model exactly is read through the base-model indexes
+    # (comparison._exact_base); it must give exactly what the fuzzy scan of every quant gives,
+    # for each base model of the crawl, named in full, by its name after the owner, and in
+    # another case, and for queries that name none of them.
+    shortcut, scanned, _ = _compare_both_ways(any_catalog_db[0], monkeypatch)
+    assert shortcut == scanned
+
+
+def test_compare_shortcut_finds_quants_that_inherit_the_repos_base_model(
+    catalog_db, tmp_path, monkeypatch
+):
+    # A quant without its own base model belongs to its repo's: half the quants lose theirs
+    # (where it equals the repo's, so the names and the search text stay the same).
+    import shutil
+    import sqlite3
+
+    copy = tmp_path / "inherited.sqlite"
+    shutil.copy(catalog_db[0].removeprefix("sqlite:///"), copy)
+    with sqlite3.connect(copy) as conn:
+        changed = conn.execute(
+            "UPDATE quants SET base_model = NULL WHERE id % 2 = 0 AND base_model ="
+            " (SELECT r.base_model FROM repos r WHERE r.id = quants.repo_pk)"
+        ).rowcount
+    assert changed > 5
+    shortcut, scanned, _ = _compare_both_ways(f"sqlite:///{copy}", monkeypatch)
+    assert shortcut == scanned
+
+
 def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
     # The streamed search orders by quants.quality_score, stored at crawl time; it must be the
     # score crawler.quality computes from the loaded groups (what ranking shows), exactly.

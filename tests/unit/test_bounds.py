@@ -16,6 +16,8 @@ from crawler.ranking.bounds import (
     bound_sql,
     ctx_bound_sql,
     lower_bound_bytes,
+    margin_bound_sql,
+    margin_upper_bound,
     prefilter_terms,
     speed_bound_sql,
 )
@@ -77,6 +79,22 @@ def test_bound_sql_is_lower_bound_bytes(name, spec):
     expected = lower_bound_bytes(co, spec) - prefilter_terms(spec).constant
     assert in_sql == pytest.approx(expected, rel=1e-9, abs=2.0 * len(params))
     assert params["bound_limit"] == budget.device_bytes - prefilter_terms(spec).constant
+
+
+@pytest.mark.parametrize("name", sorted(COEFFICIENTS))
+@pytest.mark.parametrize(
+    "spec",
+    [*SPECS, RunSpec(ctx=262144, auto_cache=True, mtp_auto=True), RunSpec(auto_cache=True)],
+    ids=repr,
+)
+@pytest.mark.parametrize("gib", [8, 24, 80])
+def test_margin_bound_sql_is_margin_upper_bound(name, spec, gib):
+    co = COEFFICIENTS[name]
+    budget = Budget.from_gib(gib)
+    expr, params = margin_bound_sql(spec, budget)
+    expected = margin_upper_bound(co, spec, budget) + 1  # SQL adds a byte for float rounding
+    assert _sql_value(expr, params, _row(co)) == pytest.approx(expected, rel=1e-9, abs=64.0)
+    assert margin_upper_bound(co, spec, budget) <= budget.device_bytes - lower_bound_bytes(co, spec)
 
 
 @pytest.mark.parametrize("name", sorted(COEFFICIENTS))

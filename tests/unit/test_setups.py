@@ -298,3 +298,57 @@ def test_choose_config_is_the_first_trial_that_fits(coeffs, mode, budget_gib):
     assert got == expected
     if got is not None:
         assert est is not None and est.total <= budget and got.mtp == (mode != "off" and got.mtp)
+
+
+# --- the margin bound of --sort margin with the default per-quant cache ------------------------
+
+
+@pytest.mark.parametrize("mtp_auto", [True, False])
+def test_the_ladder_margin_bound_holds_for_every_measured_model(coeffs, mtp_auto):
+    """--sort margin streams quants by crawler.ranking.bounds.margin_upper_bound: the margin
+    ranking gives (first cache step that fits, MTP where usable) never exceeds it, and it is
+    tighter than the budget less the lower bound where a quant fits at f16."""
+    from crawler.ranking.bounds import lower_bound_bytes, margin_upper_bound
+    from crawler.ranking.model import Budget, RunSpec
+    from crawler.ranking.rank import rank_candidates
+    from tests.unit.rank_helpers import candidate
+
+    checked = tighter = stepped = 0
+    for name, co in sorted(coeffs.items()):
+        for ctx in (4096, 32768, 131072, 262144):
+            spec = RunSpec(ctx=ctx, auto_cache=True, mtp_auto=mtp_auto)
+            for gib in (2, 4, 6, 8, 12, 16, 20, 24, 32, 48, 80):
+                budget = Budget.from_gib(gib)
+                c = candidate(1, name, 1.0, coefficients=co, mtp=co.mtp_available)
+                results = rank_candidates([c], budget, spec).results
+                bound = margin_upper_bound(co, spec, budget)
+                if results:
+                    checked += 1
+                    assert results[0].margin_bytes <= bound, (name, ctx, gib)
+                    stepped += results[0].config.type_k != "f16"  # f16 did not fit
+                tighter += bound < budget.device_bytes - lower_bound_bytes(co, spec)
+    assert checked > 50 and tighter > 50 and stepped > 10
+
+
+@pytest.mark.parametrize("ctx", [None, 32768])
+def test_the_ladder_ctx_bound_holds_for_every_measured_model(coeffs, ctx):
+    """--sort ctx streams quants by crawler.ranking.bounds.ctx_bound_sql (evaluated here by
+    SQLite over the columns a crawl stores): no largest context ranking finds exceeds it."""
+    from crawler.ranking.bounds import ctx_bound_sql
+    from crawler.ranking.model import Budget, RunSpec
+    from crawler.ranking.rank import rank_candidates
+    from tests.unit.rank_helpers import candidate
+    from tests.unit.test_bounds import _row, _sql_value
+
+    checked = 0
+    for name, co in sorted(coeffs.items()):
+        spec = RunSpec(ctx=ctx, auto_cache=True, mtp_auto=True)
+        for gib in (2, 4, 6, 8, 12, 16, 24, 32, 48, 80):
+            budget = Budget.from_gib(gib)
+            c = candidate(1, name, 1.0, coefficients=co, mtp=co.mtp_available)
+            results = rank_candidates([c], budget, spec, sort="ctx").results
+            if results:
+                checked += 1
+                bound = _sql_value(*ctx_bound_sql(spec, budget), _row(co))
+                assert results[0].max_ctx <= bound, (name, gib, results[0].max_ctx, bound)
+    assert checked > 20
