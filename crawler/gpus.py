@@ -21,7 +21,9 @@ from crawler.errors import UsageError
 __all__ = [
     "GPU",
     "UNIFIED_GPU_FRACTION",
+    "DeviceSet",
     "GPUMatch",
+    "device_set",
     "load_gpus",
     "resolve_gpu",
     "resolve_gpus",
@@ -209,3 +211,50 @@ def resolve_gpu(query: str, gpus: tuple[GPU, ...] | None = None) -> GPUMatch:
         more = f" (+{len(winners) - 12} more)" if len(winners) > 12 else ""
         raise UsageError(f"GPU {query!r} is ambiguous: {choices}{more}; be more specific")
     return GPUMatch(gpu=winners[0], query=query, exact=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSet:
+    """Several GPUs as llama.cpp's layer split sees them: each device's name and memory, and
+    the ``-ts`` proportions (without ``-ts``, each device's memory: llama.cpp splits by free
+    memory, src/llama-model.cpp ``load_tensors``)."""
+
+    names: tuple[str, ...]
+    budgets: tuple[int, ...]  # bytes per device
+    split: tuple[float, ...]
+    matches: tuple[GPUMatch, ...]  # empty when given as --vram per device
+
+    @property
+    def bandwidth_gb_s(self) -> float | None:
+        """Layers run one device after the other: a token reads each device's share of the
+        weights at that device's bandwidth (the split's proportions stand in for the shares)."""
+        if not self.matches:
+            return None
+        total = sum(self.split)
+        return 1 / sum(
+            x / total / m.gpu.bandwidth_gb_s for x, m in zip(self.split, self.matches, strict=True)
+        )
+
+
+def device_set(
+    gpus: Sequence[str], vram_gib: float | None, split: Sequence[float] = ()
+) -> DeviceSet:
+    """The devices of ``--gpu`` (repeated, or ``2x NAME``), or of ``--vram`` per device with
+    ``-ts``; UsageError for a mix, a unified-memory device, or a split of the wrong length."""
+    matches = resolve_gpus(gpus)
+    if matches and vram_gib is not None:
+        raise UsageError("several GPUs: give --gpu per device, or --vram (per device) with -ts")
+    if any(m.gpu.unified for m in matches):
+        raise UsageError("several GPUs: unified-memory devices are not modelled")
+    if matches:
+        names = tuple(m.gpu.name for m in matches)
+        budgets = tuple(m.gpu.budget_bytes for m in matches)
+    elif vram_gib is not None and split:
+        names = (f"{vram_gib:g} GiB",) * len(split)
+        budgets = (int(vram_gib * GIB),) * len(split)
+    else:
+        raise UsageError("-ts needs --gpu (one per device) or --vram (per device)")
+    ts = tuple(split) or tuple(b / GIB for b in budgets)
+    if len(ts) != len(budgets):
+        raise UsageError(f"-ts needs {len(budgets)} proportions, one per device, not {len(ts)}")
+    return DeviceSet(names, budgets, ts, tuple(matches))

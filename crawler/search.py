@@ -17,7 +17,7 @@ from crawler.errors import NothingFits, UsageError
 from crawler.fit.devices import DeviceShare, parse_tensor_split
 from crawler.fit.setup import parse_ngl
 from crawler.fit.tiers import tier_of
-from crawler.gpus import GPUMatch, resolve_gpu, resolve_gpus
+from crawler.gpus import GPUMatch, device_set, resolve_gpu
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec, SearchOutcome
 from crawler.ranking.rank import rank_candidates
 
@@ -203,41 +203,21 @@ def _several_gpus(req: SearchRequest, names: list[str]) -> tuple[Budget, GPUMatc
             "several GPUs: every layer on the GPUs only (--tier partial, -ngl and --vision are"
             " modelled for one GPU)"
         )
-    matches = resolve_gpus(names)
-    if matches and req.vram_gib is not None:
-        raise UsageError("several GPUs: give --gpu per device, or --vram (per device) with -ts")
-    if matches:
-        if any(m.gpu.unified for m in matches):
-            raise UsageError("several GPUs: unified-memory devices are not modelled")
-        budgets = [m.gpu.budget_bytes for m in matches]
-    elif req.vram_gib is not None and req.tensor_split:
-        budgets = [int(req.vram_gib * GIB)] * len(req.tensor_split)
-    else:
-        raise UsageError("-ts needs --gpu (one per device) or --vram (per device)")
-    split = req.tensor_split or tuple(b / GIB for b in budgets)
-    if len(split) != len(budgets):
-        raise UsageError(f"-ts needs {len(budgets)} proportions, one per device, not {len(split)}")
+    ds = device_set(names, req.vram_gib, req.tensor_split)
+    budgets = ds.budgets
     headroom = int(req.headroom_gib * GIB)
     if headroom < 0 or headroom >= budgets[0]:
         raise UsageError("--headroom must be >= 0 and smaller than the first GPU's memory")
-    devices = (budgets[0] - headroom, *budgets[1:])
-    bandwidth = None
-    if matches:
-        # Layers run one device after the other: a token reads each device's share of the
-        # weights at that device's bandwidth (the split's proportions stand in for the shares).
-        shares = [x / sum(split) for x in split]
-        bandwidth = 1 / sum(p / m.gpu.bandwidth_gb_s for p, m in zip(shares, matches, strict=True))
-    label = " + ".join(m.gpu.name for m in matches) if matches else None
     budget = Budget(
         vram_bytes=sum(budgets),
         headroom_bytes=headroom,
         ram_bytes=None if req.ram_gib is None else int(req.ram_gib * GIB),
-        bandwidth_gb_s=bandwidth,
-        gpu_name=label or f"{len(budgets)} x {req.vram_gib:g} GiB",
-        devices=devices,
-        split=tuple(split),
+        bandwidth_gb_s=ds.bandwidth_gb_s,
+        gpu_name=" + ".join(ds.names),
+        devices=(budgets[0] - headroom, *budgets[1:]),
+        split=ds.split,
     )
-    return budget, matches[0] if matches else None
+    return budget, ds.matches[0] if ds.matches else None
 
 
 def search(reader: Reader, req: SearchRequest) -> SearchResult:

@@ -256,23 +256,12 @@ def _devices(
     vram: float | None,
 ) -> list[dict[str, Any]]:
     """Per-device shares of a layer split over ``--gpu`` (or ``--vram`` x ``-ts`` entries)."""
-    from crawler.errors import UsageError
     from crawler.fit.devices import estimate_devices, parse_tensor_split
-    from crawler.gpus import resolve_gpus
+    from crawler.gpus import device_set
 
-    matches = resolve_gpus(gpus)
-    names = [m.gpu.name for m in matches]
-    budgets = [m.gpu.budget_bytes for m in matches]
-    split = list(parse_tensor_split(tensor_split)) if tensor_split is not None else []
-    if not budgets:
-        if vram is None or not split:
-            raise UsageError("-ts needs --gpu (one per device) or --vram (per device)")
-        names = ["VRAM"] * len(split)
-        budgets = [int(vram * 1024**3)] * len(split)
-    if not split:
-        split = [b / 1024**3 for b in budgets]  # llama.cpp: by free memory
-    if len(split) != len(budgets):
-        raise UsageError(f"-ts needs {len(budgets)} proportions, one per device, not {len(split)}")
+    split = parse_tensor_split(tensor_split) if tensor_split is not None else ()
+    ds = device_set(gpus, vram, split)
+    names, budgets, split = ds.names, ds.budgets, ds.split
     shares = estimate_devices(coeffs, cfg, split, budgets)
     return [
         {"device": i, "name": names[i], "slots": [s.first, s.last], "total_bytes": s.total,
