@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from crawler.cli._app import JsonOpt, VramOpt, app
 
 if TYPE_CHECKING:
-    from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig
-    from crawler.fit.setup import Setup
-    from crawler.fit.vision import Projector
+    from crawler.estimating import EstimateReport
+    from crawler.fit import MemoryCoefficients, RunConfig
     from crawler.source import HeaderRead
 
 _CACHE_HELP = "KV cache type: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl."
@@ -109,9 +108,10 @@ def estimate_cmd(
     header); with --vram, say whether it fits, the largest context that does, and what fits."""
     from crawler.cli._output import print_json
     from crawler.config import Settings
-    from crawler.fit import RunConfig, coefficients, estimate, max_ctx
+    from crawler.errors import UsageError
+    from crawler.estimating import estimate_report
+    from crawler.fit import RunConfig
     from crawler.fit.notes import estimate_warnings
-    from crawler.ranking.model import Budget
     from crawler.source import read_target
 
     if plot is not None:
@@ -120,7 +120,6 @@ def estimate_cmd(
         check_plot_path(plot)
     settings = Settings.from_env()
     read = read_target(target, settings)
-    coeffs = coefficients(read.header)
     cfg = RunConfig(
         ctx=ctx,
         type_k=cache_type_k.lower(),
@@ -136,75 +135,24 @@ def estimate_cmd(
         n_cpu_moe=n_cpu_moe,
         model_path=read.source,
     )
-    est = estimate(coeffs, cfg)
-    for line in estimate_warnings(read.header, coeffs, cfg):
+    if mmproj is not None and no_mmproj:
+        raise UsageError("--mmproj and --no-mmproj exclude each other")
+    report = estimate_report(
+        read, cfg, n_gpu_layers=n_gpu_layers, mmproj=mmproj, vram_gib=vram, gpus=gpus or (),
+        tensor_split=tensor_split,
+    )  # fmt: skip
+    for line in estimate_warnings(read.header, report.coefficients, cfg):
         typer.echo(f"warning: {line}", err=True)
-    setup = _setup(coeffs, cfg, n_gpu_layers, mmproj, no_mmproj, vram)
-    data: dict[str, Any] = {
-        "source": read.source,
-        "architecture": coeffs.architecture,
-        "ctx": est.n_ctx,
-        "type_k": cfg.type_k,
-        "type_v": cfg.type_v,
-        "flash_attn": "on" if est.flash_attn else "off",
-        "parallel": cfg.parallel,
-        "mtp": cfg.mtp,
-        "bytes": est.bytes_dict(),
-        "host_bytes": est.host_bytes,
-        "command": _command(read, cfg),
-    }
-    if setup is not None:
-        import shlex
-
-        data.update(setup.to_json())
-        est = setup.as_fit_estimate()
-        args = shlex.split(data["command"])
-        if setup.offload.partial and "-ngl" in args:
-            args[args.index("-ngl") + 1] = str(setup.offload.n_gpu_layers)
-        if mmproj is not None:
-            args += ["--mmproj", mmproj]
-        data["command"] = shlex.join(args)
-    advice: list[tuple[str, FitEstimate]] = []
-    if vram is not None:
-        budget = Budget.from_gib(vram, headroom_gib=0).device_bytes
-        data["fits"] = est.total <= budget
-        data["margin_bytes"] = budget - est.total
-        # The largest context is the whole-GPU one; a partial offload keeps the asked context.
-        partial = setup is not None and setup.offload.partial
-        projector = setup.projector.total if setup is not None and setup.projector else 0
-        data["max_ctx"] = None if partial else max_ctx(coeffs, cfg, budget - projector)
-        if not data["fits"]:
-            advice = _what_fits(coeffs, cfg, budget)
-            data["alternatives"] = [
-                {"change": text, "bytes": alt.bytes_dict(), "command": _command(read, alt.config)}
-                for text, alt in advice
-            ]
-    if gpus and len(gpus) == 1 and not tensor_split and _apple(gpus[0]):
-        # Apple silicon: Metal buffers, the working-set budget, and the note (crawler.fit.apple).
-        from crawler.fit.apple import NOTE, metal_estimate
-        from crawler.gpus import resolve_gpu
-
-        est = metal_estimate(coeffs, cfg)
-        apple_budget = (
-            int(vram * 1024**3) if vram is not None else resolve_gpu(gpus[0]).gpu.budget_bytes
-        )
-        data.update(bytes=est.bytes_dict(), backend="metal", note=NOTE)
-        data["fits"] = est.total <= apple_budget
-        data["margin_bytes"] = apple_budget - est.total
-    elif gpus or tensor_split:
-        data["devices"] = _devices(coeffs, cfg, gpus or [], tensor_split, vram)
-        data["fits"] = all(d["fits"] for d in data["devices"])
     if plot is not None:
-        plot_budget = est.total + data["margin_bytes"] if "margin_bytes" in data else None
-        _plot(plot, read, coeffs, cfg, plot_budget)
+        budget = report.budget_bytes if not report.devices else None
+        _plot(plot, read, report.coefficients, cfg, budget)
     if as_json:
-        print_json(data)
+        print_json(report.to_json())
     else:
-        typer.echo(_render(read, coeffs, est, data, advice))
-        if "note" in data:
-            typer.echo(f"note: {data['note']}", err=True)
-
-    if vram is not None and data.get("max_ctx") == 0:
+        typer.echo(_render(report))
+        for note in report.notes:
+            typer.echo(f"note: {note}", err=True)
+    if report.max_ctx == 0:
         # Not even one token fits: the "nothing fits" exit code (README, Exit codes).
         raise typer.Exit(3)
 
@@ -223,144 +171,12 @@ def _plot(
     typer.echo(f"wrote {path}", err=True)
 
 
-def _setup(
-    coeffs: MemoryCoefficients,
-    cfg: RunConfig,
-    n_gpu_layers: str,
-    mmproj: str | None,
-    no_mmproj: bool,
-    vram: float | None,
-) -> Setup | None:
-    """The partial-offload / vision view of ``cfg`` (crawler.fit.setup), None for the default."""
-    from crawler.errors import UsageError
-    from crawler.fit.setup import parse_ngl, resolve_setup
-    from crawler.ranking.model import Budget
-
-    if mmproj is not None and no_mmproj:
-        raise UsageError("--mmproj and --no-mmproj exclude each other")
-    ngl = parse_ngl(n_gpu_layers)
-    if ngl == "all" and mmproj is None:
-        return None
-    budget = Budget.from_gib(vram, headroom_gib=0).device_bytes if vram is not None else None
-    projector = None
-    if mmproj is not None:
-        projector = _projector_from_file(mmproj)
-    return resolve_setup(coeffs, cfg, ngl, budget, projector)
-
-
-def _devices(
-    coeffs: MemoryCoefficients,
-    cfg: RunConfig,
-    gpus: list[str],
-    tensor_split: str | None,
-    vram: float | None,
-) -> list[dict[str, Any]]:
-    """Per-device shares of a layer split over ``--gpu`` (or ``--vram`` x ``-ts`` entries)."""
-    from crawler.fit.devices import estimate_devices, parse_tensor_split
-    from crawler.gpus import device_set
-
-    split = parse_tensor_split(tensor_split) if tensor_split is not None else ()
-    ds = device_set(gpus, vram, split)
-    names, budgets, split = ds.names, ds.budgets, ds.split
-    shares = estimate_devices(coeffs, cfg, split, budgets)
-    return [
-        {"device": i, "name": names[i], "slots": [s.first, s.last], "total_bytes": s.total,
-         "budget_bytes": s.budget, "margin_bytes": s.margin, "fits": s.margin >= 0,
-         "static_bytes": s.static, "compute_bytes": s.compute, "overhead_bytes": s.overhead}
-        for i, s in enumerate(shares)
-    ]  # fmt: skip
-
-
-def _apple(name: str) -> bool:
-    from crawler.gpus import resolve_gpu
-
-    return resolve_gpu(name).gpu.kind == "apple"
-
-
-def _projector_from_file(path: str) -> Projector:
-    """The projector of a local mmproj file (only its header is read)."""
-    from pathlib import Path
-
-    from crawler.errors import UsageError
-    from crawler.fit.vision import projector
-    from crawler.gguf import read_header
-    from crawler.source import FileReader
-
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"--mmproj: no such file {path!r}")
-    reader = FileReader(p)
-    try:
-        return projector(read_header(reader, file_size=p.stat().st_size, source=str(p)))
-    finally:
-        reader.close()
-
-
-def _command(read: HeaderRead, cfg: RunConfig) -> str:
-    """The llama-server command for ``cfg`` that loads this target: a local path as ``-m``, a URL
-    as ``-mu`` (common/arg.cpp ``--model-url``), a Hub file as ``-hf``
-    (crawler.ranking.commands)."""
-    import shlex
-
-    from crawler.fit import command
-    from crawler.labels import parse_quant_label
-    from crawler.ranking.commands import llama_server_command
-
-    if read.repo_id is not None:
-        path = read.shards[0] if read.shards else read.file_name
-        label = parse_quant_label(path)
-        return llama_server_command(
-            read.repo_id, path, label.text if label else None, cfg, read.repo_files
-        )
-    text = command(cfg)
-    if read.source.startswith(("http://", "https://")):
-        args = shlex.split(text)
-        args[args.index("-m")] = "-mu"
-        text = shlex.join(args)
-    return text
-
-
-def _what_fits(
-    coeffs: MemoryCoefficients, cfg: RunConfig, budget: int
-) -> list[tuple[str, FitEstimate]]:
-    """Settings that reach the same context within the budget, least lossy first."""
-    from crawler.errors import InvalidConfig
-    from crawler.fit import cheapest_cache_for, estimate
-
-    out: list[tuple[str, FitEstimate]] = []
-    best = cheapest_cache_for(coeffs, cfg, budget, cfg.ctx)
-    if best is not None:
-        change = f"-ctk {best.type_k} -ctv {best.type_v}"
-        if best.mtp and (best.type_k_draft, best.type_v_draft) != ("f16", "f16"):
-            change += f" -ctkd {best.type_k_draft} -ctvd {best.type_v_draft}"
-        out.append((change, estimate(coeffs, best)))
-    if cfg.mtp:
-        try:
-            no_mtp = cheapest_cache_for(coeffs, cfg.replace(mtp=False), budget, cfg.ctx)
-        except InvalidConfig:
-            no_mtp = None
-        if no_mtp is not None:
-            text = f"without MTP, -ctk {no_mtp.type_k} -ctv {no_mtp.type_v}"
-            out.append((text, estimate(coeffs, no_mtp)))
-    if coeffs.expert_bytes and not cfg.cpu_moe:
-        moe = cfg.replace(cpu_moe=True, n_cpu_moe=0)
-        alt = estimate(coeffs, moe)
-        if alt.total <= budget:
-            out.append(("--cpu-moe (experts in host memory)", alt))
-    return out
-
-
-def _render(
-    read: HeaderRead,
-    coeffs: MemoryCoefficients,
-    est: FitEstimate,
-    data: dict[str, Any],
-    advice: list[tuple[str, FitEstimate]],
-) -> str:
+def _render(report: EstimateReport) -> str:
     from crawler.cli._output import format_table, human_bytes, safe_text
     from crawler.fit.notes import host_note, kv_note
 
-    cfg = est.config
+    coeffs, est = report.coefficients, report.estimate
+    cfg = report.config
     notes = {
         "weights": host_note(coeffs, est, human_bytes),
         "kv": kv_note(coeffs, est),
@@ -372,37 +188,52 @@ def _render(
         "overhead": "CUDA context, kernels, cuBLAS/pool (fitted model)",
         "total": "",
     }
+    if report.setup is not None and report.setup.offload.partial:
+        o = report.setup.offload
+        notes["total"] = f"GPU share: -ngl {o.n_gpu_layers} of {o.n_slots} layers"
     rows = [(k, human_bytes(v), notes[k]) for k, v in est.bytes_dict().items()]
     head = (
-        f"{safe_text(read.source)}  [{safe_text(coeffs.architecture or '-')}]  ctx {est.n_ctx}"
-        f"  FA {'on' if est.flash_attn else 'off'}  np {cfg.parallel or 'auto (4, unified)'}"
-        f"  MTP {'on' if cfg.mtp else 'off'}"
+        f"{safe_text(report.read.source)}  [{safe_text(coeffs.architecture or '-')}]"
+        f"  ctx {est.n_ctx}  FA {'on' if est.flash_attn else 'off'}"
+        f"  np {cfg.parallel or 'auto (4, unified)'}  MTP {'on' if cfg.mtp else 'off'}"
     )
     lines = [head, "", format_table(("component", "size", "note"), rows, align_right=("size",))]
-    if "fits" in data:
-        budget = est.total + data["margin_bytes"]
-        verdict = "fits" if data["fits"] else "does NOT fit"
-        largest = (
-            f"largest context at these settings: {data['max_ctx']}"
-            if data["max_ctx"]
-            else "it does not fit at any context at these settings"
+    if report.setup is not None:
+        lines.append(f"host memory: {human_bytes(report.setup.offload.host_bytes)}")
+    for d in report.devices:
+        verdict = "fits" if d.margin >= 0 else "does NOT fit"
+        name = safe_text(report.device_names[d.index])
+        lines.append(
+            f"GPU{d.index} {name}: layers {d.first}-{d.last - 1},"
+            f" {human_bytes(d.total)} of {human_bytes(d.budget)}: {verdict}"
         )
+    if report.fits is not None and report.margin_bytes is not None:
+        assert report.budget_bytes is not None
+        verdict = "fits" if report.fits else "does NOT fit"
+        if report.max_ctx is None:
+            largest = f"-ngl {report.setup.offload.n_gpu_layers if report.setup else '?'} keeps ctx"
+            largest += f" {cfg.ctx} (the largest context is computed for all layers on the GPU)"
+        elif report.max_ctx:
+            largest = f"largest context at these settings: {report.max_ctx}"
+        else:
+            largest = "it does not fit at any context at these settings"
+        tightest = ", tightest device" if report.devices else ""
         lines += [
             "",
-            f"budget {human_bytes(budget)}: {verdict}, margin {_signed(data['margin_bytes'])};"
-            f" {largest}",
+            f"budget {human_bytes(report.budget_bytes)}: {verdict}, margin"
+            f" {_signed(report.margin_bytes)}{tightest}; {largest}",
         ]
-        if advice:
+        if report.alternatives:
             lines.append(f"fits at ctx {cfg.ctx} with:")
-            for text, alt in advice:
+            for text, alt in report.alternatives:
                 lines.append(
                     f"  {text}: total {human_bytes(alt.total)}"
                     f" (kv {human_bytes(alt.kv + alt.mtp_kv)}, compute {human_bytes(alt.compute)})"
                 )
-                lines.append(f"    {safe_text(_command(read, alt.config))}")
-        elif not data["fits"]:
+                lines.append(f"    {safe_text(report.command_for(alt.config))}")
+        elif not report.fits and not report.devices and report.max_ctx is not None:
             lines.append(f"no cache setting reaches ctx {cfg.ctx} within the budget")
-    lines += ["", safe_text(data["command"])]
+    lines += ["", safe_text(report.command)]
     return "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ from crawler.fit.cache import cache_type, pad
 from crawler.fit.coefficients import MemoryCoefficients
 from crawler.fit.estimate import FitEstimate, RunConfig, estimate
 
-__all__ = ["METAL_ALIGNMENT", "NOTE", "metal_estimate"]
+__all__ = ["METAL_ALIGNMENT", "NOTE", "metal_estimate", "metal_max_ctx"]
 
 METAL_ALIGNMENT = 32
 NOTE = "not measured on this backend (Metal): modelled from llama.cpp's source and CUDA figures"
@@ -49,3 +49,25 @@ def metal_estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
             if width:
                 kv += g.count * pad(t.row_bytes(width) * cells * cuda.n_stream, METAL_ALIGNMENT)
     return dataclasses.replace(cuda, weights=weights, kv=kv, overhead=0)
+
+
+def metal_max_ctx(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int) -> int:
+    """The largest context whose Metal estimate fits ``budget_bytes`` (0 if none): it grows with
+    the context as the CUDA one does, so a binary search finds it."""
+
+    def fits(ctx: int) -> bool:
+        return metal_estimate(c, cfg.replace(ctx=ctx)).total <= budget_bytes
+
+    hi = max(c.n_ctx_train or 1 << 20, cfg.ctx)
+    if not fits(1):
+        return 0
+    if fits(hi):
+        return hi
+    lo = 1
+    while hi - lo > 1:  # invariant: lo fits, hi does not
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

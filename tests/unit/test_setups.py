@@ -237,7 +237,7 @@ def test_the_per_device_maximum_decides_the_fit(coeffs, split, budget_mib):
         assert any(s.total > budget for s in shares)
 
 
-def test_estimate_several_gpus_json(models):
+def test_estimate_several_gpus_json(models, coeffs):  # coeffs writes the models
     doc = _estimate(models / "qwen36-27b.gguf", "-c", "65536", "-ctk", "q4_0", "-ctv", "q4_0",
                     "--gpu", "2x 3090", "-ts", "3,1")  # fmt: skip
     devs = doc["devices"]
@@ -245,6 +245,38 @@ def test_estimate_several_gpus_json(models):
     assert devs[0]["slots"][1] == devs[1]["slots"][0] and devs[1]["slots"][1] == 66
     assert devs[0]["total_bytes"] > devs[1]["total_bytes"]  # 3:1
     assert doc["fits"] == all(d["fits"] for d in devs)
+
+
+@pytest.mark.parametrize(
+    ("args", "says", "code"),
+    [
+        (("--gpu", "3090"), "budget 24.00 GiB: fits", 0),
+        (("--gpu", "m4 max"), "largest context at these settings", 0),
+        (("--gpu", "2x 3090"), "tightest device", 0),
+        (("--vram", "24", "-ts", "1,1"), "GPU1 24 GiB: layers", 0),
+        (("-ngl", "16", "--vram", "8"), "-ngl 16 keeps ctx 32768", 0),
+        (("--vram", "2"), "it does not fit at any context", 3),  # the "nothing fits" code
+    ],
+)
+def test_estimate_text_answers_every_budget_shape(models, coeffs, args, says, code):
+    """The table and verdict for one GPU by name, a Mac, several GPUs and a partial offload."""
+    out = subprocess.run(
+        [sys.executable, "-m", "crawler", "estimate", str(models / "llama8b.gguf"), "-c", "32768",
+         *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == code, out.stderr
+    assert says in out.stdout and "Traceback" not in out.stderr
+
+
+def test_estimate_budget_from_one_gpu_and_a_partial_offload_json(models, coeffs):
+    path = models / "llama8b.gguf"
+    one = _estimate(path, "-c", "32768", "--gpu", "3090")
+    assert one["budget_bytes"] == 24 * 1024**3 and one["fits"]
+    assert one["max_ctx"] == coeffs["llama8b"].n_ctx_train  # it reaches the trained context
+    part = _estimate(path, "-c", "32768", "-ngl", "16", "--vram", "8")
+    assert part["tier"] == "partial" and part["max_ctx"] is None and "-ngl 16" in part["command"]
+    assert part["margin_bytes"] == 8 * 1024**3 - part["bytes"]["total"]
 
 
 # --- Apple silicon (modelled only) ---------------------------------------------------------------
@@ -262,7 +294,7 @@ def test_metal_buffers_have_no_row_padding_and_no_cuda_context(coeffs, model):
     assert metal.compute == cuda.compute
 
 
-def test_estimate_on_a_mac_says_it_is_not_measured(models):
+def test_estimate_on_a_mac_says_it_is_not_measured(models, coeffs):
     doc = _estimate(models / "llama8b.gguf", "-c", "32768", "--gpu", "m4 max")
     assert doc["backend"] == "metal" and "not measured" in doc["note"]
     assert doc["bytes"]["overhead"] == 0

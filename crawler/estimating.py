@@ -1,0 +1,283 @@
+"""``quants estimate`` as a library call: one GGUF, one llama-server configuration, one budget.
+
+Orchestration over the pure memory model (:mod:`crawler.fit`): the single-GPU estimate, the
+setups beyond it (``-ngl``, a vision projector: :mod:`crawler.fit.setup`; several GPUs:
+:mod:`crawler.fit.devices`; Apple's Metal: :mod:`crawler.fit.apple`), the verdict against a
+budget (``--vram``, or a GPU's memory), the largest context and the settings that would fit.
+The CLI renders :class:`EstimateReport`; its :meth:`~EstimateReport.to_json` is ``estimate
+--json``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crawler.errors import InvalidConfig, UsageError
+from crawler.fit import (
+    FitEstimate,
+    MemoryCoefficients,
+    RunConfig,
+    cheapest_cache_for,
+    command,
+    estimate,
+    max_ctx,
+)
+from crawler.fit.devices import DeviceShare, estimate_devices, max_ctx_split, parse_tensor_split
+from crawler.fit.setup import Setup, parse_ngl, resolve_setup
+from crawler.fit.vision import Projector, projector
+from crawler.gpus import device_set, resolve_gpus
+from crawler.labels import parse_quant_label
+from crawler.ranking.commands import llama_server_command
+from crawler.source import HeaderRead
+
+__all__ = ["EstimateReport", "estimate_report", "projector_from_file", "target_command"]
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateReport:
+    """What ``quants estimate`` answers (``budget_bytes`` None: no budget was given)."""
+
+    read: HeaderRead
+    coefficients: MemoryCoefficients
+    config: RunConfig
+    estimate: FitEstimate  # device bytes as shown: the GPU's share with -ngl, Metal's on Apple
+    command: str
+    setup: Setup | None = None  # -ngl below all / a projector
+    budget_bytes: int | None = None  # one device: its budget; several: their sum
+    max_ctx: int | None = None  # None: not computed (partial offload keeps the asked context)
+    devices: tuple[DeviceShare, ...] = ()
+    device_names: tuple[str, ...] = ()
+    alternatives: tuple[tuple[str, FitEstimate], ...] = ()
+    backend: str | None = None  # "metal" on Apple silicon
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def margin_bytes(self) -> int | None:
+        """Budget left (several GPUs: the tightest device's); None without a budget."""
+        if self.devices:
+            return min(d.margin for d in self.devices)
+        if self.budget_bytes is None:
+            return None
+        return self.budget_bytes - self.estimate.total
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether it fits (every device); None without a budget."""
+        margin = self.margin_bytes
+        return None if margin is None else margin >= 0
+
+    def to_json(self) -> dict[str, Any]:
+        """``estimate --json`` (README: estimate)."""
+        est, cfg = self.estimate, self.config
+        data: dict[str, Any] = {
+            "source": self.read.source,
+            "architecture": self.coefficients.architecture,
+            "ctx": est.n_ctx,
+            "type_k": cfg.type_k,
+            "type_v": cfg.type_v,
+            "flash_attn": "on" if est.flash_attn else "off",
+            "parallel": cfg.parallel,
+            "mtp": cfg.mtp,
+            "bytes": est.bytes_dict(),
+            "host_bytes": est.host_bytes,
+            "command": self.command,
+        }
+        if self.setup is not None:
+            data.update(self.setup.to_json())
+        if self.backend is not None:
+            data.update(backend=self.backend)
+        if self.notes:
+            data["note"] = "; ".join(self.notes)
+        if self.fits is not None:
+            data.update(
+                fits=self.fits,
+                margin_bytes=self.margin_bytes,
+                budget_bytes=self.budget_bytes,
+                max_ctx=self.max_ctx,
+            )
+        if self.devices:
+            data["devices"] = [
+                {"device": d.index, "name": self.device_names[d.index], "slots": [d.first, d.last],
+                 "total_bytes": d.total, "budget_bytes": d.budget, "margin_bytes": d.margin,
+                 "fits": d.margin >= 0, "static_bytes": d.static, "compute_bytes": d.compute,
+                 "overhead_bytes": d.overhead}
+                for d in self.devices
+            ]  # fmt: skip
+        if self.alternatives:
+            data["alternatives"] = [
+                {"change": text, "bytes": alt.bytes_dict(), "command": self.command_for(alt.config)}
+                for text, alt in self.alternatives
+            ]
+        return data
+
+    def command_for(self, cfg: RunConfig) -> str:
+        """The llama-server command of another configuration of the same file."""
+        return target_command(self.read, cfg)
+
+
+def estimate_report(
+    read: HeaderRead,
+    cfg: RunConfig,
+    *,
+    n_gpu_layers: str = "all",
+    mmproj: str | None = None,
+    vram_gib: float | None = None,
+    gpus: Sequence[str] = (),
+    tensor_split: str | None = None,
+) -> EstimateReport:
+    """The estimate of ``read`` run with ``cfg`` (``-ngl``, ``--mmproj``), against ``--vram`` or
+    the ``--gpu`` devices (one GPU's memory, Apple's working set, or several GPUs' layer split;
+    ``--vram`` wins for one GPU and is per device with ``-ts``)."""
+    from crawler.fit import coefficients
+
+    coeffs = coefficients(read.header)
+    est = estimate(coeffs, cfg)
+    matches = resolve_gpus(gpus)
+    several = len(matches) > 1 or tensor_split is not None
+    if vram_gib is not None and vram_gib <= 0:
+        raise UsageError("--vram must be positive")
+    one_gpu = matches[0] if len(matches) == 1 and not several else None
+    apple = one_gpu is not None and one_gpu.gpu.kind == "apple"
+    budget: int | None = None
+    if vram_gib is not None and not several:
+        budget = int(vram_gib * GIB)
+    elif one_gpu is not None:
+        budget = one_gpu.gpu.budget_bytes
+    ngl = parse_ngl(n_gpu_layers)
+    if (several or apple) and (ngl != "all" or mmproj is not None):
+        raise UsageError(
+            "-ngl and --mmproj are modelled for one CUDA GPU: leave them out with several GPUs"
+            " or Apple silicon"
+        )
+    setup = None
+    if ngl != "all" or mmproj is not None:
+        proj = projector_from_file(mmproj) if mmproj is not None else None
+        setup = resolve_setup(coeffs, cfg, ngl, budget, proj)
+    text = target_command(read, cfg)
+    report = EstimateReport(read, coeffs, cfg, est, text)
+    if setup is not None:
+        report = _with_setup(report, setup, mmproj)
+    if apple:
+        from crawler.fit.apple import NOTE, metal_estimate
+
+        metal = metal_estimate(coeffs, cfg)
+        report = _replace(report, estimate=metal, backend="metal", notes=(NOTE,))
+    if several:
+        return _several(report, gpus, vram_gib, tensor_split)
+    if budget is None:
+        return report
+    room = budget - (setup.projector.total if setup is not None and setup.projector else 0)
+    partial = setup is not None and setup.offload.partial
+    # The largest context of the whole-GPU run; a partial offload keeps the asked context.
+    largest = None if partial or apple else max_ctx(coeffs, cfg, room)
+    if apple:
+        from crawler.fit.apple import metal_max_ctx
+
+        largest = metal_max_ctx(coeffs, cfg, budget)
+    report = _replace(report, budget_bytes=budget, max_ctx=largest)
+    if report.fits is False and not apple and not partial:
+        report = _replace(report, alternatives=tuple(_what_fits(coeffs, cfg, room)))
+    return report
+
+
+def _with_setup(report: EstimateReport, setup: Setup, mmproj: str | None) -> EstimateReport:
+    args = shlex.split(report.command)
+    if setup.offload.partial and "-ngl" in args:
+        args[args.index("-ngl") + 1] = str(setup.offload.n_gpu_layers)
+    if mmproj is not None:
+        args += ["--mmproj", mmproj]
+    return _replace(report, setup=setup, estimate=setup.as_fit_estimate(), command=shlex.join(args))
+
+
+def _several(
+    report: EstimateReport, gpus: Sequence[str], vram_gib: float | None, tensor_split: str | None
+) -> EstimateReport:
+    """Several GPUs: every device's share, the tightest decides; the command carries ``-ts``."""
+    split = parse_tensor_split(tensor_split) if tensor_split is not None else ()
+    ds = device_set(gpus, vram_gib, split)
+    c, cfg = report.coefficients, report.config
+    shares = tuple(estimate_devices(c, cfg, ds.split, ds.budgets))
+    cap = max(c.n_ctx_train or (1 << 20), cfg.ctx)
+    largest = max_ctx_split(c, cfg, ds.split, ds.budgets, limit=cap)
+    text = report.command + " -ts " + ",".join(f"{x:g}" for x in ds.split)
+    return _replace(
+        report,
+        budget_bytes=sum(ds.budgets),
+        max_ctx=largest,
+        devices=shares,
+        device_names=ds.names,
+        command=text,
+        notes=(*report.notes, "several GPUs: modelled from llama.cpp's source, not measured"),
+    )
+
+
+def _replace(report: EstimateReport, **changes: Any) -> EstimateReport:
+    import dataclasses
+
+    return dataclasses.replace(report, **changes)
+
+
+def _what_fits(
+    coeffs: MemoryCoefficients, cfg: RunConfig, budget: int
+) -> list[tuple[str, FitEstimate]]:
+    """Settings that reach the same context within the budget, least lossy first."""
+    out: list[tuple[str, FitEstimate]] = []
+    best = cheapest_cache_for(coeffs, cfg, budget, cfg.ctx)
+    if best is not None:
+        change = f"-ctk {best.type_k} -ctv {best.type_v}"
+        if best.mtp and (best.type_k_draft, best.type_v_draft) != ("f16", "f16"):
+            change += f" -ctkd {best.type_k_draft} -ctvd {best.type_v_draft}"
+        out.append((change, estimate(coeffs, best)))
+    if cfg.mtp:
+        try:
+            no_mtp = cheapest_cache_for(coeffs, cfg.replace(mtp=False), budget, cfg.ctx)
+        except InvalidConfig:
+            no_mtp = None
+        if no_mtp is not None:
+            text = f"without MTP, -ctk {no_mtp.type_k} -ctv {no_mtp.type_v}"
+            out.append((text, estimate(coeffs, no_mtp)))
+    if coeffs.expert_bytes and not cfg.cpu_moe:
+        moe = cfg.replace(cpu_moe=True, n_cpu_moe=0)
+        alt = estimate(coeffs, moe)
+        if alt.total <= budget:
+            out.append(("--cpu-moe (experts in host memory)", alt))
+    return out
+
+
+def target_command(read: HeaderRead, cfg: RunConfig) -> str:
+    """The llama-server command for ``cfg`` that loads this target: a local path as ``-m``, a URL
+    as ``-mu`` (common/arg.cpp ``--model-url``), a Hub file as ``-hf``
+    (crawler.ranking.commands)."""
+    if read.repo_id is not None:
+        path = read.shards[0] if read.shards else read.file_name
+        label = parse_quant_label(path)
+        return llama_server_command(
+            read.repo_id, path, label.text if label else None, cfg, read.repo_files
+        )
+    text = command(cfg)
+    if read.source.startswith(("http://", "https://")):
+        args = shlex.split(text)
+        args[args.index("-m")] = "-mu"
+        text = shlex.join(args)
+    return text
+
+
+def projector_from_file(path: str) -> Projector:
+    """The projector of a local mmproj file (only its header is read)."""
+    from crawler.gguf import read_header
+    from crawler.source import FileReader
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"--mmproj: no such file {path!r}")
+    reader = FileReader(p)
+    try:
+        return projector(read_header(reader, file_size=p.stat().st_size, source=str(p)))
+    finally:
+        reader.close()
