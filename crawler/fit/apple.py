@@ -22,7 +22,7 @@ import dataclasses
 
 from crawler.fit.cache import cache_type, pad
 from crawler.fit.coefficients import MemoryCoefficients
-from crawler.fit.estimate import FitEstimate, RunConfig, estimate
+from crawler.fit.estimate import FitEstimate, RunConfig, estimate, largest_fitting
 
 __all__ = ["METAL_ALIGNMENT", "NOTE", "metal_estimate", "metal_max_ctx"]
 
@@ -55,19 +55,7 @@ def metal_max_ctx(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int) -> i
     """The largest context whose Metal estimate fits ``budget_bytes`` (0 if none): it grows with
     the context as the CUDA one does, so a binary search finds it."""
 
-    def fits(ctx: int) -> bool:
-        return metal_estimate(c, cfg.replace(ctx=ctx)).total <= budget_bytes
-
     hi = max(c.n_ctx_train or 1 << 20, cfg.ctx)
-    if not fits(1):
-        return 0
-    if fits(hi):
-        return hi
-    lo = 1
-    while hi - lo > 1:  # invariant: lo fits, hi does not
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return largest_fitting(
+        lambda ctx: metal_estimate(c, cfg.replace(ctx=ctx)).total <= budget_bytes, hi
+    )

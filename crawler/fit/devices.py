@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from crawler.errors import InvalidConfig, UsageError
 from crawler.fit.choose import MtpMode, trials
 from crawler.fit.coefficients import MemoryCoefficients
-from crawler.fit.estimate import FitEstimate, RunConfig, estimate
+from crawler.fit.estimate import FitEstimate, RunConfig, estimate, largest_fitting
 from crawler.fit.offload import estimate_offload, n_slots
 
 __all__ = [
@@ -188,18 +188,6 @@ def max_ctx_split(
     """The largest context at which every device fits (0 if none does): every device's bytes
     grow with the context, so a binary search finds it, as :func:`crawler.fit.max_ctx` does."""
 
-    def fits(ctx: int) -> bool:
-        return fits_all(estimate_devices(c, cfg.replace(ctx=ctx), split, budgets))
-
-    if not fits(1):
-        return 0
-    lo, hi = 1, limit
-    if fits(hi):
-        return hi
-    while hi - lo > 1:  # invariant: lo fits, hi does not
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return largest_fitting(
+        lambda ctx: fits_all(estimate_devices(c, cfg.replace(ctx=ctx), split, budgets)), limit
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ __all__ = [
     "RunConfig",
     "cheapest_cache_for",
     "estimate",
+    "largest_fitting",
     "max_ctx",
 ]
 
@@ -355,14 +357,20 @@ def max_ctx(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int, *, limit: 
     search (default: the training context, else 1 Mi tokens).
     """
     hi = limit or c.n_ctx_train or 1 << 20
-    if not _fits(c, cfg.replace(ctx=1), budget_bytes):
+    return largest_fitting(lambda ctx: _fits(c, cfg.replace(ctx=ctx), budget_bytes), hi)
+
+
+def largest_fitting(fits: Callable[[int], bool], hi: int) -> int:
+    """The largest context in [1, hi] for which ``fits`` holds, 0 if none: every estimate grows
+    with the context, so a binary search over the integers finds it."""
+    if not fits(1):
         return 0
-    lo = 1
-    if _fits(c, cfg.replace(ctx=hi), budget_bytes):
+    if fits(hi):
         return hi
+    lo = 1
     while hi - lo > 1:  # invariant: lo fits, hi does not
         mid = (lo + hi) // 2
-        if _fits(c, cfg.replace(ctx=mid), budget_bytes):
+        if fits(mid):
             lo = mid
         else:
             hi = mid
