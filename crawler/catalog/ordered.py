@@ -68,7 +68,7 @@ _BY_REPO = (
 def stream_candidates(
     reader: Reader, spec: RunSpec, budget: Budget, filters: Filters, sort: str
 ) -> Generator[Candidate, None, None]:
-    """Partial candidates in :func:`crawler.ranking.rank.pre_key` order, read lazily.
+    """Partial candidates in :func:`crawler.ranking.order.pre_key` order, read lazily.
 
     Complete them with :func:`crawler.catalog.candidates.materializer`; close the iterator when
     done. ``--sort speed`` needs ``budget.bandwidth_gb_s``.

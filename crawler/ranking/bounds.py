@@ -225,7 +225,7 @@ def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]
 
 def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     """(expression, params): an upper bound of the largest context that fits
-    (:func:`crawler.ranking.rank._with_max_ctx`), for ``--sort ctx``.
+    (:func:`crawler.ranking.evaluate.with_max_ctx`), for ``--sort ctx``.
 
     At the largest context ``n`` that fits, the lower bound is within the budget:
     ``fixed + n * (per_token + mask) <= budget - constants`` once ``n >= 512`` (the FA mask

@@ -1,0 +1,240 @@
+"""One candidate's evaluation (pure: no I/O): the configuration it runs with, its estimate,
+margin, largest context, quality and speed, and the finished row with its commands.
+
+:func:`evaluate` places a quant in the first setup that fits (cache ladder and MTP, tiers,
+``-ngl``, several GPUs: :mod:`crawler.fit`); :func:`finish` completes a result once ranking has
+chosen it. :mod:`crawler.ranking.rank` calls these for the candidates it reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from crawler.errors import EstimateError
+from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, estimate, max_ctx
+from crawler.fit.choose import MtpMode
+from crawler.fit.devices import (
+    DeviceShare,
+    choose_split,
+    combined_estimate,
+    estimate_devices,
+    max_ctx_split,
+)
+from crawler.fit.offload import estimate_offload
+from crawler.fit.tiers import choose_pinned_layers, choose_tier
+from crawler.fit.vision import projector_bytes
+from crawler.quality import QualityEstimate, QualityInputs, estimate_quality
+from crawler.ranking.commands import llama_server_command, lmstudio_command, ollama_command
+from crawler.ranking.model import Budget, Candidate, Ranked, RunSpec
+from crawler.speed import (
+    DEFAULT_HOST_BANDWIDTH_GB_S,
+    SpeedEstimate,
+    SpeedInputs,
+    estimate_speed,
+)
+
+__all__ = [
+    "Outcome",
+    "evaluate",
+    "finish",
+    "margin_of",
+    "mtp_usable",
+    "projector_device_bytes",
+    "quality_of",
+    "replace_ranked",
+    "speed_of",
+    "with_max_ctx",
+]
+
+
+def quality_of(c: Candidate) -> QualityEstimate | None:
+    """The quality estimate from the candidate's tensor groups (None when not loaded)."""
+    co = c.coefficients
+    if not c.groups:
+        return None
+    return estimate_quality(
+        QualityInputs(
+            groups=c.groups,
+            n_expert=co.n_expert,
+            n_expert_used=co.n_expert_used,
+            n_embd=co.n_embd,
+            n_vocab=co.n_vocab,
+        )
+    )
+
+
+def speed_of(c: Candidate, est: FitEstimate, budget: Budget) -> SpeedEstimate | None:
+    """tok/s of the chosen configuration (None without the GPU's bandwidth)."""
+    if budget.bandwidth_gb_s is None:
+        return None
+    co = c.coefficients
+    out = c.group("output") or c.group("token_embd")
+    speed = estimate_speed(
+        SpeedInputs(
+            dense_bytes=co.weights_bytes,
+            expert_bytes=co.expert_bytes,
+            n_expert=co.n_expert,
+            n_expert_used=co.n_expert_used,
+            n_moe_layers=sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
+            experts_on_host=est.config.cpu_moe,
+            kv_bytes_full=est.kv + est.mtp_kv,
+            recurrent_bytes=co.recurrent_bytes_per_seq,
+            mtp=est.config.mtp,
+            mtp_bytes=co.mtp_weights_bytes,
+            output_bytes=out.n_bytes if out else 0,
+            draft_n_max=est.config.spec_draft_n_max,
+        ),
+        budget.bandwidth_gb_s,
+    )
+    return speed if est.config.n_gpu_layers is None else _partial_speed(c, est, speed)
+
+
+def _partial_speed(c: Candidate, est: FitEstimate, speed: SpeedEstimate) -> SpeedEstimate:
+    """tok/s of a partial offload: the host-resident weights are read at host bandwidth."""
+    cfg = est.config
+    assert cfg.n_gpu_layers is not None
+    host = estimate_offload(c.coefficients, cfg.replace(n_gpu_layers=None), cfg.n_gpu_layers)
+    per_token = max(1, speed.bytes_per_token)
+    gpu_s = per_token / (speed.bandwidth_gb_s * 1e9)
+    host_share = min(host.host_weights, per_token)
+    slow_s = (per_token - host_share) / (speed.bandwidth_gb_s * 1e9) + host_share / (
+        DEFAULT_HOST_BANDWIDTH_GB_S * 1e9
+    )
+    factor = gpu_s / slow_s
+    return dataclasses.replace(
+        speed, tok_s=speed.tok_s * factor, tok_s_at_ctx=speed.tok_s_at_ctx * factor
+    )
+
+
+def mtp_usable(c: Candidate) -> bool:
+    """The quant carries an MTP head search may run: present, preserved (>= 6 bits), complete."""
+    return bool(c.mtp_present and c.mtp_preserved and c.coefficients.mtp_available)
+
+
+Outcome = tuple[RunConfig | None, FitEstimate | None] | EstimateError
+
+
+def evaluate(
+    c: Candidate, spec: RunSpec, budget: Budget
+) -> tuple[RunConfig, FitEstimate] | tuple[None, FitEstimate | None]:
+    """(config, estimate) when ``c`` fits; (None, smallest estimate or None) when it does not."""
+    if spec.vision and c.projector_bytes is None:
+        return None, None
+    projector = projector_device_bytes(c, spec)
+    mode: MtpMode = "on" if spec.mtp else "auto" if spec.mtp_auto else "off"
+    room, usable = budget.device_bytes - projector, mtp_usable(c)
+    if budget.devices:
+        cfg, est = choose_split(
+            c.coefficients, spec.base_config(), budget.devices, budget.split,
+            auto_cache=spec.auto_cache, mtp=mode, mtp_usable=usable,
+        )  # fmt: skip
+        ram = budget.ram_bytes
+        if cfg is not None and est is not None and ram is not None and est.host_bytes > ram:
+            return None, est  # experts in RAM (--cpu-moe / --n-cpu-moe) beyond --ram
+    elif spec.n_gpu_layers is not None:
+        cfg, est = choose_pinned_layers(
+            c.coefficients, spec.base_config(), room, spec.n_gpu_layers,
+            auto_cache=spec.auto_cache, mtp=mode, mtp_usable=usable, ram_bytes=budget.ram_bytes,
+        )  # fmt: skip
+    else:
+        cfg, est = choose_tier(
+            c.coefficients, spec.base_config(), room, tier=spec.tier,
+            auto_cache=spec.auto_cache, mtp=mode, mtp_usable=usable, ram_bytes=budget.ram_bytes,
+        )  # fmt: skip
+    if cfg is None or est is None:
+        return None, est
+    if projector:
+        est = dataclasses.replace(est, weights=est.weights + projector)  # its device bytes
+    return cfg, est
+
+
+def margin_of(
+    c: Candidate, cfg: RunConfig, est: FitEstimate, budget: Budget
+) -> tuple[int, tuple[DeviceShare, ...]]:
+    """(margin, device shares): one GPU's budget less the estimate, or on several GPUs the
+    tightest device's margin (each device's share as llama.cpp's layer split places it)."""
+    if not budget.devices:
+        return budget.device_bytes - est.total, ()
+    shares = tuple(estimate_devices(c.coefficients, cfg, budget.split, budget.devices))
+    return min(s.margin for s in shares), shares
+
+
+def projector_device_bytes(c: Candidate, spec: RunSpec) -> int:
+    """Device bytes of the repo's projector when the search asks for vision (else 0)."""
+    if not spec.vision or c.projector_bytes is None:
+        return 0
+    return projector_bytes(c.projector_bytes)
+
+
+def with_max_ctx(
+    r: Ranked,
+    spec: RunSpec,
+    budget: Budget,
+    memo: dict[tuple[int, RunConfig, int], tuple[MemoryCoefficients, int]] | None = None,
+) -> Ranked:
+    """``r`` with its largest context; ``memo`` keeps the answers per coefficient object."""
+    co = r.candidate.coefficients
+    if r.config.n_gpu_layers is not None:
+        return replace_ranked(r, max_ctx=r.config.ctx)  # partial offload: the context asked for
+    room = budget.device_bytes - projector_device_bytes(r.candidate, spec)
+    key = (id(co), r.config, room)
+    hit = memo.get(key) if memo is not None else None
+    if hit is not None and hit[0] is co:
+        return replace_ranked(r, max_ctx=hit[1])
+    cap = max(co.n_ctx_train or (1 << 20), r.config.ctx)
+    if budget.devices:
+        m = max_ctx_split(co, r.config, budget.split, budget.devices, limit=cap)
+    else:
+        m = max_ctx(co, r.config, room, limit=cap)
+    if memo is not None:
+        memo[key] = (co, m)
+    return replace_ranked(r, max_ctx=m)
+
+
+def finish(
+    r: Ranked,
+    rank: int,
+    spec: RunSpec,
+    budget: Budget,
+    paths: Sequence[str],
+) -> Ranked:
+    """A chosen result with its rank, the largest context (without ``--ctx``) and commands."""
+    cfg = r.config
+    if spec.ctx is None and r.max_ctx and r.max_ctx != cfg.ctx:
+        # Without --ctx the row shows the largest context: estimate and command use it.
+        cfg = cfg.replace(ctx=r.max_ctx)
+        est = estimate(r.candidate.coefficients, cfg)
+        est = dataclasses.replace(
+            est, weights=est.weights + projector_device_bytes(r.candidate, spec)
+        )
+        margin, shares = margin_of(r.candidate, cfg, est, budget)
+        if shares:
+            est = combined_estimate(shares, est)
+        r = replace_ranked(
+            r,
+            config=cfg,
+            estimate=est,
+            margin_bytes=margin,
+            devices=shares,
+            speed=speed_of(r.candidate, est, budget),
+        )
+    c = r.candidate
+    command = llama_server_command(c.repo_id, c.path, c.quant_label, cfg, paths)
+    if spec.vision:  # -hf downloads the repo's projector unless told not to (launch.py)
+        command = command.replace(" --no-mmproj", "")
+    if budget.split:  # the layer split the estimate assumed (llama.cpp -ts, common/arg.cpp)
+        command += " -ts " + ",".join(f"{x:g}" for x in budget.split)
+    return replace_ranked(
+        r,
+        rank=rank,
+        command=command,
+        ollama=ollama_command(c.repo_id, c.quant_label, cfg),
+        lm_studio=lmstudio_command(c.repo_id, cfg),
+    )
+
+
+def replace_ranked(r: Ranked, **changes: Any) -> Ranked:
+    """``r`` with some fields changed."""
+    return dataclasses.replace(r, **changes)
