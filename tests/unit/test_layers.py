@@ -21,6 +21,7 @@ import crawler
 PKG = Path(crawler.__file__).resolve().parent
 PURE = [
     "gguf",
+    "gguf_model",
     "gguf_fetch",
     "sibling",
     "ggml",
