@@ -11,6 +11,7 @@ names), plus byte caps of our own.
 The fetch policy (how many bytes each read asks for, and the measurements behind it) lives in
 :mod:`crawler.gguf_fetch`; this module is the decoding and structural checks.
 """
+
 from __future__ import annotations
 
 import struct

@@ -25,14 +25,11 @@ from crawler.errors import (
     GGUFError,
     HubBudgetExhausted,
     HubError,
-    HubGated,
-    HubNotFound,
-    HubRateLimited,
-    HubUnavailable,
     QuantsError,
 )
 from crawler.grouping import FileKind, GroupedFile, QuantGroup, group_files
 from crawler.progress import CrawlCounts, Progress
+from crawler.scan_errors import ContentChanged, error_kind, error_record
 from crawler.sibling import SiblingTemplate, read_sibling_header, template_from
 from crawler.tally import Tally
 
@@ -43,7 +40,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["COLD_SHARD_FIRST_READ", "RepoScanner", "ScanHub", "error_kind", "error_record"]
+__all__ = ["COLD_SHARD_FIRST_READ", "RepoScanner", "ScanHub"]
 
 #: First read of a later gguf-split shard with no size hint: such shards carry no tokenizer,
 #: only ``split.*`` keys and the tensor infos (~64 bytes each, crawler/gguf.py), so 64 KiB holds
@@ -96,57 +93,6 @@ class ScanHub(Protocol):
 
     def range_reader(self, repo_id: str, path: str, revision: str) -> _Reader:
         """A ranged reader over one file at ``revision``."""
-
-
-def error_kind(exc: BaseException, *, during: str = "read") -> str:
-    """The ``scan_errors.kind`` of an exception (see ``catalog/tables.py`` ScanError).
-
-    ``during`` is ``"list"`` for the tree listing (a missing repo there has vanished) or
-    ``"read"`` for a header read.
-    """
-    text = str(exc).lower()
-    if isinstance(exc, HubBudgetExhausted):
-        return "budget"
-    if isinstance(exc, HubRateLimited):
-        return "http_429"
-    if isinstance(exc, HubGated):
-        return "gated"
-    if isinstance(exc, HubNotFound):
-        if text.startswith("revision not found"):
-            return "changed"
-        if during == "list":
-            # Listed a moment ago, now 404 (or, anonymously, 401: the Hub answers the same for
-            # deleted and private repos, hub._map_error): gone from public view either way.
-            return "vanished"
-        return "private" if "private" in text else "not_found"
-    if isinstance(exc, _ContentChanged) or "changed" in text:
-        return "changed"
-    if isinstance(exc, HubUnavailable):
-        for marker, kind in (
-            ("http 5", "http_5xx"),
-            ("http 429", "http_429"),
-            ("timeout", "timeout"),
-            ("too slow", "timeout"),
-            # httpcore: a body shorter than Content-Length ("peer closed connection without
-            # sending complete message body") is a RemoteProtocolError.
-            ("remoteprotocolerror", "truncated"),
-            ("connection", "reset"),
-            ("session closed", "reset"),
-            ("short read", "truncated"),
-            ("content-range", "range_ignored"),
-        ):
-            if marker in text:
-                return kind
-        return "other"
-    if isinstance(exc, GGUFError):
-        return "malformed_gguf"
-    if isinstance(exc, HubError):
-        return "http_5xx" if "http 5" in text else "other"
-    return "other"
-
-
-class _ContentChanged(HubError):
-    """The bytes served are not the ones the tree listed (re-upload during the crawl)."""
 
 
 def as_utc(value: datetime | None) -> datetime | None:
@@ -472,7 +418,7 @@ class RepoScanner:
             self.counts.add(header_reads=tally[0], header_bytes_fetched=tally[1])
         etag = reader.etag
         if etag and len(f.content_key) == 64 and etag != f.content_key:
-            raise _ContentChanged(
+            raise ContentChanged(
                 f"{f.path} changed during the crawl (listed {f.content_key[:12]}, "
                 f"served {etag[:12]})",
                 repo_id=meta.repo_id,
@@ -495,10 +441,3 @@ def _hints(stored: StoredRepo | None) -> dict[bool, int | None]:
 
 def _unchanged(stored: StoredRepo | None, meta: RepoMeta) -> bool:
     return stored is not None and stored.done and stored.sha == meta.sha
-
-
-def error_record(
-    kind: str, message: object, repo_id: str | None, path: str | None = None
-) -> ErrorRecord:
-    """A ``scan_errors`` row (messages are the exceptions' one-line texts)."""
-    return ErrorRecord(kind=kind, message=str(message), repo_id=repo_id, path=path)

@@ -23,7 +23,8 @@ from crawler.catalog import scans, store
 from crawler.catalog.scans import ScanSummary
 from crawler.errors import CatalogError, ConfigError, HubError, HubUnavailable
 from crawler.progress import NullProgress, Progress
-from crawler.repo_scan import RepoScanner, ScanHub, as_utc, error_kind, error_record
+from crawler.repo_scan import RepoScanner, ScanHub, as_utc
+from crawler.scan_errors import error_kind, error_record
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
