@@ -9,6 +9,13 @@ import typer
 
 from crawler.cli._app import DbOpt, JsonOpt, app
 
+WithTensorsOpt = Annotated[
+    bool, typer.Option("--with-tensors", help="Also export the raw tensor tables.")
+]
+EndpointOpt = Annotated[
+    str | None, typer.Option("--endpoint", help="Hub URL (default: $QUANTS_HF_ENDPOINT).")
+]
+
 
 @app.command("export")
 def export_command(
@@ -17,9 +24,7 @@ def export_command(
         str | None,
         typer.Option("--since", help="Only what changed since this scan id or ISO date."),
     ] = None,
-    with_tensors: Annotated[
-        bool, typer.Option("--with-tensors", help="Also write the raw tensor tables.")
-    ] = False,
+    with_tensors: WithTensorsOpt = False,
     as_json: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:
@@ -81,12 +86,8 @@ def publish_command(
         Path | None,
         typer.Option("--path", help="Publish this snapshot directory instead of exporting now."),
     ] = None,
-    with_tensors: Annotated[
-        bool, typer.Option("--with-tensors", help="Export the raw tensor tables too.")
-    ] = False,
-    endpoint: Annotated[
-        str | None, typer.Option("--endpoint", help="Hub URL (default: $QUANTS_HF_ENDPOINT).")
-    ] = None,
+    with_tensors: WithTensorsOpt = False,
+    endpoint: EndpointOpt = None,
     as_json: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:
@@ -124,9 +125,7 @@ def pull_command(
     revision: Annotated[
         str | None, typer.Option("--revision", help="Branch, tag or commit (default: main).")
     ] = None,
-    endpoint: Annotated[
-        str | None, typer.Option("--endpoint", help="Hub URL (default: $QUANTS_HF_ENDPOINT).")
-    ] = None,
+    endpoint: EndpointOpt = None,
     as_json: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:

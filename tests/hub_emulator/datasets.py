@@ -37,7 +37,7 @@ import base64
 import hashlib
 import json
 from typing import TYPE_CHECKING
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from tests.hub_emulator import render
 from tests.hub_emulator.reply import Reply, error_reply, json_reply
@@ -309,7 +309,7 @@ def _commit(emu: HubEmulator, req: Request, repo_id: str, revision: str) -> Repl
 def _resolve(
     emu: HubEmulator, req: Request, repo_id: str, revision: str, path: str, cache: bool = False
 ) -> Reply:
-    from tests.hub_emulator.routes import serve_blob
+    from tests.hub_emulator.routes import resolve_reply
 
     with emu.state.lock:
         found = _found(emu, req, repo_id, revision)
@@ -317,22 +317,4 @@ def _resolve(
             return found
         commit = found[1]
         blob = commit.files.get(path)
-    if blob is None:
-        return error_reply(
-            404, "Entry not found", "EntryNotFound", extra={"X-Repo-Commit": commit.sha}
-        )
-    etag = blob.sha256 if blob.lfs else blob.git_oid
-    headers = {
-        "X-Repo-Commit": commit.sha,
-        "X-Linked-Size": str(blob.size),
-        "X-Linked-Etag": f'"{etag}"',
-        "ETag": f'"{etag}"',
-        "Accept-Ranges": "bytes",
-    }
-    if cache:
-        return serve_blob(req, blob, {"ETag": f'"{etag}"', "X-Repo-Commit": commit.sha})
-    if blob.lfs:
-        location = emu.cdn_url(blob)
-        return Reply(302, {**headers, "Location": location, "Content-Type": "text/plain"}, b"")
-    location = f"/api/resolve-cache/datasets/{repo_id}/{commit.sha}/{quote(path)}"
-    return Reply(307, {**headers, "Location": location, "Content-Type": "text/plain"}, b"")
+    return resolve_reply(emu, req, "datasets", repo_id, commit, path, blob, cache=cache)

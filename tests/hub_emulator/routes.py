@@ -23,6 +23,7 @@ from tests.hub_emulator.state import Blob, Commit, Repo
 
 if TYPE_CHECKING:
     from tests.hub_emulator.server import HubEmulator
+    from tests.hub_emulator.state import Blob, Commit
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
@@ -288,6 +289,22 @@ def _resolve(
             return found
         _repo, commit = found
         blob = commit.files.get(path)
+    return resolve_reply(emu, req, "models", repo_id, commit, path, blob, cache=cache)
+
+
+def resolve_reply(
+    emu: HubEmulator,
+    req: Request,
+    kind: str,
+    repo_id: str,
+    commit: Commit,
+    path: str,
+    blob: Blob | None,
+    *,
+    cache: bool = False,
+) -> Reply:
+    """The answer of ``resolve`` for ``blob`` at ``commit`` (models and datasets alike, ``kind``
+    being the URL's repo type): 404 without it, else the cache's bytes or the redirect."""
     if blob is None:
         return error_reply(
             404, "Entry not found", "EntryNotFound", extra={"X-Repo-Commit": commit.sha}
@@ -311,7 +328,7 @@ def _resolve(
         location = emu.cdn_url(blob)
         body = f"Found. Redirecting to {location}".encode()
         return Reply(302, {**headers, "Location": location, "Content-Type": "text/plain"}, body)
-    location = f"/api/resolve-cache/models/{repo_id}/{commit.sha}/{quote(path)}"
+    location = f"/api/resolve-cache/{kind}/{repo_id}/{commit.sha}/{quote(path)}"
     body = f"Temporary Redirect. Redirecting to {location}".encode()
     return Reply(307, {**headers, "Location": location, "Content-Type": "text/plain"}, body)
 

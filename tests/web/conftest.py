@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,13 @@ def served(tmp_path_factory, world_cache: FileCache) -> Iterator[Served]:  # noq
             env=clean_env(tmp), timeout=300,
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
+    with serving(db, tmp) as served:
+        yield served
+
+
+@contextmanager
+def serving(db: str, tmp: Path) -> Iterator[Served]:
+    """``quants serve`` on ``db`` for the duration of the block."""
     proc, base, _ = start_server(db, tmp)
     m = re.match(r"http://([\d.]+):(\d+)/", base)
     assert m

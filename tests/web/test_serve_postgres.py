@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -12,7 +11,7 @@ from tests.fixtures.world import WORLD, FileCache, populate
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.pg import databases
-from tests.web.conftest import Served, start_server
+from tests.web.conftest import Served, serving
 
 pytestmark = pytest.mark.postgres
 
@@ -28,14 +27,8 @@ def pg_served(tmp_path_factory, world_cache: FileCache):  # noqa: F811
             out = run_quants("crawl", "--endpoint", emulator.endpoint, "--db", db, "--all",
                              env=clean_env(tmp), timeout=300)  # fmt: skip
         assert out.returncode == 0, out.stderr
-        proc, base, _ = start_server(db, tmp)
-        m = re.match(r"http://([\d.]+):(\d+)/", base)
-        assert m
-        try:
-            yield Served(base, m.group(1), int(m.group(2)), db, tmp, proc)
-        finally:
-            proc.terminate()
-            proc.wait(10)
+        with serving(db, tmp) as served:
+            yield served
 
 
 def test_routes_answer_on_postgresql(pg_served: Served) -> None:
