@@ -1,8 +1,9 @@
 """One crawl pass as every caller runs it: take the crawl lock, scan, then evaluate the watches.
 
 ``quants crawl``, ``quants schedule`` (through :class:`crawler.scheduler.CrawlJob`) and an
-on-demand scan started by a search all call :func:`crawl_pass`, so the lock, the scan record's
-``trigger`` and the watches after it are the same whoever starts the pass. The watches run the
+on-demand look-up started by a search (:func:`crawler.ondemand.ensure_model`) all run
+:func:`locked_pass`, so the lock, the scan record's ``trigger`` and the watches after it are the
+same whoever starts the pass. The watches run the
 search through a :data:`~crawler.watch.SearchFn` that the caller passes in: the search parser
 belongs to the CLI, which the library never imports. :func:`configure_logging` is the logging
 set-up of both commands.
@@ -22,8 +23,10 @@ from crawler.errors import ConfigError
 from crawler.lock import crawl_lock
 
 if TYPE_CHECKING:
+    from crawler.catalog import Catalog
     from crawler.config import Settings
     from crawler.progress import Progress
+    from crawler.repo_scan import ScanHub
     from crawler.scan import ScanSummary
     from crawler.watch import SearchFn
 
@@ -55,6 +58,8 @@ class CrawlScope:
     authors: tuple[str, ...] | None = None
     searches: tuple[str, ...] | None = None
     limit: int | None = None
+    #: Base models whose quantized children are listed too (an on-demand search's scope).
+    base_models: tuple[str, ...] = ()
 
     def crawl_args(self) -> list[str]:
         """The same scope as ``quants crawl`` options (for a unit file or crontab)."""
@@ -68,14 +73,24 @@ class CrawlScope:
         return args
 
 
-def scan_step(scope: CrawlScope, *, trigger: str = "manual", full: bool | None = None) -> CrawlFn:
-    """The scan of a pass (``scan.run_once`` over ``scope``, recorded with ``trigger``)."""
+def scan_step(
+    scope: CrawlScope,
+    *,
+    trigger: str = "manual",
+    full: bool | None = None,
+    hub: ScanHub | None = None,
+    catalog: Catalog | None = None,
+) -> CrawlFn:
+    """The scan of a pass (``scan.run_once`` over ``scope``, recorded with ``trigger``), through
+    the caller's ``hub`` and ``catalog`` when it passes them."""
 
     def scan(settings: Settings, stop: threading.Event, progress: Progress) -> Any:
         from crawler.scan import run_once
 
         return run_once(
             settings,
+            hub=hub,
+            catalog=catalog,
             progress=progress,
             stop=stop,
             trigger=trigger,
@@ -83,6 +98,7 @@ def scan_step(scope: CrawlScope, *, trigger: str = "manual", full: bool | None =
             searches=scope.searches,
             limit=scope.limit,
             full=full,
+            base_models=scope.base_models,
         )
 
     return scan
@@ -128,9 +144,12 @@ def crawl_pass(
     full: bool | None = None,
     stop: threading.Event | None = None,
     progress: Progress | None = None,
+    hub: ScanHub | None = None,
+    catalog: Catalog | None = None,
 ) -> ScanSummary:
     """Run one whole pass: lock, scan ``scope`` (recorded with ``trigger``: "manual",
     "schedule", "search"), evaluate the watches with ``search``; return the scan's summary.
+    ``hub`` and ``catalog`` default to ones the scan opens for itself.
 
     Raises LockHeld when another pass runs, and what ``scan.run_once`` raises.
     """
@@ -139,7 +158,7 @@ def crawl_pass(
     summary: ScanSummary = locked_pass(
         settings,
         command=command,
-        scan=scan_step(scope or CrawlScope(), trigger=trigger, full=full),
+        scan=scan_step(scope or CrawlScope(), trigger=trigger, full=full, hub=hub, catalog=catalog),
         after_scan=watch_step(search),
         stop=stop or threading.Event(),
         progress=progress or NullProgress(),

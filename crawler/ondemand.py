@@ -9,10 +9,13 @@ catalog. When the model the query names was not looked up within ``max_age`` (de
    ("llama 2 7b chat", "Qwen3.6 27B" -> ``llama-2-7b-chat``, ``qwen3.6-27b``), keeping the repos
    whose id holds every word of the query, and from those the base models they name (their own
    id for a base repo; ``cardData.base_model`` / ``base_model:quantized:`` for a quant repo);
-2. runs one crawl pass (:func:`crawler.scan.run_once`, trigger ``search``) over those search
-   terms and over every quantized child of those base models (``filter=base_model:quantized:
-   <id>``), so uploaders outside the default list are found; the pass stores like any crawl
-   (same tables, a scan row) and re-reads nothing whose commit it already analysed;
+2. runs one crawl pass (:func:`crawler.crawl_pass.locked_pass`: the crawl lock, the scan with
+   trigger ``search``, then the watches with the caller's search) over those search terms and
+   over every quantized child of those base models (``filter=base_model:quantized:<id>``), so
+   uploaders outside the default list are found; the pass stores like any crawl (same tables, a
+   scan row) and re-reads nothing whose commit it already analysed. While another pass holds the
+   lock (a nightly crawl), nothing is looked up: action ``busy``, and the catalog answers as it
+   stands;
 3. records when the query was looked up (``crawl_state`` key ``ondemand:<words>``), so the same
    search within ``max_age`` sends no request at all.
 
@@ -27,7 +30,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crawler.errors import HubError, HubUnreachable
 
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     from crawler.progress import Progress
     from crawler.repo_scan import ScanHub
     from crawler.scan import ScanSummary
+    from crawler.watch import SearchFn
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -64,13 +68,15 @@ _REPO_SUFFIXES = ("gguf", "i1", "imatrix")
 
 @dataclass(frozen=True, slots=True)
 class OnDemand:
-    """What ``ensure_model`` did: ``action`` is ``offline``, ``fresh`` or ``scanned``."""
+    """What ``ensure_model`` did: ``action`` is ``offline``, ``fresh``, ``busy`` (another crawl
+    pass holds the catalog; ``note`` says which) or ``scanned``."""
 
     action: str
     words: tuple[str, ...]
     searches: tuple[str, ...] = ()
     base_models: tuple[str, ...] = ()
     summary: ScanSummary | None = None
+    note: str = ""
 
 
 def name_words(query: str) -> tuple[str, ...]:
@@ -182,13 +188,19 @@ def ensure_model(
     max_age: timedelta = DEFAULT_MAX_AGE,
     progress: Progress | None = None,
     now: datetime | None = None,
+    search: SearchFn | None = None,
 ) -> OnDemand:
     """Make the catalog hold the quants of the model ``query`` names; see the module docstring.
 
-    Raises HubUnreachable when the Hub cannot be reached at all (nothing is recorded as looked
-    up then, so the next search tries again).
+    ``search`` evaluates the watches after the pass, as after any crawl (None: they wait for
+    the next one). Raises HubUnreachable when the Hub cannot be reached at all (nothing is
+    recorded as looked up then, so the next search tries again).
     """
-    from crawler.scan import run_once
+    import threading
+
+    from crawler.crawl_pass import CrawlScope, locked_pass, scan_step, watch_step
+    from crawler.errors import LockHeld
+    from crawler.progress import NullProgress
 
     words = name_words(query)
     if offline or not words:
@@ -213,28 +225,35 @@ def ensure_model(
 
         # Two retries (1 + 2 s) rather than five: a person is waiting for the answer.
         hub = HubClient(settings, max_retries=2)
-    try:
+    client: ScanHub = hub
+    bases: list[str] = []
+
+    def scan(settings: Settings, stop: threading.Event, progress: Progress) -> Any:
+        """Under the crawl lock: resolve the base models, then scan them and the names."""
         try:
-            bases = resolve_base_models(hub, terms, query)
-            if given is not None and given not in bases:
-                bases.insert(0, given)
+            bases.extend(resolve_base_models(client, terms, query))
         except HubError as exc:
             raise HubUnreachable(
                 f"cannot reach the Hub at {settings.hf_endpoint} ({exc}); "
                 "--offline answers from what is stored"
             ) from None
-        summary = run_once(
+        if given is not None and given not in bases:
+            bases.insert(0, given)
+        scope = CrawlScope(authors=(), searches=terms, limit=MAX_REPOS, base_models=tuple(bases))
+        step = scan_step(scope, trigger="search", full=True, hub=client, catalog=catalog)
+        return step(settings, stop, progress)
+
+    try:
+        summary: ScanSummary = locked_pass(
             settings,
-            hub=hub,
-            catalog=catalog,
-            progress=progress,
-            trigger="search",
-            authors=(),
-            searches=terms,
-            base_models=bases,
-            limit=MAX_REPOS,
-            full=True,
+            command="quants search (on-demand look-up)",
+            scan=scan,
+            after_scan=watch_step(search) if search is not None else _no_watches,
+            stop=threading.Event(),
+            progress=progress or NullProgress(),
         )
+    except LockHeld as exc:
+        return OnDemand("busy", words, terms, note=str(exc))
     finally:
         if own_hub:
             close = getattr(hub, "close", None)
@@ -247,3 +266,7 @@ def ensure_model(
         )
     _set_state(catalog, key, now.isoformat())
     return OnDemand("scanned", words, terms, tuple(bases), summary)
+
+
+def _no_watches(settings: Settings, summary: object) -> None:
+    """After an on-demand pass whose caller passed no search: the watches wait for the next."""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from crawler.config import Settings
+
+if TYPE_CHECKING:
+    from crawler.watch import SearchFn
 
 OfflineOpt = Annotated[
     bool,
@@ -19,8 +22,9 @@ OfflineOpt = Annotated[
 ]
 
 
-def ensure_model(settings: Settings, query: str | None, offline: bool) -> None:
-    """Look the model ``query`` names up on the Hub unless offline or looked up recently."""
+def ensure_model(settings: Settings, query: str | None, offline: bool, search: SearchFn) -> None:
+    """Look the model ``query`` names up on the Hub unless offline or looked up recently; the
+    pass evaluates the watches with ``search`` afterwards, as a crawl does."""
     if not query or offline or settings.offline:
         return
     from crawler.catalog import Catalog
@@ -35,6 +39,12 @@ def ensure_model(settings: Settings, query: str | None, offline: bool) -> None:
             catalog=catalog,
             max_age=timedelta(hours=settings.fresh_hours),
             progress=StderrProgress(),
+            search=search,
+        )
+    if done.action == "busy":
+        typer.echo(
+            safe_text(f"not looked up on the Hub: {done.note}; answering from what is stored"),
+            err=True,
         )
     if done.summary is not None:
         s = done.summary

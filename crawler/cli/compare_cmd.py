@@ -49,6 +49,7 @@ def compare(
     from crawler.catalog.comparison import comparison_json, load_comparison
     from crawler.catalog.reading import reading
     from crawler.cli._output import print_json
+    from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
 
     if plot is not None:
@@ -56,7 +57,7 @@ def compare(
 
         check_plot_path(plot)
     settings = Settings.from_env().replace(db_url=db)
-    ensure_model(settings, query, offline)
+    ensure_model(settings, query, offline, search_argv)
     with reading(settings.resolved_db_url) as reader:
         comparison = load_comparison(reader, query)
         if plot is not None:

@@ -155,7 +155,7 @@ def search(
 
     req = _request(params)
     settings = Settings.from_env().replace(db_url=db)
-    ensure_model(settings, query, offline)
+    ensure_model(settings, query, offline, search_argv)
     with reading(settings.resolved_db_url) as reader:
         res = run_search(reader, req)
     if res.gpu is not None:

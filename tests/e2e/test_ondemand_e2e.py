@@ -138,3 +138,36 @@ def test_compare_looks_the_model_up_too(emu, tmp_path):
     doc = json.loads(out.stdout)
     assert doc["base_model"] == BASE
     assert {q["repo"] for q in doc["quants"]} == {QUANT_REPO}
+
+
+def test_a_search_while_a_crawl_holds_the_catalog_answers_from_it_and_says_so(emu, tmp_path):
+    from crawler.config import Settings
+    from crawler.lock import crawl_lock
+
+    db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
+    settings = Settings(data_dir=tmp_path / "data", db_url=db)
+    with crawl_lock(settings, command="quants schedule"):
+        out = _search(emu.endpoint, tmp_path, "llama 2 7b chat")
+    assert out.returncode == 3, out.stderr  # the empty catalog, answered as it stands
+    assert "not looked up on the Hub: the catalog is being crawled by" in out.stderr
+    assert "quants schedule" in out.stderr and "Traceback" not in out.stderr
+    assert emu.requests() == []  # not even the name search: all of it waits for the lock
+    # Not recorded as looked up: once the crawl is over, the same search looks the model up.
+    doc = _doc(_search(emu.endpoint, tmp_path, "llama 2 7b chat"))
+    assert {r["repo"] for r in doc["results"]} == {QUANT_REPO}
+
+
+def test_an_on_demand_look_up_is_a_crawl_pass_the_watches_follow(emu, tmp_path):
+    db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
+    e = clean_env(tmp_path, QUANTS_HF_ENDPOINT=emu.endpoint)
+    watch = ["llama 2 7b chat", "--vram", "48", "--ctx", "4096"]
+    added = run_quants("watch", "add", "chat", "--db", db, "--", *watch, env=e)
+    assert added.returncode == 0, added.stderr
+    assert emu.requests() == []  # adding a watch looks nothing up
+    _doc(_search(emu.endpoint, tmp_path, "llama 2 7b chat"))
+    scans = json.loads(run_quants("scans", "--db", db, "--json", env=e).stdout)
+    assert [s["trigger"] for s in scans] == ["search"]
+    feed = tmp_path / "data" / "feeds" / "watches.jsonl"
+    hits = [json.loads(line) for line in feed.read_text("utf-8").splitlines()]
+    assert {(h["watch"], h["repo"]) for h in hits} == {("chat", QUANT_REPO)}
+    assert len(hits) == len(RECIPES)
