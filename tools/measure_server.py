@@ -130,7 +130,24 @@ VISION: tuple[dict[str, Any], ...] = (
     _cfg("gemma3-12b", 32768, mmproj=1, image=1, lv=3),
 )
 
-GRIDS = {"single": SINGLE, "logs": LOGS, "vision": VISION, "x2": X2}
+#: MTP drafting (``--spec-type draft-mtp``) through the server: the seed question's setup
+#: (Qwen3.6-27B-shaped, 262K, q4_0 cache, MTP), then MTP with partial offload (``-ngl 1``: the
+#: output layer only, the nextn block on the CPU; ``-ngl 2``: the nextn block too) and with
+#: experts in RAM.
+MTP: tuple[dict[str, Any], ...] = (
+    _cfg("qwen36-27b", 262144, "q4_0", "q4_0", mtp=1, log=1),
+    _cfg("qwen36-27b", 65536, mtp=1),
+    _cfg("qwen36-27b", 65536, "q4_0", "q4_0", mtp=1, ngl=1, log=1),
+    _cfg("qwen36-27b", 65536, "q4_0", "q4_0", mtp=1, ngl=2),
+    _cfg("qwen36-27b", 65536, "q4_0", "q4_0", mtp=1, ngl=32, log=1),
+    _cfg("qwen36-35b-a3b", 131072, "q8_0", "q8_0", mtp=1),
+    _cfg("qwen36-35b-a3b", 131072, "q4_0", "q4_0", mtp=1, ncmoe=20, log=1),
+    _cfg("qwen36-35b-a3b", 32768, mtp=1, ngl=20),
+    _cfg("qwen36-27b", 262144, "q4_0", "q4_0", mtp=1, ctkd="q4_0", ctvd="q4_0"),
+    _cfg("qwen36-27b", 131072, "q8_0", "q8_0", mtp=1, np=2),
+)
+
+GRIDS = {"single": SINGLE, "logs": LOGS, "vision": VISION, "x2": X2, "mtp": MTP}
 
 
 def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int) -> list[str]:
@@ -154,6 +171,12 @@ def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int
         args.append("--cpu-moe")
     elif cfg.get("ncmoe"):
         args += ["--n-cpu-moe", str(cfg["ncmoe"])]
+    if cfg.get("mtp"):
+        # common/arg.cpp at 0c1e57098: --spec-type (~4249), --spec-draft-n-max (~4140, default
+        # 3), -ctkd/-ctvd (~4090): the same flags quants' commands print.
+        args += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(cfg.get("draft", 3))]
+        if cfg.get("ctkd"):
+            args += ["-ctkd", cfg["ctkd"], "-ctvd", cfg["ctvd"]]
     if "ts" in cfg:
         args += ["-ts", str(cfg["ts"]), "-sm", "layer"]
     args += ["--mmproj", str(mmproj)] if mmproj is not None else ["--no-mmproj"]
