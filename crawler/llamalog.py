@@ -159,6 +159,7 @@ def parse_log(text: str) -> ParsedLog:
     fa_resolved = None
     types: tuple[str, str] | None = None
     buffers: list[LoggedBuffer] = []
+    reserved: dict[str, int] = {}  # device -> index in buffers of this context's compute buffer
     breakdown: list[LoggedBuffer] = []
     seen_llama = False
     verbosity: int | None = None
@@ -203,7 +204,17 @@ def parse_log(text: str) -> ParsedLog:
             kind = m.group(3).lower()
             if m.group(1) in _CLIP_FUNCS:
                 kind = "mmproj_" + kind
-            buffers.append(LoggedBuffer(kind, m.group(2), float(m.group(4))))
+            buf = LoggedBuffer(kind, m.group(2), float(m.group(4)))
+            if kind != "compute":
+                reserved = {}
+            elif (i := reserved.get(buf.device)) is not None:
+                # The same context reserving again (the MTP draft context does, for its second
+                # graph): ggml_gallocr_reserve_n re-sizes the one buffer, it does not add one.
+                buffers[i] = max(buffers[i], buf, key=lambda b: b.mib)
+                continue
+            else:
+                reserved[buf.device] = len(buffers)
+            buffers.append(buf)
         elif m := _BREAKDOWN_DEV.search(line):
             dev = m.group(1)
             for kind, mib in zip(("model", "context", "compute"), m.group(6, 7, 8), strict=True):

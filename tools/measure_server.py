@@ -147,7 +147,21 @@ MTP: tuple[dict[str, Any], ...] = (
     _cfg("qwen36-27b", 131072, "q8_0", "q8_0", mtp=1, np=2),
 )
 
-GRIDS = {"single": SINGLE, "logs": LOGS, "vision": VISION, "x2": X2, "mtp": MTP}
+#: The MTP block on the CPU (``-ngl 0``/``1``) at several draft-cache sizes: what the draft
+#: context's GPU compute buffer copies when its block lives in host memory.
+MTP_HOST: tuple[dict[str, Any], ...] = (
+    _cfg("qwen36-27b", 262144, "q4_0", "q4_0", mtp=1, ngl=1),
+    _cfg("qwen36-27b", 32768, mtp=1, ngl=1),
+    _cfg("qwen36-27b", 16384, "q4_0", "q4_0", mtp=1, ngl=1, ctkd="q4_0", ctvd="q4_0"),
+    _cfg("qwen36-27b", 65536, "q4_0", "q4_0", mtp=1, ngl=0, log=1),
+    _cfg("qwen36-35b-a3b", 65536, "q4_0", "q4_0", mtp=1, ngl=1, log=1),
+    _cfg("qwen36-35b-a3b", 32768, mtp=1, ngl=0),
+    _cfg("qwen36-27b", 131072, "q8_0", "q8_0", mtp=1, ngl=1, ctkd="q8_0", ctvd="q8_0"),
+)
+
+GRIDS = {
+    "single": SINGLE, "logs": LOGS, "vision": VISION, "x2": X2, "mtp": MTP, "mtp_host": MTP_HOST,
+}  # fmt: skip
 
 
 def server_args(cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int) -> list[str]:

@@ -100,7 +100,7 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
     tk, tv = cache_type(cfg.type_k), cache_type(cfg.type_v)
     v_pad = 0 if full.flash_attn else c.v_width_max
     rec_per_layer = recurrent // c.recurrent_layers if c.recurrent_layers else 0
-    largest = host_layer_kv = 0
+    largest = host_layer_kv = nextn_expert_copy = 0
     n_layer_all = c.n_layer + c.n_nextn
     for il in range(min(start, n_layer_all)):
         nextn = il >= c.n_layer
@@ -108,15 +108,20 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
             continue  # nextn tensors are skipped without draft-mtp
         d, h = layers.get(il, (0, 0))
         moved_dev, moved_host = d, h
+        # What a prompt batch copies in of this block: its largest matrix, and its experts' share
+        # (the same fitted copy as --cpu-moe's) when -ngl, not --cpu-moe, moved them.
+        expert_copy = 0
         if il in experts and not (cfg.cpu_moe or il < cfg.n_cpu_moe):
             moved_dev += experts[il][0]
             moved_host += experts[il][1]
+            expert_copy = c.expert_copy_bytes
         weights -= moved_dev
         host += moved_host
         host_weights += moved_host
-        largest = max(largest, c.largest_layer_tensor if moved_host else 0)
         if nextn:
+            nextn_expert_copy = expert_copy
             continue
+        largest = max(largest, (c.largest_layer_tensor if moved_host else 0) + expert_copy)
         # This layer's KV (or recurrent state) goes to host memory with it.
         gi = c.kv_layer_group[il] if il < len(c.kv_layer_group) else -2
         if gi >= 0:
@@ -136,9 +141,16 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
             kv -= b
             host_layer_kv = max(host_layer_kv, b)
         host += b
+    draft_copy = 0
     if cfg.mtp and start > c.n_layer:
-        # the nextn block is on the CPU: the draft context's cache follows it
+        # the nextn block is on the CPU: the draft context's cache follows it, and that
+        # context's GPU compute buffer copies in, for a prompt batch, its cache and a block
+        # matrix or (MoE) its experts' share. FITTED on the 7 rows of the mtp_host grid (-ngl
+        # 0/1): a dense draft buffer grew by the draft K+V plus 8-52 MiB (the matrix bounds
+        # that); an MoE one reached the expert copy whatever the context (274 MiB at 32K and 64K).
         host += mtp_kv
+        if cfg.ubatch >= OP_OFFLOAD_MIN_BATCH:
+            draft_copy = max(mtp_kv + c.largest_layer_tensor, nextn_expert_copy)
         mtp_kv = 0
     if ngl == 0:  # the output layer (the last slot) is on the CPU too
         weights -= c.output_weights[0]
@@ -150,6 +162,7 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
         # (10 partial-offload rows of server-measurements.jsonl; 1x the matrix alone left the
         # 131072-token rows 270-390 MiB low).
         compute += max(largest, host_layer_kv)
+    compute += draft_copy
     host += full.compute  # the CPU backend's compute buffer
     return OffloadEstimate(
         full, ngl, slots, weights, kv, mtp_kv, recurrent, compute, full.overhead, host,

@@ -207,7 +207,29 @@ REAL = {
     "up-lv4-qwen36-27b-q4_0-65k-ngl32.log": ("qwen36-27b", (), True),
     "p3-lv4-gemma3-12b-mmproj-image-ngl24.log": ("gemma3-12b", (), True),
     "p2-lv4-llama8b-ngl0.log": ("llama8b", (), True),
+    # MTP drafting (pass 4): a draft context with its own cache and compute buffer, partial
+    # offload with the nextn block on the GPU (ngl32) and on the CPU (ngl1, ngl0).
+    "p4-mtp-lv4-qwen36-27b-q4_0-256k-mtp.log": ("qwen36-27b", (), True),
+    "p4-mtp-lv4-qwen36-27b-q4_0-64k-mtp-ngl1.log": ("qwen36-27b", (), True),
+    "p4-mtp-lv4-qwen36-27b-q4_0-64k-mtp-ngl32.log": ("qwen36-27b", (), True),
+    "p4-mtp-host-lv4-qwen36-27b-q4_0-64k-mtp-ngl0.log": ("qwen36-27b", (), True),
+    "p4-mtp-host-lv4-qwen36-35b-a3b-q4_0-64k-mtp-ngl1.log": ("qwen36-35b-a3b", (), True),
+    "p4-mtp-lv4-qwen36-35b-a3b-q4_0-128k-mtp-ncmoe20.log": (
+        "qwen36-35b-a3b",
+        ("--n-cpu-moe", "20"),
+        True,
+    ),
 }
+
+
+def test_a_context_reserving_twice_holds_one_compute_buffer():
+    """The MTP draft context prints its sched_reserve twice (a second graph); ggml re-sizes the
+    one buffer, so the larger size counts once, beside the target context's own."""
+    parsed = parse_log((LOGS / "p4-mtp-lv4-qwen36-27b-q4_0-256k-mtp.log").read_text())
+    cuda = [b.mib for b in parsed.buffers if b.kind == "compute" and b.device == "CUDA0"]
+    assert cuda == [1360.28, 324.02]  # the log prints 1360.28, 324.02, 324.02
+    host = [b.mib for b in parsed.buffers if b.kind == "compute" and b.device == "CUDA_Host"]
+    assert host == [276.28, 276.02]
 
 
 @pytest.fixture(scope="module")

@@ -52,6 +52,9 @@ def _cfg(c: dict[str, Any]) -> RunConfig:
         ubatch=c.get("ub", 512),
         cpu_moe=bool(c.get("cpumoe")),
         n_cpu_moe=c.get("ncmoe", 0),
+        mtp=bool(c.get("mtp")),
+        type_k_draft=c.get("ctkd", "f16"),
+        type_v_draft=c.get("ctvd", "f16"),
     )
 
 
