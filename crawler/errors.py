@@ -166,6 +166,11 @@ class SnapshotError(QuantsError):
 
 
 class NothingFits(QuantsError):
-    """A search found no candidate within the budget."""
+    """A search found no candidate within the budget; ``hint`` names what could change that
+    (the levers this search has not used yet), or None."""
 
     exit_code = 3
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint

@@ -264,7 +264,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
         seconds=time.perf_counter() - started,
     )
     if not outcome.results:
-        raise NothingFits(_nothing_fits_message(result))
+        raise NothingFits(_nothing_fits_message(result), hint=_nothing_fits_hint(result))
     return result
 
 
@@ -288,10 +288,9 @@ def _nothing_fits_message(res: SearchResult) -> str:
     too_big = o.too_big + res.prefiltered_out
     unknown = res.unknown_memory
     if o.considered == 0 and too_big == 0 and unknown == 0:
-        return (
-            "no quant in the catalog matches the query and filters "
-            "(an empty catalog? `quants crawl` fills it)"
-        )
+        if res.request.filters.query:
+            return f"no quant in the catalog matches {res.request.filters.query!r} and the filters"
+        return "no quant in the catalog matches the filters (is the catalog empty?)"
     parts = [f"no quant fits {where} at {ctx}"]
     if too_big:
         smallest = (
@@ -308,6 +307,38 @@ def _nothing_fits_message(res: SearchResult) -> str:
             "; --tier experts_cpu or --tier partial also lists runs with experts or layers in RAM"
         )
     return text
+
+
+def _nothing_fits_hint(res: SearchResult) -> str | None:
+    """What could change the answer, from what this search left open (every lever named is one
+    it has not used: no "quantize the cache" when it already tried q4_0)."""
+    o, req = res.outcome, res.request
+    spec = req.spec
+    if o.considered == 0 and o.too_big + res.prefiltered_out == 0 and res.unknown_memory == 0:
+        if req.filters.query:
+            return (
+                "check the query's spelling and the filters (`quants search` looks a model the"
+                " catalog lacks up on the Hub, unless --offline)"
+            )
+        return "`quants crawl` (or `quants pull DATASET`) fills the catalog"
+    if o.too_big + res.prefiltered_out == 0:
+        if res.unknown_memory and not o.invalid_config:
+            return None  # the message says it: those architectures' memory is not modelled
+        return "change the flags llama.cpp refuses (a quantized V cache needs -fa on)"
+    levers = []
+    if spec.ctx:
+        levers.append("a smaller -c/--ctx")
+    if not spec.auto_cache and (spec.type_k, spec.type_v) != ("q4_0", "q4_0"):
+        levers.append("a quantized cache (-ctk q4_0 -ctv q4_0, or no -ctk/-ctv: search then picks)")
+    if spec.mtp:
+        levers.append("no --mtp")
+    if spec.vision:
+        levers.append("no --vision")
+    if req.headroom_gib > 0:
+        levers.append("a smaller --headroom")
+    if not levers:
+        return None
+    return "try " + ", ".join(levers[:-1]) + (" or " if len(levers) > 1 else "") + levers[-1]
 
 
 # --- JSON (DESIGN.md section 3, plus details) ------------------------------------------------

@@ -148,17 +148,33 @@ def bounded(filters: Filters, spec: RunSpec, budget: Budget) -> Where:
 def count_left_out(
     reader: Reader, spec: RunSpec, budget: Budget, filters: Filters
 ) -> tuple[int, int]:
-    """(too big by the SQL bound, memory rules not modelled) among the filtered quants."""
+    """(too big by the SQL bound, memory rules not modelled) among the filtered quants.
+
+    A query's fuzzy part is not SQL: its rows are counted after the query's own matcher, so a
+    count never includes quants of another model.
+    """
     w = filter_sql(filters)
     expr, params = bound_sql(spec, budget)
     kind = (
         "CASE WHEN m.status <> 'ok' THEN 'unknown'"
         f" WHEN {expr} <= :bound_limit THEN 'candidate' ELSE 'too_big' END"
     )
-    rows = reader.rows(
-        f"SELECT {kind}, COUNT(*) FROM {JOINED} WHERE {w.sql} GROUP BY 1", {**w.params, **params}
-    )
-    counts = {str(k): int(n) for k, n in rows}
+    matcher = filters.matcher()
+    counts: dict[str, int] = {}
+    if matcher is None:
+        rows = reader.rows(
+            f"SELECT {kind}, COUNT(*) FROM {JOINED} WHERE {w.sql} GROUP BY 1",
+            {**w.params, **params},
+        )
+        counts = {str(k): int(n) for k, n in rows}
+    else:
+        names = "r.repo_id, COALESCE(q.base_model, r.base_model), q.path, q.quant_label"
+        for k, repo_id, base, path, label, arch in reader.stream(
+            f"SELECT {kind}, {names}, q.architecture FROM {JOINED} WHERE {w.sql}",
+            {**w.params, **params},
+        ):
+            if matcher.matches_names(repo_id, base, path, label, arch):
+                counts[str(k)] = counts.get(str(k), 0) + 1
     return counts.get("too_big", 0), counts.get("unknown", 0)
 
 

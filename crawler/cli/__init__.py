@@ -53,7 +53,6 @@ _HINTS: dict[str, str] = {
     "CatalogError": "check --db / QUANTS_DB",
     "LockHeld": "wait for the other crawl to finish",
     "SnapshotError": "nothing was imported; export the snapshot again or pull a good revision",
-    "NothingFits": "try a smaller --ctx, a quantized cache (--auto-cache), or --cpu-moe",
 }
 
 
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         msg = f"error: {_one_line(str(exc)) or type(exc).__name__}"
-        hint = _hint_for(exc)
+        hint = getattr(exc, "hint", None) or _hint_for(exc)
         print(msg, file=sys.stderr)
         if hint:
             print(f"hint: {hint} (QUANTS_DEBUG=1 shows the traceback)", file=sys.stderr)

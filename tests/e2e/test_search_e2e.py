@@ -364,12 +364,71 @@ def test_min_attn_bits_and_loadable_filters(catalog_db):
     assert all(r["loadable_by_mainline"] for r in doc["results"])
 
 
-def test_nothing_fits_exits_3_with_a_hint(catalog_db):
+def _hint(out: subprocess.CompletedProcess[str]) -> str:
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("hint: ")]
+    return line
+
+
+def test_nothing_fits_exits_3_with_a_hint_naming_only_levers_not_yet_used(catalog_db):
     db, tmp = catalog_db
     out = quants("search", "--vram", "1", "--ctx", str(CTX), "--db", db, tmp=tmp)
     assert out.returncode == 3
-    assert "no quant fits" in out.stderr and "hint:" in out.stderr
+    assert "no quant fits" in out.stderr
     assert out.stdout == ""
+    # The default search already tried every cache down to q4_0: the hint does not ask for one.
+    hint = _hint(out)
+    assert "a smaller -c/--ctx" in hint and "quantized cache" not in hint
+    # With the cache pinned at f16, quantizing it is a lever left; with no headroom, that is not.
+    pinned = quants(
+        "search", "--vram", "0.25", "--ctx", str(CTX), "-ctk", "f16", "-ctv", "f16",
+        "--headroom", "0", "--db", db, tmp=tmp,
+    )  # fmt: skip
+    assert pinned.returncode == 3, pinned.stdout
+    hint = _hint(pinned)
+    assert "-ctk q4_0 -ctv q4_0" in hint and "--headroom" not in hint
+    assert "--headroom" in _hint(out)  # the default 0.5 GiB
+
+
+def test_a_query_matching_nothing_says_so_and_points_at_the_query(catalog_db):
+    db, tmp = catalog_db
+    out = quants("search", "zzzz-no-such-model", "--vram", "80", "--offline", "--db", db, tmp=tmp)
+    assert out.returncode == 3
+    assert "no quant in the catalog matches 'zzzz-no-such-model'" in out.stderr
+    hint = _hint(out)
+    assert "spelling" in hint and "--ctx" not in hint and "cache" not in hint
+
+
+def test_too_big_counts_only_the_quants_the_query_names(catalog_db):
+    import re
+
+    from crawler.query import QueryMatcher
+
+    db, tmp = catalog_db
+    matcher = QueryMatcher("llama")  # no digit: not narrowed in SQL, only by the matcher
+    with Catalog.open(db) as catalog, catalog.session() as s:
+        rows = s.execute(
+            select(Repo.repo_id, Quant.base_model, Repo.base_model, Quant.path, Quant.quant_label,
+                   Quant.architecture)
+            .join(Quant, Quant.repo_pk == Repo.id)
+            .join(MemoryModel, MemoryModel.quant_id == Quant.id)
+            .where(MemoryModel.status == "ok", Quant.live.is_(True))
+        ).all()  # fmt: skip
+    expected = sum(1 for r, qb, rb, *rest in rows if matcher.matches_names(r, qb or rb, *rest))
+    everything = len(rows)
+    assert 0 < expected < everything  # the world holds other models too
+    out = quants("search", "llama", "--vram", "0.6", "--offline", "--db", db, tmp=tmp)
+    assert out.returncode == 3, out.stdout
+    m = re.search(r"(\d+) too big", out.stderr)
+    assert m is not None, out.stderr
+    assert int(m.group(1)) == expected
+
+
+def test_an_empty_catalog_hints_at_filling_it(tmp_path):
+    db = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    out = quants("search", "--vram", "24", "--db", db, tmp=tmp_path)
+    assert out.returncode == 3
+    assert "is the catalog empty?" in out.stderr
+    assert "quants crawl" in _hint(out)
 
 
 def test_table_output_has_the_columns_and_a_command_per_row(catalog_db):
