@@ -18,7 +18,7 @@ compute, host             the rest of the pinned CUDA_Host buffers
 The memory breakdown printed at exit (model / context / compute per device) is compared the same
 way when the log has no buffer lines. The total compares device buffers only (the CUDA context and
 kernels are not buffers, so ``overhead`` is left out on both sides); it agrees when the difference
-is within the estimate's tolerance, 3% or 256 MiB (README, "estimate" accuracy).
+is within the estimate's tolerance, 3% or 256 MiB (docs/estimate.md).
 """
 
 from __future__ import annotations

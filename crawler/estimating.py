@@ -73,7 +73,7 @@ class EstimateReport:
         return None if margin is None else margin >= 0
 
     def to_json(self) -> dict[str, Any]:
-        """``estimate --json`` (README: estimate)."""
+        """``estimate --json`` (docs/estimate.md)."""
         est, cfg = self.estimate, self.config
         data: dict[str, Any] = {
             "source": self.read.source,

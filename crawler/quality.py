@@ -348,7 +348,7 @@ def score_from_sums(
 
 @dataclass(frozen=True, slots=True)
 class CalibrationReport:
-    """Fit errors of the quality model; README and tests quote these."""
+    """Fit errors of the quality model; docs/models.md and tests quote these."""
 
     kld_rmse_log: float  # in-sample, ln(KLD) residual RMS, Dynamic 2.0 column
     kld_max_ratio: float  # worst predicted/measured (or inverse) ratio, in-sample

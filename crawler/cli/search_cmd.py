@@ -299,7 +299,7 @@ def _footer(res: SearchResult) -> str:
         if res.budget.bandwidth_gb_s
         else "tok/s needs --gpu (memory bandwidth)"
     )
-    parts.append("quality: 0-100 estimate from the precision profile (README: quality model)")
+    parts.append("quality: 0-100 estimate from the precision profile (docs/models.md)")
     if res.budget.devices:
         parts.append(
             f"{len(res.budget.devices)} GPUs, layer split -ts"
