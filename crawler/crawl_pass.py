@@ -3,10 +3,9 @@
 ``quants crawl``, ``quants schedule`` (through :class:`crawler.scheduler.CrawlJob`) and an
 on-demand look-up started by a search (:func:`crawler.ondemand.ensure_model`) all run
 :func:`locked_pass`, so the lock, the scan record's ``trigger`` and the watches after it are the
-same whoever starts the pass. The watches run the
-search through a :data:`~crawler.watch.SearchFn` that the caller passes in: the search parser
-belongs to the CLI, which the library never imports. :func:`configure_logging` is the logging
-set-up of both commands.
+same whoever starts the pass. The watches run the search through a
+:data:`~crawler.watch.SearchFn` that the caller passes in: the search parser belongs to the CLI,
+which the library never imports. :func:`configure_logging` is the logging set-up of both commands.
 """
 
 from __future__ import annotations
@@ -144,12 +143,9 @@ def crawl_pass(
     full: bool | None = None,
     stop: threading.Event | None = None,
     progress: Progress | None = None,
-    hub: ScanHub | None = None,
-    catalog: Catalog | None = None,
 ) -> ScanSummary:
     """Run one whole pass: lock, scan ``scope`` (recorded with ``trigger``: "manual",
     "schedule", "search"), evaluate the watches with ``search``; return the scan's summary.
-    ``hub`` and ``catalog`` default to ones the scan opens for itself.
 
     Raises LockHeld when another pass runs, and what ``scan.run_once`` raises.
     """
@@ -158,7 +154,7 @@ def crawl_pass(
     summary: ScanSummary = locked_pass(
         settings,
         command=command,
-        scan=scan_step(scope or CrawlScope(), trigger=trigger, full=full, hub=hub, catalog=catalog),
+        scan=scan_step(scope or CrawlScope(), trigger=trigger, full=full),
         after_scan=watch_step(search),
         stop=stop or threading.Event(),
         progress=progress or NullProgress(),
