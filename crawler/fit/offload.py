@@ -160,8 +160,14 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
     if largest and cfg.ubatch >= OP_OFFLOAD_MIN_BATCH:
         # FITTED: the copy area holds the larger of one host matrix and one host layer's K+V
         # (10 partial-offload rows of server-measurements.jsonl; 1x the matrix alone left the
-        # 131072-token rows 270-390 MiB low).
-        compute += max(largest, host_layer_kv)
+        # 131072-token rows 270-390 MiB low). A quantized host cache takes 1.75x its K+V: the
+        # GPU's flash-attention op (ggml-backend.cpp does not pin FLASH_ATTN_EXT to its cache's
+        # backend) reads copies of the layer's quantized K and V besides the f16 conversions the
+        # full-offload model counts; measured 1.65-1.9x on the q4_0/q8_0 rows at 64K-262K (1x
+        # left them 30-190 MiB low; with 1.75x every partial row with a quantized cache is
+        # within -53..+223 MiB).
+        kv_copy = host_layer_kv * 7 // 4 if tk.quantized or tv.quantized else host_layer_kv
+        compute += max(largest, kv_copy)
     compute += draft_copy
     host += full.compute  # the CPU backend's compute buffer
     return OffloadEstimate(
@@ -173,7 +179,11 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
 def auto_gpu_layers(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int) -> int | None:
     """``-ngl auto``: the most slots on the GPU whose device total fits; None if not even 0 does.
 
-    The device total falls as slots leave the GPU (property-tested), so a binary search finds it.
+    A binary search: the device total falls as slots leave the GPU except where the op-offload
+    copy area grows (the first slot to leave, the first full-attention layer among SWA ones;
+    property-tested), so the answer always fits, but next to such a step it can be a few slots
+    short of the largest N that fits (measured: 41 for 44 on a Gemma-3-12B shape at 262144 q4_0,
+    in a 150 MiB band of budgets).
     """
     slots = n_slots(c)
     if estimate_offload(c, cfg, 0).total > budget_bytes:

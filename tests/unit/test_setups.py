@@ -95,14 +95,22 @@ def test_device_bytes_fall_and_host_bytes_rise_as_ngl_falls(coeffs, model, ctx, 
     co = coeffs[model]
     assert co.mtp_available or not mtp
     cfg = RunConfig(ctx=ctx, type_k=cache, type_v=cache, flash_attn="on", mtp=mtp)
-    prev = None
-    for ngl in range(n_slots(co), -1, -1):
+    prev = estimate_offload(co, cfg, n_slots(co))
+    assert prev.total == estimate(co, cfg).total
+    rises = 0
+    for ngl in range(n_slots(co) - 1, -1, -1):
         e = estimate_offload(co, cfg, ngl)
-        if prev is not None:
-            assert e.total <= prev.total and e.host_bytes >= prev.host_bytes, ngl
-            assert e.weights <= prev.weights and e.kv <= prev.kv
+        assert e.host_bytes >= prev.host_bytes and e.weights <= prev.weights, ngl
+        assert e.kv <= prev.kv
+        # Every step moves bytes off the GPU; the device total may still rise where the
+        # op-offload copy area grows (the first slot to leave, or the first full-attention
+        # layer among SWA ones: a long quantized cache's copy outweighs the layer that left),
+        # by no more than that growth.
+        if e.total > prev.total:
+            rises += 1
+            assert e.total - prev.total <= e.compute - prev.compute, ngl
         prev = e
-    assert estimate_offload(co, cfg, n_slots(co)).total == estimate(co, cfg).total
+    assert rises <= 2
     assert prev is not None and prev.weights == 0 and prev.kv == 0  # -ngl 0: nothing on the GPU
 
 
