@@ -159,8 +159,23 @@ MTP_HOST: tuple[dict[str, Any], ...] = (
     _cfg("qwen36-27b", 131072, "q8_0", "q8_0", mtp=1, ngl=1, ctkd="q8_0", ctvd="q8_0"),
 )
 
+#: Partial offload with quantized caches at long contexts, none used for fitting: a check of the
+#: 1.75x copy area of crawler/fit/offload.py, and of the one step where the model says the
+#: device total rises as -ngl falls (llama8b at 262144 q4_0: 32 of 33 slots vs all).
+VALIDATE: tuple[dict[str, Any], ...] = (
+    _cfg("llama8b", 262144, "q4_0", "q4_0", ngl=32, log=1),
+    _cfg("llama8b", 262144, "q4_0", "q4_0"),
+    _cfg("llama8b", 262144, "q4_0", "q4_0", ngl=16),
+    _cfg("gemma3-12b", 131072, "q4_0", "q4_0", ngl=24),
+    _cfg("qwen36-35b-a3b", 131072, "q8_0", "q8_0", ngl=20),
+    _cfg("llama8b", 65536, "q8_0", "q8_0", ngl=24),
+    _cfg("qwen36-27b", 131072, "q8_0", "q8_0", ngl=32),
+    _cfg("gemma3-12b", 262144, "q8_0", "q8_0", ngl=40),
+)
+
 GRIDS = {
     "single": SINGLE, "logs": LOGS, "vision": VISION, "x2": X2, "mtp": MTP, "mtp_host": MTP_HOST,
+    "validate": VALIDATE,
 }  # fmt: skip
 
 
