@@ -38,6 +38,8 @@ __all__ = ["OffloadEstimate", "auto_gpu_layers", "device_estimate", "estimate_of
 
 #: ggml-cuda.cu ``ggml_backend_cuda_device_offload_op``: ops of batches this large are offloaded.
 OP_OFFLOAD_MIN_BATCH = 32
+#: FITTED: the most a quantized host cache's copy area held over one copy of a layer's K+V.
+QUANTIZED_KV_COPY_EXTRA = 200 * 1024**2
 
 
 def n_slots(c: MemoryCoefficients) -> int:
@@ -160,13 +162,14 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
     if largest and cfg.ubatch >= OP_OFFLOAD_MIN_BATCH:
         # FITTED: the copy area holds the larger of one host matrix and one host layer's K+V
         # (10 partial-offload rows of server-measurements.jsonl; 1x the matrix alone left the
-        # 131072-token rows 270-390 MiB low). A quantized host cache takes 1.75x its K+V: the
+        # 131072-token rows 270-390 MiB low). A quantized host cache adds up to 200 MiB more: the
         # GPU's flash-attention op (ggml-backend.cpp does not pin FLASH_ATTN_EXT to its cache's
-        # backend) reads copies of the layer's quantized K and V besides the f16 conversions the
-        # full-offload model counts; measured 1.65-1.9x on the q4_0/q8_0 rows at 64K-262K (1x
-        # left them 30-190 MiB low; with 1.75x every partial row with a quantized cache is
-        # within -53..+223 MiB).
-        kv_copy = host_layer_kv * 7 // 4 if tk.quantized or tv.quantized else host_layer_kv
+        # backend) reads copies of the layer's quantized K and V; over one copy of the largest
+        # host layer's K+V the measured area held 0-190 MiB more (q4_0/q8_0, 64K-262K, 13
+        # rows; an upper envelope, as a 1.75x factor over-read a 262K Gemma row by 0.8 GiB).
+        kv_copy = host_layer_kv
+        if tk.quantized or tv.quantized:
+            kv_copy += min(host_layer_kv * 3 // 4, QUANTIZED_KV_COPY_EXTRA)
         compute += max(largest, kv_copy)
     compute += draft_copy
     host += full.compute  # the CPU backend's compute buffer

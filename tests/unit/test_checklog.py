@@ -214,6 +214,8 @@ REAL = {
     "p4-mtp-lv4-qwen36-27b-q4_0-64k-mtp-ngl32.log": ("qwen36-27b", (), True),
     "p4-mtp-host-lv4-qwen36-27b-q4_0-64k-mtp-ngl0.log": ("qwen36-27b", (), True),
     "p4-mtp-host-lv4-qwen36-35b-a3b-q4_0-64k-mtp-ngl1.log": ("qwen36-35b-a3b", (), True),
+    # A quantized partial run past the trained context (pass 5).
+    "p5-validate-lv4-llama8b-q4_0-256k-ngl32.log": ("llama8b", (), True),
     "p4-mtp-lv4-qwen36-35b-a3b-q4_0-128k-mtp-ncmoe20.log": (
         "qwen36-35b-a3b",
         ("--n-cpu-moe", "20"),
