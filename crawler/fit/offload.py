@@ -165,8 +165,8 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
         # 131072-token rows 270-390 MiB low). A quantized host cache adds up to 200 MiB more: the
         # GPU's flash-attention op (ggml-backend.cpp does not pin FLASH_ATTN_EXT to its cache's
         # backend) reads copies of the layer's quantized K and V; over one copy of the largest
-        # host layer's K+V the measured area held 0-190 MiB more (q4_0/q8_0, 64K-262K, 13
-        # rows; an upper envelope, as a 1.75x factor over-read a 262K Gemma row by 0.8 GiB).
+        # host layer's K+V the measured area held 0-190 MiB more (q4_0/q8_0, 32K-262K, 15
+        # configurations): an upper envelope (a 1.75x factor read a 262K Gemma row 0.8 GiB high).
         kv_copy = host_layer_kv
         if tk.quantized or tv.quantized:
             kv_copy += min(host_layer_kv * 3 // 4, QUANTIZED_KV_COPY_EXTRA)
@@ -185,8 +185,8 @@ def auto_gpu_layers(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int) ->
     A binary search: the device total falls as slots leave the GPU except where the op-offload
     copy area grows (the first slot to leave, the first full-attention layer among SWA ones;
     property-tested), so the answer always fits, but next to such a step it can be a few slots
-    short of the largest N that fits (measured: 41 for 44 on a Gemma-3-12B shape at 262144 q4_0,
-    in a 150 MiB band of budgets).
+    short of the largest N that fits (a Gemma-3-12B shape at 131072-262144 with a quantized cache:
+    2 slots short in a band of budgets about 10 MiB wide).
     """
     slots = n_slots(c)
     if estimate_offload(c, cfg, 0).total > budget_bytes:
