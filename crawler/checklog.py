@@ -30,7 +30,8 @@ from typing import Any
 from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, estimate
 from crawler.fit.estimate import SERVER_AUTO_PARALLEL
 from crawler.fit.offload import device_estimate
-from crawler.llamalog import MIB, LogConfig, LoggedBuffer, ParsedLog
+from crawler.llamalog import LogConfig, LoggedBuffer, ParsedLog
+from crawler.units import MIB
 
 __all__ = [
     "TOLERANCE_BYTES",

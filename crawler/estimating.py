@@ -33,10 +33,9 @@ from crawler.gpus import device_set, resolve_gpus
 from crawler.labels import parse_quant_label
 from crawler.ranking.commands import llama_server_command
 from crawler.source import HeaderRead
+from crawler.units import GIB
 
 __all__ = ["EstimateReport", "estimate_report", "projector_from_file", "target_command"]
-
-GIB = 1024**3
 
 
 @dataclass(frozen=True, slots=True)

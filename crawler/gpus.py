@@ -17,6 +17,7 @@ from functools import cache
 from importlib import resources
 
 from crawler.errors import UsageError
+from crawler.units import GIB
 
 __all__ = [
     "GPU",
@@ -29,7 +30,6 @@ __all__ = [
     "resolve_gpus",
 ]
 
-GIB = 1024**3
 #: Share of a unified-memory machine's RAM the GPU may wire by default. macOS caps Metal's working
 #: set near 2/3-3/4 of RAM (``recommendedMaxWorkingSetSize``; raised with ``iogpu.wired_limit_mb``);
 #: Strix Halo's split is set in firmware/GTT. We take 0.75 and say so; ``--vram`` overrides it.

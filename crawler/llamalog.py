@@ -33,10 +33,10 @@ import re
 from dataclasses import dataclass, field
 
 from crawler.errors import QuantsError
+from crawler.units import MIB
 
 __all__ = ["RERUN_HINT", "LogConfig", "LogError", "LoggedBuffer", "ParsedLog", "parse_log"]
 
-MIB = 1024 * 1024
 RERUN_HINT = (
     "rerun llama-server with -lv 4 (llama-cli: -lv 4) and keep the whole log, from start to exit:"
     " llama-server -m MODEL.gguf ... -lv 4 2>&1 | tee server.log"

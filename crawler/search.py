@@ -20,6 +20,7 @@ from crawler.fit.tiers import tier_of
 from crawler.gpus import GPUMatch, device_set, resolve_gpu
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec, SearchOutcome
 from crawler.ranking.rank import rank_candidates
+from crawler.units import GIB
 
 if TYPE_CHECKING:
     from crawler.catalog.reader import Reader
@@ -32,8 +33,6 @@ __all__ = [
     "search",
     "search_json",
 ]
-
-GIB = 1024**3
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from crawler.charts.svg import Frame, esc, svg_document
 from crawler.errors import InvalidConfig
 from crawler.fit import CACHE_LADDER, MemoryCoefficients, RunConfig, cache_type, estimate, max_ctx
+from crawler.units import GIB
 
 __all__ = ["MemoryCurve", "memory_curves", "memory_svg"]
 
-GIB = 1024**3
 # Mid-tone hues readable on white and on near-black, one per cache pair (ladder order).
 _COLOURS = ("#2f81f7", "#d29922", "#a371f7", "#3fb950", "#f85149")
 _MIN_CTX = 1024

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from crawler.charts.svg import Frame, esc, svg_document
+from crawler.units import GIB
 
 __all__ = ["ScatterPoint", "pareto_front", "scatter_svg"]
-
-GIB = 1024**3
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crawler.fit.coefficients import MemoryCoefficients
+from crawler.units import MIB as MiB
 
 __all__ = [
     "CUDA_CONTEXT_BYTES",
@@ -23,7 +24,6 @@ __all__ = [
     "overhead_bytes",
 ]
 
-MiB = 1024 * 1024
 #: cudaFree(0) on an idle H200 with lazy module loading (the CUDA 13 default): 526.81 MiB measured.
 CUDA_CONTEXT_BYTES = 527 * MiB
 #: kernel code and library state loaded lazily by the first decodes, kept until exit: 68 MiB.

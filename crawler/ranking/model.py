@@ -19,6 +19,7 @@ from crawler.group_stats import GroupStats
 from crawler.quality import QualityEstimate
 from crawler.query import QueryMatcher
 from crawler.speed import SpeedEstimate
+from crawler.units import GIB
 
 __all__ = [
     "BOUNDED_SORTS",
@@ -36,7 +37,6 @@ __all__ = [
     "SearchOutcome",
 ]
 
-GIB = 1024**3
 #: Memory left free for everything that is not llama.cpp: the desktop/compositor on the same GPU,
 #: a browser. The estimate already includes the CUDA context and llama.cpp's runtime buffers.
 DEFAULT_HEADROOM_GIB = 0.5

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from crawler.catalog.reader import Reader
+from crawler.units import GIB
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = ["model_view", "quant_view", "scans_view", "search_view"]
 
-GIB = 1024**3
 DEFAULT_BUDGET_GIB = 24.0
 #: The model page's table and heatmap rows, and its scatter's points, at most.
 MAX_ROWS = 100

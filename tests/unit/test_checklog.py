@@ -14,7 +14,8 @@ import pytest
 
 from crawler.checklog import compare, run_config
 from crawler.fit import coefficients, estimate
-from crawler.llamalog import MIB, LogError, parse_log
+from crawler.llamalog import LogError, parse_log
+from crawler.units import MIB
 from tests.cli import clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render, strip_buffers
 from tests.fixtures.llamacpp.models import load_rows, measure_module, read_header

@@ -44,6 +44,7 @@ PURE = [
     "checklog",
     "charts",
     "snapshot/manifest",
+    "units",
 ]
 FORBIDDEN = {
     "httpx",
