@@ -25,8 +25,8 @@ from pathlib import Path
 
 from crawler.catalog import Catalog
 from crawler.config import Settings
+from crawler.crawl.scan import ScanSummary, run_once
 from crawler.hub import HubClient
-from crawler.scan import ScanSummary, run_once
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate, reupload
 from tests.hub_emulator import HubEmulator
 

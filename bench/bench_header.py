@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from crawler.cli._output import format_table
-from crawler.gguf import parse_header_bytes, read_header
-from crawler.source import UrlReader
+from crawler.gguf.parse import parse_header_bytes, read_header
+from crawler.targets import UrlReader
 
 PEER = "@huggingface/gguf@0.4.6"
 _NODE_SCRIPT = """

@@ -6,7 +6,7 @@ Part 1, bytes and requests per file: two real-size quants of one model (syntheti
 a Llama-2-7B-shaped file with a 32k SentencePiece vocabulary, a 32k BPE vocabulary with llama
 dims, 152k Qwen3-8B, 248k Qwen3.6-27B), served by the emulator and read with the real client
 (``HubClient.range_reader``): the first file cold (``read_header``, no hint), the second as a
-sibling (``crawler.sibling.read_sibling_header`` with the first as template). "ranged GETs" are
+sibling (``crawler.gguf.sibling.read_sibling_header`` with the first as template). "ranged GETs" are
 the reader's reads; "HTTP req" adds the Hub's 302 hop of the first read (later reads go straight
 to the CDN URL); "ratio" is fetched bytes / the file's header bytes.
 
@@ -29,10 +29,10 @@ import tests.synth as synth
 from crawler.catalog import Catalog
 from crawler.cli.search_cmd import search_argv
 from crawler.config import Settings
-from crawler.gguf import read_header
+from crawler.crawl.ondemand import ensure_model
+from crawler.gguf.parse import read_header
+from crawler.gguf.sibling import read_sibling_header, template_from
 from crawler.hub import HubClient
-from crawler.ondemand import ensure_model
-from crawler.sibling import read_sibling_header, template_from
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.state import Blob
 from tests.synth.spm import llama2_like

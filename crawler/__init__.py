@@ -14,15 +14,15 @@ __version__ = "0.1.0"
 # name -> module that defines it
 _EXPORTS = {
     "Catalog": "crawler.catalog",
-    "GGUFHeader": "crawler.gguf",
+    "GGUFHeader": "crawler.gguf.parse",
     "RunConfig": "crawler.fit",
     "Settings": "crawler.config",
-    "build_profile": "crawler.profile",
+    "build_profile": "crawler.profile.build",
     "coefficients": "crawler.fit",
     "estimate": "crawler.fit",
     "max_ctx": "crawler.fit",
-    "read_header": "crawler.gguf",
-    "run_once": "crawler.scan",
+    "read_header": "crawler.gguf.parse",
+    "run_once": "crawler.crawl.scan",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -1,7 +1,7 @@
 """Predicted vs logged: the estimate of a run next to what llama.cpp's log says it allocated (pure).
 
-:func:`run_config` turns a parsed log's configuration into the estimate's :class:`RunConfig`;
-:func:`compare` lines the estimate's components up with the logged buffers:
+run_config turns a parsed log's configuration into the estimate's RunConfig;
+compare lines the estimate's components up with the logged buffers:
 
 ========================  =================================================================
 logged buffer             estimate component
@@ -29,8 +29,8 @@ from typing import Any
 
 from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, estimate
 from crawler.fit.estimate import SERVER_AUTO_PARALLEL
+from crawler.fit.llamalog import LogConfig, LoggedBuffer, ParsedLog
 from crawler.fit.offload import device_estimate
-from crawler.llamalog import LogConfig, LoggedBuffer, ParsedLog
 from crawler.units import MIB
 
 __all__ = [
@@ -193,7 +193,7 @@ def run_config(
 
 def estimate_run(c: MemoryCoefficients, run: RunConfig) -> FitEstimate:
     """The estimate of the logged run: with ``-ngl`` below all layers, the GPU's share
-    (:func:`crawler.fit.offload.device_estimate`)."""
+    (crawler.fit.offload.device_estimate)."""
     if run.n_gpu_layers is None:
         return estimate(c, run)
     return device_estimate(c, run, run.n_gpu_layers)

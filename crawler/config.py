@@ -27,7 +27,7 @@ def default_data_dir() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Everything configurable; CLI flags override with :meth:`replace`."""
+    """Everything configurable; CLI flags override with replace."""
 
     db_url: str | None = None
     data_dir: Path | None = None

@@ -1,10 +1,10 @@
 """``quants estimate`` as a library call: one GGUF, one llama-server configuration, one budget.
 
-Orchestration over the pure memory model (:mod:`crawler.fit`): the single-GPU estimate, the
-setups beyond it (``-ngl``, a vision projector: :mod:`crawler.fit.setup`; several GPUs:
-:mod:`crawler.fit.devices`; Apple's Metal: :mod:`crawler.fit.apple`), the verdict against a
+Orchestration over the pure memory model (crawler.fit): the single-GPU estimate, the
+setups beyond it (``-ngl``, a vision projector: crawler.fit.setup; several GPUs:
+crawler.fit.devices; Apple's Metal: crawler.fit.apple), the verdict against a
 budget (``--vram``, or a GPU's memory), the largest context and the settings that would fit.
-The CLI renders :class:`EstimateReport`; its :meth:`~EstimateReport.to_json` is ``estimate
+The CLI renders EstimateReport; its to_json is ``estimate
 --json``.
 """
 
@@ -27,12 +27,12 @@ from crawler.fit import (
     max_ctx,
 )
 from crawler.fit.devices import DeviceShare, estimate_devices, max_ctx_split, parse_tensor_split
+from crawler.fit.gpus import device_set, resolve_gpus
 from crawler.fit.setup import Setup, parse_ngl, resolve_setup
 from crawler.fit.vision import Projector, projector
-from crawler.gpus import device_set, resolve_gpus
-from crawler.labels import parse_quant_label
+from crawler.profile.labels import parse_quant_label
 from crawler.ranking.commands import llama_server_command
-from crawler.source import HeaderRead
+from crawler.targets import HeaderRead
 from crawler.units import GIB
 
 __all__ = ["EstimateReport", "estimate_report", "projector_from_file", "target_command"]
@@ -269,8 +269,8 @@ def target_command(read: HeaderRead, cfg: RunConfig) -> str:
 
 def projector_from_file(path: str) -> Projector:
     """The projector of a local mmproj file (only its header is read)."""
-    from crawler.gguf import read_header
-    from crawler.source import FileReader
+    from crawler.gguf.parse import read_header
+    from crawler.targets import FileReader
 
     p = Path(path)
     if not p.is_file():

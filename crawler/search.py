@@ -1,8 +1,8 @@
 """``quants search`` as a library call: budget (VRAM or GPU), catalog candidates, ranking, JSON.
 
-Orchestration only (like ``scan``): the GPU table (:mod:`crawler.gpus`), the catalog read path
-(:mod:`crawler.catalog.candidates`) and the pure ranking (:mod:`crawler.ranking`). Raises
-:class:`~crawler.errors.NothingFits` (exit 3) when no candidate fits, with counts that say why.
+Orchestration only (like ``scan``): the GPU table (crawler.fit.gpus), the catalog read path
+(crawler.catalog.candidates) and the pure ranking (crawler.ranking). Raises
+NothingFits (exit 3) when no candidate fits, with counts that say why.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.errors import NothingFits, UsageError
 from crawler.fit.devices import DeviceShare, parse_tensor_split
+from crawler.fit.gpus import GPUMatch, device_set, resolve_gpu
 from crawler.fit.setup import parse_ngl
 from crawler.fit.tiers import tier_of
-from crawler.gpus import GPUMatch, device_set, resolve_gpu
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec, SearchOutcome
 from crawler.ranking.rank import rank_candidates
 from crawler.units import GIB
@@ -88,7 +88,7 @@ def build_request(
     Without ``cache_type_k/v`` every quant gets the least lossy cache that reaches the context
     (``auto_cache`` is an accepted alias of that default); ``mtp`` None runs the MTP head where it
     is usable and fits, True keeps only quants that run with it, False never drafts
-    (:mod:`crawler.fit.choose`). ``n_gpu_layers`` is ``-ngl``: a number pins the layers on the
+    (crawler.fit.choose). ``n_gpu_layers`` is ``-ngl``: a number pins the layers on the
     GPU, ``auto`` allows partial offload (``tier="partial"``), ``all`` is the default. Several
     GPUs: ``gpu`` as a list or ``2x NAME``, or ``vram`` per device with ``tensor_split``.
     """
@@ -188,7 +188,7 @@ def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
     )
 
 
-#: ``2x 3090``: a count of devices before a GPU name (crawler.gpus.resolve_gpus).
+#: ``2x 3090``: a count of devices before a GPU name (crawler.fit.gpus.resolve_gpus).
 _COUNT = re.compile(r"\s*\d+\s*x\s", re.IGNORECASE)
 
 
@@ -220,8 +220,8 @@ def _several_gpus(req: SearchRequest, names: list[str]) -> tuple[Budget, GPUMatc
 
 
 def search(reader: Reader, req: SearchRequest) -> SearchResult:
-    """Run one search on the catalog ``reader`` reads (:meth:`crawler.catalog.reader.Reader.open`
-    or :meth:`Catalog.reader() <crawler.catalog.database.Catalog.reader>`); NothingFits when no
+    """Run one search on the catalog ``reader`` reads (crawler.catalog.reader.Reader.open
+    or Catalog.reader()); NothingFits when no
     candidate fits (the message says why)."""
     from crawler.catalog.candidates import count_left_out, materializer, sibling_lookup
     from crawler.catalog.ordered import stream_candidates

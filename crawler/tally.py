@@ -1,8 +1,8 @@
 """Counters that several threads add to, read as consistent snapshots (pure: no I/O).
 
 The value is a frozen dataclass of numbers (``crawler.hub.records.HubStats``,
-``crawler.catalog.store.ScanSummary``): each :meth:`Tally.add` replaces it under a lock, so a
-reader takes :attr:`Tally.value` without locking and never sees half an update.
+``crawler.catalog.store.ScanSummary``): each Tally.add replaces it under a lock, so a
+reader takes Tally.value without locking and never sees half an update.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
     python -m fuzz.header --runs 20000 --json       # what the CI smoke test runs
     python -m fuzz.header --engine random --seconds 60
 
-Each input goes through :func:`fuzz.target.check` (parse in one buffer and in small refills,
+Each input goes through fuzz.target.check (parse in one buffer and in small refills,
 profile, memory coefficients, catalog encoding). The report gives the inputs run, the outcomes
 (parsed or which GGUFError), every uncaught exception (type, message, where, the input saved to
 ``--out``), the slowest input (saved too), how many took over 1 s, and peak memory: the process's

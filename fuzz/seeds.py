@@ -73,7 +73,7 @@ def _every_type() -> dict[str, object]:
 def dictionary(seeds: list[bytes]) -> list[bytes]:
     """libFuzzer dictionary tokens: the magic, every metadata key of the seeds, interesting
     little-endian integers (type ids, counts at the edges of int32/int64)."""
-    from crawler.gguf import parse_header_bytes
+    from crawler.gguf.parse import parse_header_bytes
 
     tokens: set[bytes] = {b"GGUF"}
     for seed in seeds:

@@ -1,10 +1,10 @@
 """The fuzz target: what the crawl does with the bytes of one untrusted GGUF header.
 
-:func:`check` runs one input through the parser (whole buffer, and again through a small-chunk
+check runs one input through the parser (whole buffer, and again through a small-chunk
 reader that exercises the refill/estimate path) and, when it parses, through everything the crawl
 does next with a header: the precision profile and its JSON, the memory coefficients, and the
 catalog's tensor-table encoding round trip. Expected failures are the documented ones
-(:class:`~crawler.errors.GGUFError` from the parser, :class:`~crawler.errors.QuantsError` after
+(GGUFError from the parser, QuantsError after
 it); anything else escaping is a finding.
 """
 
@@ -14,12 +14,12 @@ import json
 import math
 from typing import Any
 
-from crawler.analysis import AnalysedShard
 from crawler.catalog.tensor_tables import decode_tensor_table, encode_tensor_table
 from crawler.errors import GGUFError, QuantsError
 from crawler.fit import coefficients
-from crawler.gguf import GGUFHeader, parse_header_bytes, read_header
-from crawler.profile import build_profile
+from crawler.gguf.parse import GGUFHeader, parse_header_bytes, read_header
+from crawler.profile.analysis import AnalysedShard
+from crawler.profile.build import build_profile
 
 #: Header cap used while fuzzing: far above any input (inputs are at most a few hundred KB), so a
 #: hostile count that would need more must be refused by the parser's own bounds, not by the cap.

@@ -2,7 +2,7 @@
 
 Three jobs, one file:
 
-* ``MODELS`` + :func:`write_model`: synthetic GGUFs (header + sparse zero data) that llama.cpp
+* ``MODELS`` + write_model: synthetic GGUFs (header + sparse zero data) that llama.cpp
   loads: llama (GQA), qwen3, gemma3 (SWA), qwen35 (hybrid Gated-DeltaNet + MTP block), deepseek2
   (MLA + MoE), glm4moe (MoE + nextn), plus real-width variants. Tests import this to rebuild the
   same headers without llama.cpp.

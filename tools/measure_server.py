@@ -222,7 +222,7 @@ def configs(grid: str) -> Iterator[dict[str, Any]]:
 
 
 def write_model(name: str, models_dir: Path) -> Path:
-    """Write ``name`` (a key of :data:`SYNTH_MODELS` or :data:`MMPROJ`) unless already there."""
+    """Write ``name`` (a key of SYNTH_MODELS or MMPROJ) unless already there."""
     models_dir.mkdir(parents=True, exist_ok=True)
     path = models_dir / f"{name}.gguf"
     if path.exists():

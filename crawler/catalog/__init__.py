@@ -1,7 +1,7 @@
 """The catalog: the ONLY API the rest of quants uses to reach the database.
 
-:mod:`~crawler.catalog.database` holds :class:`Catalog` (SQLAlchemy engine, Alembic migrations,
-sessions, read-only user SQL); :mod:`~crawler.catalog.reader` a plain DBAPI read connection for
+database holds Catalog (SQLAlchemy engine, Alembic migrations,
+sessions, read-only user SQL); reader a plain DBAPI read connection for
 the latency-bound search path; sibling modules (store, candidates, ordered, history, ...) the
 read/write helpers. The names below are resolved lazily so that the search path, which needs
 only the reader, starts without importing SQLAlchemy (~0.2 s of a ``quants search`` run).

@@ -2,21 +2,20 @@
 columns, compressed tensor table and history rows, written together; and the stored headers
 ``quants reprofile`` reads back to recompute them.
 
-The search columns are computed by :mod:`crawler.ranking.columns`; this module only writes
+The search columns are computed by crawler.ranking.columns; this module only writes
 them. Called inside the crawl's one transaction per repo
-(:func:`crawler.catalog.store.write_repo`).
+(crawler.catalog.store.write_repo).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select
 
-from crawler.analysis import AnalysedShard, MemoryRecord, QuantAnalysis, StoredProfile
 from crawler.catalog import Catalog
 from crawler.catalog.search_index import refresh_live_rows
 from crawler.catalog.tables import (
@@ -33,14 +32,26 @@ from crawler.catalog.tensor_tables import (
     decode_tensor_table,
     encode_tensor_table,
 )
-from crawler.ranking.columns import search_columns, search_scalars
+from crawler.profile.analysis import AnalysedShard, MemoryRecord, QuantAnalysis, StoredProfile
 
 __all__ = [
+    "QuantRow",
     "StoredQuantTables",
     "iter_tensor_tables",
     "update_analysis",
     "write_analyses",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class QuantRow:
+    """One analysed quant as the crawl hands it over: the analysis and its search columns
+    (``quants.quality_score``, ``quants.fit_*``) and ``memory_models`` scalars, computed by the
+    crawl with ranking's functions. The catalog writes them as they are."""
+
+    analysis: QuantAnalysis
+    columns: Mapping[str, Any]
+    scalars: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +103,14 @@ def _group_rows(quant_id: int, p: StoredProfile) -> list[TensorGroup]:
     ]
 
 
-def _apply_search_columns(q: Quant, p: StoredProfile, m: MemoryRecord) -> None:
-    """Write the search columns (computed by :mod:`crawler.ranking.columns`)."""
-    for name, value in search_columns(p.groups, m).items():
+def _apply_search_columns(q: Quant, columns: Mapping[str, Any]) -> None:
+    for name, value in columns.items():
         setattr(q, name, value)
 
 
-def _memory_row(quant_id: int, m: MemoryRecord) -> MemoryModel:
+def _memory_row(quant_id: int, m: MemoryRecord, scalars: Mapping[str, Any]) -> MemoryModel:
     return MemoryModel(
-        **search_scalars(m.coefficients),
+        **scalars,
         quant_id=quant_id,
         status=m.status,
         reason=m.reason,
@@ -122,7 +132,7 @@ def _replace_children(s: Any, quant_ids: list[int], tables: Sequence[Any]) -> No
 
 def write_analyses(
     s: Any,
-    items: Sequence[tuple[Quant, QuantAnalysis, str]],
+    items: Sequence[tuple[Quant, QuantRow, str]],
     revision: str | None,
     scan_id: int | None,
     now: datetime,
@@ -142,7 +152,8 @@ def write_analyses(
             )
         }
         rows: list[Any] = []
-        for q, a, content_key in items:
+        for q, row, content_key in items:
+            a = row.analysis
             _apply_profile(q, a.profile)
             q.revision = revision
             q.base_model = a.base_model
@@ -151,9 +162,9 @@ def write_analyses(
             q.analysed_at = now
             q.content_key = content_key
             group_rows = _group_rows(q.id, a.profile)
-            _apply_search_columns(q, a.profile, a.memory)
+            _apply_search_columns(q, row.columns)
             rows += group_rows
-            rows.append(_memory_row(q.id, a.memory))
+            rows.append(_memory_row(q.id, a.memory, row.scalars))
             rows.append(
                 TensorTable(
                     quant_id=q.id,
@@ -210,9 +221,7 @@ def iter_tensor_tables(catalog: Catalog) -> list[StoredQuantTables]:
     return out
 
 
-def update_analysis(
-    catalog: Catalog, quant_id: int, profile: StoredProfile, memory: MemoryRecord
-) -> bool:
+def update_analysis(catalog: Catalog, quant_id: int, row: QuantRow) -> bool:
     """Replace a quant's profile columns, groups and memory model (``quants reprofile``).
 
     Returns True when the profile changed. History gets no row: the content did not change.
@@ -221,11 +230,12 @@ def update_analysis(
         q = s.get(Quant, quant_id)
         if q is None:
             return False
+        profile = row.analysis.profile
         changed = (q.profile or {}) != dict(profile.json)
         _apply_profile(q, profile)
         _replace_children(s, [q.id], (TensorGroup, MemoryModel))
         group_rows = _group_rows(q.id, profile)
-        _apply_search_columns(q, profile, memory)
-        s.add_all([*group_rows, _memory_row(q.id, memory)])
+        _apply_search_columns(q, row.columns)
+        s.add_all([*group_rows, _memory_row(q.id, row.analysis.memory, row.scalars)])
         refresh_live_rows(s, [q.repo_pk])  # label and architecture may have changed
         return changed

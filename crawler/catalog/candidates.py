@@ -1,22 +1,22 @@
 """The search read path's SQL: filters, memory bound, sort bounds, and completing candidates.
 
-Plain SQL through a :class:`~crawler.catalog.reader.Reader` (no SQLAlchemy: see its docstring).
+Plain SQL through a Reader (no SQLAlchemy: see its docstring).
 The cheap, exact-safe part of the search runs in the database
-(:mod:`crawler.catalog.ordered` puts it together per sort):
+(crawler.catalog.ordered puts it together per sort):
 
-* the memory prefilter: :func:`crawler.ranking.bounds.lower_bound_bytes` written in SQL
-  (:func:`crawler.ranking.bounds.bound_sql`) over the quants' ``fit_*`` columns (weights +
+* the memory prefilter: crawler.ranking.bounds.lower_bound_bytes written in SQL
+  (crawler.ranking.bounds.bound_sql) over the quants' ``fit_*`` columns (weights +
   experts + MTP block and draft KV + KV per token x ctx + fixed + compute floor + CUDA
   constants <= budget). It is a lower bound of the exact estimate, so it
-  never drops a quant that fits; the exact estimate in :func:`crawler.ranking.rank.rank_candidates`
+  never drops a quant that fits; the exact estimate in crawler.ranking.rank.rank_candidates
   decides the rest;
 * the column filters (architecture, author, base model, label, loadable, MTP, attention bits);
-* for query tokens that contain a digit (which :class:`~crawler.query.QueryMatcher` matches only
+* for query tokens that contain a digit (which QueryMatcher matches only
   exactly), a substring test, so "qwen3.6 27b" narrows the scan in SQL;
 * the upper bounds ``--sort speed|margin|ctx`` stream by
-  (:mod:`crawler.ranking.bounds`: ``speed_bound_sql``, ``bound_sql``, ``ctx_bound_sql``).
+  (crawler.ranking.bounds: ``speed_bound_sql``, ``bound_sql``, ``ctx_bound_sql``).
 
-Rows become partial candidates; :func:`materializer` parses the coefficient JSON and loads the
+Rows become partial candidates; materializer parses the coefficient JSON and loads the
 tensor groups only for the candidates ranking estimates.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from crawler.catalog.reader import Reader, as_bool, as_datetime, placeholders
 from crawler.fit import MemoryCoefficients
-from crawler.group_stats import GroupStats
+from crawler.profile.groups import GroupStats
 from crawler.ranking.bounds import bound_sql
 from crawler.ranking.model import Budget, Candidate, Filters, RunSpec
 
@@ -49,12 +49,12 @@ __all__ = [
 # Bind-parameter budget per IN (...) list; SQLite allows 32766 variables, PostgreSQL 65535.
 _IN_CHUNK = 5000
 
-#: The seven verdict columns search and compare select, in the order :func:`verdicts` reads.
+#: The seven verdict columns search and compare select, in the order verdicts reads.
 VERDICT_COLUMNS = (
     "q.mtp_present, q.mtp_state, q.mtp_preserved, q.mtp_min_bits, q.attn_min_bits,"
     " q.attn_preserved, q.loadable_by_mainline"
 )
-#: The 20 leading columns every candidate query selects (see :func:`candidate_from_row`).
+#: The 20 leading columns every candidate query selects (see candidate_from_row).
 CANDIDATE_COLUMNS = (
     "q.id, r.repo_id, q.path, q.size_bytes, q.quant_label, q.architecture,"
     f" COALESCE(q.base_model, r.base_model), r.author, q.n_params, {VERDICT_COLUMNS},"
@@ -88,7 +88,7 @@ def _lower(col: str) -> str:
 
 
 def filter_sql(filters: Filters) -> Where:
-    """SQL for :meth:`Filters.accepts` minus the fuzzy part (same semantics, case-insensitive)."""
+    """SQL for Filters.accepts minus the fuzzy part (same semantics, case-insensitive)."""
     w = Where()
     # ``live`` (kept by crawler.catalog.store) = neither the quant nor its repo vanished; an
     # equality, so the search indexes can serve it (``IS TRUE`` is not indexable).
@@ -186,7 +186,7 @@ def candidate_from_row(
     quality_hint: float | None = None,
     bound_hint: float | None = None,
 ) -> Candidate:
-    """A Candidate from a row that starts with :data:`CANDIDATE_COLUMNS`."""
+    """A Candidate from a row that starts with CANDIDATE_COLUMNS."""
     return Candidate(
         quant_id=row[0],
         repo_id=row[1],
@@ -210,7 +210,7 @@ def candidate_from_row(
 
 
 def verdicts(row: Sequence[Any], start: int) -> dict[str, Any]:
-    """The :data:`VERDICT_COLUMNS` of ``row`` from index ``start``, by field name (SQLite's 0/1
+    """The VERDICT_COLUMNS of ``row`` from index ``start``, by field name (SQLite's 0/1
     booleans as bools)."""
     present, state, preserved, mtp_bits, attn_bits, attn_ok, loadable = row[start : start + 7]
     return {
@@ -234,7 +234,7 @@ def materializer(
     """Complete partial candidates (full coefficients, tensor groups) with two queries a batch.
 
     Identical coefficient JSON (re-uploads and mirrors of one file) is parsed once and shared,
-    so ranking estimates it once (:func:`crawler.ranking.rank.rank_candidates` keys on the object).
+    so ranking estimates it once (crawler.ranking.rank.rank_candidates keys on the object).
     """
     parsed: dict[str, MemoryCoefficients] = {}
 

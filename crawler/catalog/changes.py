@@ -2,7 +2,7 @@
 
 The read path of ``quants changes`` (and of the "what changed" line of a watch's re-upload
 entry). Returns frozen dataclasses (never ORM rows); profile differences are put in words by the
-pure :mod:`crawler.diff`.
+pure crawler.profile.diff.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from crawler.catalog import Catalog
 from crawler.catalog.history import iso_utc, resolve_since, utc
 from crawler.catalog.tables import File, Quant, QuantVersion, Repo
-from crawler.diff import describe_change
+from crawler.profile.diff import describe_change
 
 __all__ = [
     "ChangeReport",

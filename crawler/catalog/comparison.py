@@ -1,12 +1,12 @@
 """``quants compare``'s read path: every quant of one base model, with its tensor groups.
 
-Plain SQL through a :class:`~crawler.catalog.reader.Reader`; returns frozen dataclasses.
+Plain SQL through a Reader; returns frozen dataclasses.
 
 A query that names one base model exactly (what the web app's links and most users pass) is
 answered through the base-model indexes, without the fuzzy scan of every quant (seconds at
 200k quants); the fuzzy scan filters on ``quants.search_text``, as ``quants search`` does.
 Callers that show only some quants (the web app's model page) load the rest without tensor
-groups and complete the ones they show with :func:`with_groups`.
+groups and complete the ones they show with with_groups.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.catalog.candidates import VERDICT_COLUMNS, escape_like, load_groups, verdicts
 from crawler.catalog.reader import Reader
-from crawler.group_stats import GroupStats
+from crawler.profile.groups import GroupStats
 
 if TYPE_CHECKING:
-    from crawler.query import QueryMatcher
+    from crawler.ranking.query import QueryMatcher
 
 __all__ = ["ComparedQuant", "Comparison", "comparison_json", "load_comparison", "with_groups"]
 
@@ -55,7 +55,7 @@ class Comparison:
 
 
 #: Columns of a compared quant: id, repo, author, path, label, arch, base, size, verdicts,
-#: quality (see :func:`_compared`).
+#: quality (see _compared).
 _COLUMNS = (
     "q.id, r.repo_id, r.author, q.path, q.quant_label, q.architecture,"
     f" COALESCE(q.base_model, r.base_model), q.size_bytes, {VERDICT_COLUMNS}, q.quality_score"
@@ -69,10 +69,10 @@ def load_comparison(reader: Reader, query: str, *, groups: bool = True) -> Compa
 
     Quants without a recorded base model are grouped by repo. UsageError when nothing matches,
     or when several base models do and none is named exactly (the message lists them).
-    ``groups=False`` leaves each quant's ``groups`` empty (:func:`with_groups` loads them).
+    ``groups=False`` leaves each quant's ``groups`` empty (with_groups loads them).
     """
     from crawler.errors import UsageError
-    from crawler.query import QueryMatcher
+    from crawler.ranking.query import QueryMatcher
 
     matcher = QueryMatcher(query)
     found = _exact_base(reader, query, matcher)
@@ -131,11 +131,11 @@ def _fuzzy_rows(reader: Reader, matcher: QueryMatcher) -> list[Any]:
 
 def _exact_base(reader: Reader, query: str, matcher: QueryMatcher) -> tuple[str, list[Any]] | None:
     """``(base, rows)`` when ``query`` names exactly one base model of the catalog (as
-    :func:`_pick_base` tests it) whose names hold every query token; None otherwise (then the
+    _pick_base tests it) whose names hold every query token; None otherwise (then the
     fuzzy scan decides: no such base, several, or a query this shortcut cannot prove).
 
     The answer is the fuzzy path's: every row of that base matches the query (its base model
-    name alone holds each token), and no other base is an exact match, so :func:`_pick_base`
+    name alone holds each token), and no other base is an exact match, so _pick_base
     would choose it. ASCII only, so SQL's ``lower``/``LIKE`` and Python's agree.
     """
     wanted = query.strip().lower()

@@ -4,7 +4,7 @@
 migrations on first use, and hands out sessions. ``query_readonly`` runs user SQL on a connection
 that cannot write: SQLite opened with ``mode=ro`` + ``query_only``; PostgreSQL in a READ ONLY
 transaction that is always rolled back. Read/write helpers live in sibling modules (store,
-candidates, history) and take a :class:`Catalog`.
+candidates, history) and take a Catalog.
 """
 
 from __future__ import annotations
@@ -23,14 +23,21 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from crawler.closing import Closing
-from crawler.errors import CatalogError, QueryError, ReadOnlyViolation, SchemaOutOfDate
+from crawler.errors import (
+    CatalogError,
+    ConfigError,
+    QueryError,
+    ReadOnlyViolation,
+    SchemaOutOfDate,
+)
 
 if TYPE_CHECKING:
     from crawler.catalog.reader import Reader
+    from crawler.catalog.search_index import ColumnsFn
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Catalog", "params_from_pairs", "redact_url", "resource_dir"]
+__all__ = ["Catalog", "catalog_identity", "params_from_pairs", "redact_url", "resource_dir"]
 
 #: The revision from which the search columns exist with values; a catalog migrated from below it
 #: gets them computed (crawler.catalog.search_index.refresh_search_columns).
@@ -71,6 +78,21 @@ def _sqlite_path(url: str) -> Path | None:
     return Path(db)
 
 
+def catalog_identity(url: str) -> tuple[Path | None, str]:
+    """(the SQLite file, or None for a server) and the URL without its driver, for naming what
+    belongs to one catalog (postgresql:// and postgresql+psycopg:// are one catalog)."""
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError("the database URL is not valid (see --db / QUANTS_DB)") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return Path(str(parsed.database)).expanduser().resolve(), ""
+    return None, parsed.set(drivername=backend).render_as_string(hide_password=False)
+
+
 # PostgreSQL text cannot hold NUL ("invalid byte sequence for encoding UTF8: 0x00"); GGUF metadata
 # written by anyone can. The byte becomes U+FFFD in text columns (the compressed tensor table keeps
 # the exact bytes) rather than failing the repo's transaction on every crawl.
@@ -109,7 +131,7 @@ def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
 
 
 class Catalog(Closing):
-    """An open catalog database. Use as a context manager or call :meth:`close`."""
+    """An open catalog database. Use as a context manager or call close."""
 
     def __init__(self, engine: Engine, url: str) -> None:
         self.engine = engine
@@ -124,10 +146,12 @@ class Catalog(Closing):
         upgrade: bool = True,
         check: bool = True,
         tracer: Callable[[str, Any], None] | None = None,
+        columns: ColumnsFn | None = None,
     ) -> Catalog:
         """Open (and by default create or migrate) the catalog at ``url``.
 
-        With ``upgrade=False`` the schema is only checked (``check``) or left alone.
+        With ``upgrade=False`` the schema is only checked (``check``) or left alone. ``columns``
+        computes the search columns a migration across 0003/0004 leaves to fill (see upgrade).
         ``tracer(sql, params)`` is called for every statement, as sqlite-utils does.
         """
         url = _normalise_url(url)
@@ -151,7 +175,7 @@ class Catalog(Closing):
         catalog = cls(engine, url)
         try:
             if upgrade:
-                catalog.upgrade()
+                catalog.upgrade(columns)
             elif check:
                 catalog.check_schema()
         except BaseException:
@@ -184,7 +208,7 @@ class Catalog(Closing):
 
     @contextmanager
     def reader(self) -> Iterator[Reader]:
-        """A :class:`~crawler.catalog.reader.Reader` on one of this engine's connections (the
+        """A Reader on one of this engine's connections (the
         search and compare read paths take a reader; the connection goes back to the pool)."""
         from crawler.catalog.reader import Reader
 
@@ -245,14 +269,23 @@ class Catalog(Closing):
                 f"catalog schema is at {current or 'nothing'}, this quants needs {head}"
             )
 
-    def upgrade(self) -> str | None:
-        """Apply pending migrations (idempotent); return the revision reached."""
+    def upgrade(self, columns: ColumnsFn | None = None) -> str | None:
+        """Apply pending migrations (idempotent); return the revision reached.
+
+        Crossing 0003/0004 adds the search columns empty; ``columns`` fills them in the same
+        transaction. Without it such a catalog is refused, never left half-indexed.
+        """
         head = self.head_revision()
         current = self.current_revision()
         if current == head:
             return head
         from alembic import command
 
+        if current is not None and current < _SEARCH_COLUMNS_REVISION and columns is None:
+            raise CatalogError(
+                f"catalog schema {current} must have its search columns filled as it migrates:"
+                " open it with the column function (every quants command passes it)"
+            )
         cfg = self._alembic_config()
         try:
             with self.engine.begin() as conn:
@@ -269,7 +302,8 @@ class Catalog(Closing):
                     # the functions the crawl uses, in the migration's transaction.
                     from crawler.catalog.search_index import refresh_search_columns
 
-                    refresh_search_columns(conn)
+                    assert columns is not None
+                    refresh_search_columns(conn, columns)
         except DBAPIError as exc:
             # Another process may have migrated at the same moment; that is fine if we are at head.
             if self.current_revision() != head:

@@ -1,18 +1,18 @@
 """Streamed, ordered candidates for every ``--sort`` (the search's read path).
 
 The query orders the candidates by narrow columns of ``quants`` and is read in chunks, so ranking
-(:func:`crawler.ranking.rank.rank_candidates` with ``presorted=True``) stops reading once nothing
+(crawler.ranking.rank.rank_candidates with ``presorted=True``) stops reading once nothing
 left can rank higher; the coefficient JSON and tensor groups are loaded (by
-:func:`crawler.catalog.candidates.materializer`) only for the candidates ranking estimates.
+crawler.catalog.candidates.materializer) only for the candidates ranking estimates.
 
 * ``quality``, ``size``, ``downloads``, ``updated``: the value itself is stored. The database
   walks an index in that order (``ix_quants_search_quality``, ``ix_quants_search_size``;
   ``ix_repos_downloads``, ``ix_repos_last_modified`` and each repo's quants) and tests the memory
   bound on its entries.
-* ``speed``, ``margin``, ``ctx`` (:data:`crawler.ranking.model.BOUNDED_SORTS`): the value needs the
+* ``speed``, ``margin``, ``ctx`` (crawler.ranking.model.BOUNDED_SORTS): the value needs the
   estimate, so candidates come in the order of an upper bound of it, given to ranking as
-  ``Candidate.bound_hint``: :func:`~crawler.ranking.bounds.speed_bound_sql`,
-  :func:`~crawler.ranking.bounds.margin_bound_sql`, :func:`~crawler.ranking.bounds.ctx_bound_sql`.
+  ``Candidate.bound_hint``: speed_bound_sql,
+  margin_bound_sql, ctx_bound_sql.
   They depend on the request, so the database computes them on ``ix_quants_search_computed``'s
   entries and returns them a page at a time (a top-N sort per page, one index scan each; ranking
   usually stops in the first).
@@ -68,9 +68,9 @@ _BY_REPO = (
 def stream_candidates(
     reader: Reader, spec: RunSpec, budget: Budget, filters: Filters, sort: str
 ) -> Generator[Candidate, None, None]:
-    """Partial candidates in :func:`crawler.ranking.order.pre_key` order, read lazily.
+    """Partial candidates in crawler.ranking.order.pre_key order, read lazily.
 
-    Complete them with :func:`crawler.catalog.candidates.materializer`; close the iterator when
+    Complete them with crawler.catalog.candidates.materializer; close the iterator when
     done. ``--sort speed`` needs ``budget.bandwidth_gb_s``.
     """
     if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:

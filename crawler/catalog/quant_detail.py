@@ -1,10 +1,10 @@
 """One quant as the catalog knows it, for ``quants serve``'s quant page and ``/api/quant``.
 
-Read path only, through a :class:`~crawler.catalog.reader.Reader` (plain SQL, no SQLAlchemy):
+Read path only, through a Reader (plain SQL, no SQLAlchemy):
 the quant's columns, its tensor groups, its memory coefficients, its stored raw tensor table
-(decoded shards: the caller re-profiles them with :func:`crawler.profile.build_profile`, as the
+(decoded shards: the caller re-profiles them with crawler.profile.build.build_profile, as the
 crawl did; the catalog computes nothing) and its versions with what each re-upload changed
-(:func:`crawler.diff.describe_change`, as ``quants changes`` words it). Frozen dataclasses.
+(crawler.profile.diff.describe_change, as ``quants changes`` words it). Frozen dataclasses.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from crawler.catalog.candidates import VERDICT_COLUMNS, load_groups, verdicts
 from crawler.catalog.reader import Reader, as_datetime, placeholders
 
 if TYPE_CHECKING:
-    from crawler.analysis import AnalysedShard
     from crawler.fit import MemoryCoefficients
+    from crawler.profile.analysis import AnalysedShard
 
 __all__ = ["QuantDetail", "QuantVersionRecord", "load_quant", "quality_scores"]
 
@@ -128,7 +128,7 @@ def _shards(reader: Reader, qid: int) -> tuple[AnalysedShard, ...]:
 
 
 def _versions(reader: Reader, qid: int) -> tuple[QuantVersionRecord, ...]:
-    from crawler.diff import describe_change
+    from crawler.profile.diff import describe_change
 
     out: list[QuantVersionRecord] = []
     before: tuple[Any, Any] | None = None

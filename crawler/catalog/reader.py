@@ -7,13 +7,12 @@ driver. Their SQL is plain, portable SQL (SQLite >= 3.30 and PostgreSQL: ``NULLS
 ``TRUE``, ``LIKE .. ESCAPE``, no ``::`` casts) with ``:name`` parameters, which is sqlite3's named
 style and is rewritten to psycopg's ``%(name)s`` here.
 
-:meth:`Reader.open` takes the catalog URL (the SQLAlchemy URL quants uses everywhere) and opens
+Reader.open takes the catalog URL (the SQLAlchemy URL quants uses everywhere) and opens
 SQLite read-only (``mode=ro``: a missing file is an error, never created) or PostgreSQL through
-libpq's URI form, its session read-only; either way in one snapshot until :meth:`Reader.close`.
-It reads ``alembic_version`` and refuses a schema other than :data:`SCHEMA_HEAD`, so a caller
-(:func:`crawler.catalog.reading.reading`) falls back to :meth:`crawler.catalog.Catalog.open`,
-which creates or migrates the catalog, and then reads through :meth:`Catalog.reader
-<crawler.catalog.database.Catalog.reader>` on its connection pool.
+libpq's URI form, its session read-only; either way in one snapshot until Reader.close.
+It reads ``alembic_version`` and refuses a schema other than SCHEMA_HEAD, so a caller
+(crawler.catalog.reading.reading) falls back to crawler.catalog.Catalog.open,
+which creates or migrates the catalog, and then reads through Catalog.reader on its connection pool.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
 class Reader(Closing):
-    """One DBAPI connection used only to read. Use as a context manager or call :meth:`close`."""
+    """One DBAPI connection used only to read. Use as a context manager or call close."""
 
     def __init__(self, conn: Any, dialect: str, *, owned: bool = True) -> None:
         self.conn = conn
@@ -53,7 +52,7 @@ class Reader(Closing):
     def open(cls, url: str) -> Reader:
         """Open the catalog at ``url`` for reading; CatalogError when this path cannot serve it
         (missing SQLite file, other database, unreachable server) and SchemaOutOfDate when the
-        schema is not :data:`SCHEMA_HEAD`: the caller then opens it the full way."""
+        schema is not SCHEMA_HEAD: the caller then opens it the full way."""
         scheme, _, rest = url.partition("://")
         backend = scheme.split("+", 1)[0]
         try:

@@ -1,7 +1,7 @@
 """The errors crawls recorded (``scan_errors``), counted by kind and listed newest first.
 
 Read path of ``quants serve``'s scans page and ``/api/scans``, through a
-:class:`~crawler.catalog.reader.Reader` (plain SQL). Returns frozen dataclasses.
+Reader (plain SQL). Returns frozen dataclasses.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The crawl's bookkeeping in the catalog: scan records, their errors, and the crawl state.
 
-A pass opens a ``scans`` row (:func:`start_scan`), records per-repo errors and closes it with
-its counters (:func:`finish_scan`, :class:`ScanSummary`); ``crawl_state`` keeps the listing
+A pass opens a ``scans`` row (start_scan), records per-repo errors and closes it with
+its counters (finish_scan, ScanSummary); ``crawl_state`` keeps the listing
 watermarks between passes. Takes and returns frozen dataclasses; ORM rows never leave.
 """
 
@@ -70,13 +70,13 @@ class ScanTotals:
         return {name: getattr(self, name) for name in SCAN_COUNTERS}
 
 
-#: The names of :class:`ScanTotals`' counters (columns of ``scans``).
+#: The names of ScanTotals' counters (columns of ``scans``).
 SCAN_COUNTERS = tuple(f.name for f in fields(ScanTotals))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScanSummary(ScanTotals):
-    """What one pass did (``crawler.scan.run_once``). ``to_json`` gives the keys of DESIGN.md
+    """What one pass did (``crawler.crawl.scan.run_once``). ``to_json`` gives the keys of DESIGN.md
     section 3 (and a few more)."""
 
     scan_id: int

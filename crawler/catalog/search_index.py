@@ -1,26 +1,24 @@
 """The search index's copies in ``quants``: kept in step with the rows they copy.
 
 ``quants.live`` and ``quants.search_text`` (recomputed in the transaction that changes what they
-copy), and the search columns (``quality_score``, ``fit_*``) of every stored quant, recomputed by
-:func:`refresh_search_columns` from ``tensor_groups`` and ``memory_models`` with the functions of
-:mod:`crawler.ranking.columns` the crawl uses. :meth:`crawler.catalog.Catalog.upgrade` runs it
-after migrating a catalog across revisions 0003/0004, which add those columns (a migration never
-calls live model code: an applied revision must do the same thing whatever the model becomes).
+copy), and the search columns (``quality_score``, ``fit_*``) of every stored quant, refilled by
+refresh_search_columns after a migration across 0003/0004 adds them, with the column function
+the opener passes in (a migration never calls live model code, and the catalog computes none).
 """
 
 from __future__ import annotations
 
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import and_, case, func, select, update
 
 from crawler.catalog.tables import SEARCH_TEXT_MAX, MemoryModel, Quant, Repo, TensorGroup
-from crawler.ranking.columns import FIT_EXTRAS, draft_head_bytes, fit_extras, quality_score_of
 
 __all__ = [
+    "ColumnsFn",
     "live_sql",
     "refresh_live_rows",
     "refresh_search_columns",
@@ -28,6 +26,14 @@ __all__ = [
 ]
 
 _BATCH = 5000
+
+#: One stored quant's search columns from its tensor_groups rows (name, n_params, n_bytes, bpw;
+#: in name order), its memory model's status and coefficient JSON. The catalog computes none:
+#: the caller passes the function the crawl uses (crawler.ranking.columns.stored_columns).
+ColumnsFn = Callable[
+    [Sequence[tuple[str, int, int, float | None]], str, Mapping[str, Any] | None],
+    Mapping[str, Any],
+]
 
 
 def search_text_sql(quants: Any, repos: Any) -> Any:
@@ -84,11 +90,11 @@ def refresh_live_rows(s: Any, repo_pks: Sequence[int]) -> None:
         )
 
 
-def refresh_search_columns(conn: sa.Connection) -> int:
+def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
     """Recompute ``quants.quality_score`` and the ``fit_*`` extras of every quant that has a
     memory model, on ``conn`` (in its transaction); return how many quants were written.
 
-    The same values a crawl stores (:func:`crawler.ranking.columns.search_columns`): the score
+    The same values a crawl stores (crawler.ranking.columns.search_columns): the score
     from the tensor groups in name order and the coefficients whatever their status, the extras
     only where the memory rules are modelled.
     """
@@ -109,23 +115,13 @@ def refresh_search_columns(conn: sa.Connection) -> int:
             .order_by(g.c.quant_id, g.c.group_name)
         ):
             groups.setdefault(qid, []).append((name, n_params, n_bytes, bpw))
-        rows: list[dict[str, Any]] = []
-        for qid in chunk:
-            status, co = memory[qid]
-            mine = groups.get(qid, [])
-            head = draft_head_bytes((name, n_bytes) for name, _p, n_bytes, _b in mine)
-            rows.append(
-                {
-                    "b_id": qid,
-                    "quality_score": quality_score_of(mine, co),
-                    **fit_extras(co if status == "ok" else None, head),
-                }
-            )
+        rows = [{"b_id": qid, **columns(groups.get(qid, []), *memory[qid])} for qid in chunk]
         if rows:
+            names = [k for k in rows[0] if k != "b_id"]
             conn.execute(
                 update(q)
                 .where(q.c.id == sa.bindparam("b_id"))
-                .values({name: sa.bindparam(name) for name in ("quality_score", *FIT_EXTRAS)}),
+                .values({name: sa.bindparam(name) for name in names}),
                 rows,
             )
     return len(ids)

@@ -10,16 +10,15 @@ ORM rows never leave this module.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
 
-from crawler.analysis import QuantAnalysis
 from crawler.catalog import Catalog
-from crawler.catalog.analyses import write_analyses
+from crawler.catalog.analyses import QuantRow, write_analyses
 from crawler.catalog.scans import ErrorRecord, add_errors, now_utc
 from crawler.catalog.search_index import refresh_live_rows
 from crawler.catalog.tables import (
@@ -31,7 +30,7 @@ from crawler.catalog.tables import (
     TensorGroup,
     TensorTable,
 )
-from crawler.grouping import FileKind, RepoLayout
+from crawler.profile.grouping import FileKind, RepoLayout
 
 __all__ = [
     "RepoMeta",
@@ -76,7 +75,7 @@ class RepoWrite:
 
     meta: RepoMeta
     layout: RepoLayout | None
-    analyses: Mapping[str, QuantAnalysis] = field(default_factory=dict)
+    analyses: Mapping[str, QuantRow] = field(default_factory=dict)
     complete: bool = False
     vanished: bool = False
     errors: tuple[ErrorRecord, ...] = ()
@@ -228,7 +227,7 @@ def _write_layout(s: Any, repo_pk: int, w: RepoWrite, scan_id: int, now: datetim
     for f in files.values():
         if f.path not in live_files and f.vanished_at is None:
             f.vanished_at = now
-    analysed = {shard.path: shard for a in w.analyses.values() for shard in a.shards}
+    analysed = {shard.path: shard for a in w.analyses.values() for shard in a.analysis.shards}
     for gf in layout.files:
         row = files.get(gf.path)
         if row is None:
@@ -324,3 +323,30 @@ def refresh_live(catalog: Catalog) -> None:
     with catalog.session() as s:
         pks = list(s.scalars(select(Repo.id)))
         refresh_live_rows(s, pks)
+
+
+def live_names_analysed_since(
+    catalog: Catalog, since: datetime
+) -> Iterator[tuple[str, str | None, str, str | None, str | None]]:
+    """(repo_id, base_model, path, quant_label, architecture) of each live quant analysed at
+    or after ``since``: what an on-demand look-up matches its query against."""
+    with catalog.session() as s:
+        rows = s.execute(
+            select(
+                Repo.repo_id,
+                Quant.base_model,
+                Quant.path,
+                Quant.quant_label,
+                Quant.architecture,
+                Quant.analysed_at,
+            )
+            .join(Repo, Quant.repo_pk == Repo.id)
+            .where(Quant.live.is_(True))
+        )
+        for repo_id, base, path, label, arch, analysed_at in rows:
+            if analysed_at is None:
+                continue
+            if analysed_at.tzinfo is None:  # SQLite keeps no zone: the catalog writes UTC
+                analysed_at = analysed_at.replace(tzinfo=UTC)
+            if analysed_at >= since:
+                yield repo_id, base, path, label, arch

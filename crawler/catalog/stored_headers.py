@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from crawler.catalog.reader import Reader
 from crawler.catalog.tensor_tables import decode_tensor_table
-from crawler.gguf import GGUFHeader
+from crawler.gguf.parse import GGUFHeader
 
 __all__ = ["header_by_file_name"]
 

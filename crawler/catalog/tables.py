@@ -111,7 +111,7 @@ class Quant(Base):
     first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     vanished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Search columns (migration 0003), kept by crawler.catalog.store: ``live`` = neither this
-    # quant nor its repo vanished; ``quality_score`` = crawler.quality.estimate_quality's score
+    # quant nor its repo vanished; ``quality_score`` = estimate_quality's score
     # over the stored tensor groups (NULL when no group has known bits).
     live: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     quality_score: Mapped[float | None] = mapped_column(Float)
@@ -134,7 +134,7 @@ class Quant(Base):
     fit_ubatch_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # ... and what one MTP draft pass reads (its block and the output head: the speed bound).
     fit_draft_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    # ... and the MoE verify pass's extra experts (crawler.speed.verify_experts_floor).
+    # ... and the MoE verify pass's extra experts (crawler.ranking.speed.verify_experts_floor).
     fit_verify_experts: Mapped[float | None] = mapped_column(Float)
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).

@@ -12,12 +12,12 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from crawler.analysis import AnalysedShard
-from crawler.gguf import GGUFArray, GGUFHeader, TensorInfo
+from crawler.gguf.parse import GGUFArray, GGUFHeader, TensorInfo
+from crawler.profile.analysis import AnalysedShard
 
 __all__ = ["TENSOR_TABLE_ENCODING", "decode_tensor_table", "encode_tensor_table"]
 
-#: ``tensor_tables.encoding`` of what :func:`encode_tensor_table` writes.
+#: ``tensor_tables.encoding`` of what encode_tensor_table writes.
 TENSOR_TABLE_ENCODING = "json+zlib/1"
 # Metadata arrays longer than this, and the tokenizer arrays (tokens, scores, merges: 100k+
 # entries, ~99% of a header), are not stored; only their lengths are. Per-layer arrays (head
@@ -72,7 +72,7 @@ def encode_tensor_table(shards: Sequence[AnalysedShard]) -> bytes:
                 "array_lengths": lengths,
                 # A sibling read: the file whose tokenizer bytes this header reused.
                 "tokenizer_from": h.tokenizer_from,
-                # A 5th item only for a fork's type id: its bytes from the offsets (crawler.gguf).
+                # A 5th item only for a fork's type id: its bytes from the offsets.
                 "tensors": [
                     [t.name, t.shape, t.type_id, t.offset]
                     + ([] if t.size_from_type or t.span_bytes is None else [t.span_bytes])
@@ -85,7 +85,7 @@ def encode_tensor_table(shards: Sequence[AnalysedShard]) -> bytes:
 
 
 def decode_tensor_table(data: bytes, encoding: str = TENSOR_TABLE_ENCODING) -> list[AnalysedShard]:
-    """Inverse of :func:`encode_tensor_table` (long arrays come back empty-valued: absent)."""
+    """Inverse of encode_tensor_table (long arrays come back empty-valued: absent)."""
     if encoding != TENSOR_TABLE_ENCODING:
         raise ValueError(f"unknown tensor table encoding {encoding!r}")
     doc = json.loads(zlib.decompress(data))

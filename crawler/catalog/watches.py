@@ -1,6 +1,6 @@
 """Watches (saved searches) and the results they have reported, in the catalog.
 
-The read/write path of ``quants watch``; evaluation lives in ``crawler.watch``. Returns frozen
+The read/write path of ``quants watch``; evaluation lives in ``crawler.crawl.watch``. Returns frozen
 dataclasses, never ORM rows.
 """
 

@@ -3,7 +3,7 @@
 ``quants serve`` inlines them in its pages and ``quants estimate/compare --plot FILE.svg`` writes
 them to files. Colours: axes, labels and text use ``currentColor`` (the page's text colour, so
 light and dark mode both read); data colours are mid-tone hues legible on either background.
-Every string that reaches the SVG (Hub names, GGUF metadata) is XML-escaped in :mod:`.svg`.
+Every string that reaches the SVG (Hub names, GGUF metadata) is XML-escaped in .svg.
 """
 
 from __future__ import annotations

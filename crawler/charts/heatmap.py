@@ -1,6 +1,6 @@
 """Heatmaps of nominal bits: layer x tensor group for one quant, quant x group for a base model.
 
-The data come from the profile's own rows (:class:`crawler.profile.TensorRow`: group, layer and
+The data come from the profile's own rows (crawler.profile.build.TensorRow: group, layer and
 the type's nominal ``bits``, DESIGN.md section 3) or the catalog's tensor groups; a cell shows
 the lowest bits of the weight matrices it holds (what the "preserved" verdicts look at), with
 the range in its tooltip.
@@ -16,7 +16,7 @@ from crawler.charts.svg import esc, svg_document
 
 __all__ = ["Heatmap", "heatmap_svg", "layer_group_bits", "quant_group_bits"]
 
-#: Group columns in display order (crawler.profile.GROUPS minus the 1-D ones).
+#: Group columns in display order (crawler.profile.build.GROUPS minus the 1-D ones).
 GROUP_ORDER = ("token_embd", "attn", "linear_attn", "ffn", "ffn_exps", "ffn_shexp", "router",
                "mtp", "output", "other")  # fmt: skip
 # One fill per nominal width; text on these fills is black in both colour schemes.
@@ -33,7 +33,7 @@ _BIT_FILLS = (
 
 
 class BitsRow(Protocol):
-    """What a heatmap needs of a tensor row (:class:`crawler.profile.TensorRow` has it)."""
+    """What a heatmap needs of a tensor row (crawler.profile.build.TensorRow has it)."""
 
     @property
     def layer(self) -> int | None: ...

@@ -1,6 +1,6 @@
 """Device memory against context, one curve per KV-cache type, with the VRAM budget line.
 
-The numbers are :func:`crawler.fit.estimate` and :func:`crawler.fit.max_ctx` (the same memory
+The numbers are crawler.fit.estimate and crawler.fit.max_ctx (the same memory
 model ``quants estimate`` and ``quants search`` use); this module only samples and draws them.
 """
 

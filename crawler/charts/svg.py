@@ -1,6 +1,6 @@
 """A minimal SVG writer for the charts: escaping, nice axis ticks, a plot frame with labels.
 
-Pure: builds strings. Every text node and attribute value goes through :func:`esc`, so a hostile
+Pure: builds strings. Every text node and attribute value goes through esc, so a hostile
 repo or tensor name is text in the chart, never markup.
 """
 

@@ -1,6 +1,6 @@
 """The ``quants`` command line: parse, build settings, call the library, render.
 
-``main()`` is the one place that turns a :class:`~crawler.errors.QuantsError` into a one-line
+``main()`` is the one place that turns a QuantsError into a one-line
 message with a hint and an exit code (0 ok, 1 error, 2 usage, 3 nothing fits).
 Command modules import their heavy dependencies lazily so ``quants --help`` stays fast.
 """

@@ -1,4 +1,4 @@
-"""Wiring of on-demand discovery (:mod:`crawler.ondemand`) for ``quants search`` / ``compare``."""
+"""Wiring of on-demand discovery (crawler.crawl.ondemand) for ``quants search`` / ``compare``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from crawler.config import Settings
 
 if TYPE_CHECKING:
-    from crawler.watch import SearchFn
+    from crawler.crawl.watch import SearchFn
 
 OfflineOpt = Annotated[
     bool,
@@ -27,12 +27,12 @@ def ensure_model(settings: Settings, query: str | None, offline: bool, search: S
     pass evaluates the watches with ``search`` afterwards, as a crawl does."""
     if not query or offline or settings.offline:
         return
-    from crawler.catalog import Catalog
     from crawler.cli._output import human_bytes, safe_text
-    from crawler.ondemand import ensure_model as ensure
-    from crawler.progress import StderrProgress
+    from crawler.crawl.catalogs import open_catalog
+    from crawler.crawl.ondemand import ensure_model as ensure
+    from crawler.crawl.progress import StderrProgress
 
-    with Catalog.open(settings.resolved_db_url) as catalog:
+    with open_catalog(settings.resolved_db_url) as catalog:
         done = ensure(
             settings,
             query,

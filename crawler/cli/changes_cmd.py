@@ -28,14 +28,14 @@ def changes(
     db: DbOpt = None,
 ) -> None:
     """What changed in the catalog: new quants, re-uploads under the same name, vanished ones."""
-    from crawler.catalog import Catalog
     from crawler.catalog.changes import changes_since
     from crawler.catalog.history import iso_utc
     from crawler.cli._output import print_json, safe_text
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
 
     settings = Settings.from_env().replace(db_url=db)
-    with Catalog.open(settings.resolved_db_url) as catalog:
+    with open_catalog(settings.resolved_db_url) as catalog:
         report = changes_since(catalog, since)
     if as_json:
         print_json(report.to_json())

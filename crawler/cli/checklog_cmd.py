@@ -11,7 +11,7 @@ from crawler.cli._app import JsonOpt, app
 
 if TYPE_CHECKING:
     from crawler.checklog import CheckReport
-    from crawler.gguf import GGUFHeader
+    from crawler.gguf.parse import GGUFHeader
 
 
 @app.command("check-log")
@@ -44,8 +44,8 @@ def check_log(
     from crawler.config import Settings
     from crawler.errors import UsageError
     from crawler.fit import coefficients
-    from crawler.llamalog import LogError, parse_log
-    from crawler.source import read_target
+    from crawler.fit.llamalog import LogError, parse_log
+    from crawler.targets import read_target
 
     try:
         text = log.read_text(encoding="utf-8", errors="replace")
@@ -81,10 +81,10 @@ def check_log(
 
 def _from_catalog(db_url: str, path: str) -> tuple[str, GGUFHeader] | None:
     """The stored header of the quant whose file name is ``path``'s, if the catalog has one."""
-    from crawler.catalog.reading import reading
     from crawler.catalog.stored_headers import header_by_file_name
+    from crawler.crawl.catalogs import reading
     from crawler.errors import CatalogError
-    from crawler.profile import merge_headers
+    from crawler.profile.build import merge_headers
 
     try:
         with reading(db_url) as reader:

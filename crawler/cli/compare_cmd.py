@@ -47,10 +47,10 @@ def compare(
     A model not looked up in the last 24 h is first looked up on the Hub (docs/ondemand.md).
     """
     from crawler.catalog.comparison import comparison_json, load_comparison
-    from crawler.catalog.reading import reading
     from crawler.cli._output import print_json
     from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
+    from crawler.crawl.catalogs import reading
 
     if plot is not None:
         from crawler.cli._plot import check_plot_path

@@ -13,22 +13,23 @@ app.add_typer(db_app, name="db")
 @db_app.command("upgrade")
 def upgrade(db: DbOpt = None) -> None:
     """Apply pending migrations (the catalog is also upgraded automatically on first use)."""
-    from crawler.catalog import Catalog, redact_url
+    from crawler.catalog import redact_url
     from crawler.cli._output import safe_text
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
 
     url = Settings.from_env().replace(db_url=db).resolved_db_url
-    with Catalog.open(url) as catalog:
+    with open_catalog(url) as catalog:
         typer.echo(f"{safe_text(redact_url(url))}: at revision {catalog.current_revision()}")
 
 
 @db_app.command("current")
 def current(db: DbOpt = None) -> None:
     """Print the catalog's schema revision and the one this quants needs (changes nothing)."""
-    from crawler.catalog import Catalog
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
 
     url = Settings.from_env().replace(db_url=db).resolved_db_url
-    with Catalog.open(url, upgrade=False, check=False) as catalog:
+    with open_catalog(url, upgrade=False, check=False) as catalog:
         typer.echo(f"current: {catalog.current_revision() or 'empty'}")
         typer.echo(f"head:    {catalog.head_revision()}")

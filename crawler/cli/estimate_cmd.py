@@ -12,7 +12,7 @@ from crawler.cli._app import JsonOpt, VramOpt, app
 if TYPE_CHECKING:
     from crawler.estimating import EstimateReport
     from crawler.fit import MemoryCoefficients, RunConfig
-    from crawler.source import HeaderRead
+    from crawler.targets import HeaderRead
 
 _CACHE_HELP = "KV cache type: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl."
 
@@ -112,7 +112,7 @@ def estimate_cmd(
     from crawler.estimating import estimate_report
     from crawler.fit import RunConfig
     from crawler.fit.notes import estimate_warnings
-    from crawler.source import read_target
+    from crawler.targets import read_target
 
     if plot is not None:
         from crawler.cli._plot import check_plot_path

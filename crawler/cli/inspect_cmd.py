@@ -9,8 +9,8 @@ import typer
 from crawler.cli._app import JsonOpt, app
 
 if TYPE_CHECKING:
-    from crawler.precision import PrecisionProfile
-    from crawler.source import HeaderRead
+    from crawler.profile.precision import PrecisionProfile
+    from crawler.targets import HeaderRead
 
 
 @app.command("inspect")
@@ -31,8 +31,8 @@ def inspect(
     contradiction between its name and its contents (reads only the header)."""
     from crawler.cli._output import print_json
     from crawler.config import Settings
-    from crawler.profile import build_profile
-    from crawler.source import read_target
+    from crawler.profile.build import build_profile
+    from crawler.targets import read_target
 
     settings = Settings.from_env()
     read = read_target(target, settings)

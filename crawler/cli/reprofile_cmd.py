@@ -13,17 +13,17 @@ def reprofile_command(as_json: JsonOpt = False, db: DbOpt = None) -> None:
 
     Run it after upgrading quants: verdicts follow the new rules without touching the Hub.
     """
-    from crawler.catalog import Catalog
     from crawler.cli._output import print_json, safe_text
     from crawler.config import Settings
-    from crawler.lock import crawl_lock
-    from crawler.reprofile import reprofile
+    from crawler.crawl.catalogs import open_catalog
+    from crawler.crawl.lock import crawl_lock
+    from crawler.crawl.reprofile import reprofile
 
     settings = Settings.from_env().replace(db_url=db)
     # A crawl writing the same rows at the same time would race with us: share its lock.
     with (
         crawl_lock(settings, command="quants reprofile"),
-        Catalog.open(settings.resolved_db_url) as catalog,
+        open_catalog(settings.resolved_db_url) as catalog,
     ):
         summary = reprofile(catalog)
     if as_json:

@@ -16,13 +16,13 @@ def scans(
     db: DbOpt = None,
 ) -> None:
     """List crawl passes: start, end, duration, status, repos, files, requests, bytes, errors."""
-    from crawler.catalog import Catalog
     from crawler.catalog.history import iso_utc, list_scans
     from crawler.cli._output import format_table, human_bytes, print_json
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
 
     settings = Settings.from_env().replace(db_url=db)
-    with Catalog.open(settings.resolved_db_url) as catalog:
+    with open_catalog(settings.resolved_db_url) as catalog:
         records = list_scans(catalog, limit=limit)
     if as_json:
         print_json([r.to_json() for r in records])

@@ -114,10 +114,10 @@ def schedule(
     """
     from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
-    from crawler.crawl_pass import CrawlScope, configure_logging
-    from crawler.cron import crontab_text, parse_cron, systemd_units
+    from crawler.crawl.cron import crontab_text, parse_cron, systemd_units
+    from crawler.crawl.run import CrawlScope, configure_logging
+    from crawler.crawl.scheduler import ScheduleOptions, build_trigger, run_scheduler
     from crawler.errors import UsageError
-    from crawler.scheduler import ScheduleOptions, build_trigger, run_scheduler
 
     settings = Settings.from_env().replace(db_url=db)
     options = ScheduleOptions(

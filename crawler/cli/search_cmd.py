@@ -1,6 +1,6 @@
 """``quants search``: the best quants that fit a GPU at a context, with the command to run them.
 
-Also :func:`search_argv`, the same search from an argv list (saved searches in ``crawler.watch``
+Also search_argv, the same search from an argv list (saved searches in ``crawler.crawl.watch``
 run through it, parsed by this command's own option parser).
 """
 
@@ -147,9 +147,9 @@ def search(
     up on the Hub and its quants' headers read into the catalog (docs/ondemand.md).
     """
     params = dict(locals())  # the options, before any other local name exists
-    from crawler.catalog.reading import reading
     from crawler.cli._output import print_json
     from crawler.config import Settings
+    from crawler.crawl.catalogs import reading
     from crawler.search import search as run_search
     from crawler.search import search_json
 

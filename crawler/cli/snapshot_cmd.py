@@ -29,13 +29,13 @@ def export_command(
     db: DbOpt = None,
 ) -> None:
     """Write the catalog as a snapshot: Parquet files and manifest.json."""
-    from crawler.catalog import Catalog
     from crawler.cli._output import print_json
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
     from crawler.snapshot.export import export_snapshot, parse_since
 
     settings = Settings.from_env().replace(db_url=db)
-    with Catalog.open(settings.resolved_db_url) as catalog:
+    with open_catalog(settings.resolved_db_url) as catalog:
         result = export_snapshot(
             catalog, path, since=parse_since(catalog, since), with_tensors=with_tensors
         )
@@ -54,15 +54,15 @@ def import_command(
     db: DbOpt = None,
 ) -> None:
     """Merge a snapshot into the catalog (newer analyses win; nothing local is lost)."""
-    from crawler.catalog import Catalog
     from crawler.config import Settings
-    from crawler.lock import crawl_lock
+    from crawler.crawl.catalogs import open_catalog
+    from crawler.crawl.lock import crawl_lock
     from crawler.snapshot.import_ import import_snapshot
 
     settings = Settings.from_env().replace(db_url=db)
     with (
         crawl_lock(settings, command="quants import"),
-        Catalog.open(settings.resolved_db_url) as catalog,
+        open_catalog(settings.resolved_db_url) as catalog,
     ):
         summary = import_snapshot(catalog, path)
     _render_import(summary.to_json(), as_json=as_json)
@@ -99,9 +99,9 @@ def publish_command(
 
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
-    from crawler.catalog import Catalog
     from crawler.cli._output import print_json
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
     from crawler.snapshot.export import export_snapshot
     from crawler.snapshot.hubsync import publish_snapshot
 
@@ -110,7 +110,7 @@ def publish_command(
     with tempfile.TemporaryDirectory(prefix="quants-publish-") as tmp:
         if path is None:
             path = Path(tmp) / "snapshot"
-            with Catalog.open(settings.resolved_db_url) as catalog:
+            with open_catalog(settings.resolved_db_url) as catalog:
                 export_snapshot(catalog, path, with_tensors=with_tensors)
         result = publish_snapshot(settings, path, dataset_repo)
     if as_json:
@@ -132,17 +132,17 @@ def pull_command(
     """Download a published snapshot (changed files only) and import it into the catalog."""
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
-    from crawler.catalog import Catalog
     from crawler.cli._output import print_json
     from crawler.config import Settings
-    from crawler.lock import crawl_lock
+    from crawler.crawl.catalogs import open_catalog
+    from crawler.crawl.lock import crawl_lock
     from crawler.snapshot.hubsync import pull_snapshot
 
     disable_progress_bars()
     settings = Settings.from_env().replace(db_url=db, hf_endpoint=endpoint)
     with (
         crawl_lock(settings, command="quants pull"),
-        Catalog.open(settings.resolved_db_url) as catalog,
+        open_catalog(settings.resolved_db_url) as catalog,
     ):
         result = pull_snapshot(settings, catalog, dataset_repo, revision=revision)
     if as_json:

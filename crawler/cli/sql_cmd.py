@@ -26,10 +26,11 @@ def sql(
     db: DbOpt = None,
 ) -> None:
     """Run one read-only SQL query against the catalog (writes are refused by the connection)."""
-    from crawler.catalog import Catalog, params_from_pairs
+    from crawler.catalog import params_from_pairs
     from crawler.catalog.queries import bind_params, list_queries, resolve_query
     from crawler.cli._output import format_table, print_csv, print_json, safe_text
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
     from crawler.errors import UsageError
 
     if list_:
@@ -46,7 +47,7 @@ def sql(
     named = resolve_query(query)
     values = bind_params(named, params_from_pairs(param or []))
     url = Settings.from_env().replace(db_url=db).resolved_db_url
-    with Catalog.open(url) as catalog:
+    with open_catalog(url) as catalog:
         columns, rows = catalog.query_readonly(named.sql, values)
     if as_json:
         print_json([dict(zip(columns, row, strict=True)) for row in rows])

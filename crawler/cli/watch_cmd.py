@@ -56,17 +56,17 @@ def add(
     db: DbOpt = None,
 ) -> None:
     """Save a search, e.g. `quants watch add 4090 -- --vram 24 --ctx 262144 --mtp`."""
-    from crawler.catalog import Catalog
     from crawler.cli._output import safe_text
     from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
+    from crawler.crawl.watch import add_watch
     from crawler.errors import UsageError
-    from crawler.watch import add_watch
 
     if not search_args:
         raise UsageError("give the search options after `--`, e.g. -- --vram 24 --ctx 262144")
     settings = Settings.from_env().replace(db_url=db)
-    with Catalog.open(settings.resolved_db_url) as catalog:
+    with open_catalog(settings.resolved_db_url) as catalog:
         record, baseline = add_watch(settings, catalog, name, search_args, search=search_argv)
     typer.echo(
         f"watch {safe_text(record.name)} saved; {baseline} current results taken as its "
@@ -79,14 +79,14 @@ def list_(as_json: JsonOpt = False, db: DbOpt = None) -> None:
     """List the watches with their search options and how many results each has recorded."""
     import shlex
 
-    from crawler.catalog import Catalog
     from crawler.catalog.history import iso_utc
     from crawler.catalog.watches import list_watches
     from crawler.cli._output import format_table, print_json
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
 
     settings = Settings.from_env().replace(db_url=db)
-    with Catalog.open(settings.resolved_db_url) as catalog:
+    with open_catalog(settings.resolved_db_url) as catalog:
         records = list_watches(catalog)
     if as_json:
         print_json([w.to_json() for w in records])
@@ -111,13 +111,13 @@ def list_(as_json: JsonOpt = False, db: DbOpt = None) -> None:
 @watch_app.command("remove")
 def remove(name: NameArg, db: DbOpt = None) -> None:
     """Delete a watch and its recorded results (the feed files keep their entries)."""
-    from crawler.catalog import Catalog
     from crawler.catalog.watches import remove_watch
     from crawler.cli._output import safe_text
     from crawler.config import Settings
+    from crawler.crawl.catalogs import open_catalog
 
     settings = Settings.from_env().replace(db_url=db)
-    with Catalog.open(settings.resolved_db_url) as catalog:
+    with open_catalog(settings.resolved_db_url) as catalog:
         remove_watch(catalog, name)
     typer.echo(f"watch {safe_text(name)} removed")
 
@@ -125,14 +125,14 @@ def remove(name: NameArg, db: DbOpt = None) -> None:
 @watch_app.command("show")
 def show(name: NameArg, limit: LimitOpt = 50, as_json: JsonOpt = False, db: DbOpt = None) -> None:
     """The results a watch reported (newest first; `baseline` = there when it was added)."""
-    from crawler.catalog import Catalog
     from crawler.catalog.watches import list_hits
     from crawler.cli._output import format_table, print_json
     from crawler.config import Settings
-    from crawler.watch import feed_paths
+    from crawler.crawl.catalogs import open_catalog
+    from crawler.crawl.watch import feed_paths
 
     settings = Settings.from_env().replace(db_url=db)
-    with Catalog.open(settings.resolved_db_url) as catalog:
+    with open_catalog(settings.resolved_db_url) as catalog:
         hits = list_hits(catalog, name, limit=limit)
     if as_json:
         print_json([h.to_json() for h in hits])
@@ -145,14 +145,14 @@ def show(name: NameArg, limit: LimitOpt = 50, as_json: JsonOpt = False, db: DbOp
 @watch_app.command("run")
 def run(as_json: JsonOpt = False, db: DbOpt = None) -> None:
     """Evaluate every watch now (a crawl does this after each scan); print what fired."""
-    from crawler.catalog import Catalog
     from crawler.cli._output import format_table, print_json
     from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
-    from crawler.watch import evaluate_watches
+    from crawler.crawl.catalogs import open_catalog
+    from crawler.crawl.watch import evaluate_watches
 
     settings = Settings.from_env().replace(db_url=db)
-    with Catalog.open(settings.resolved_db_url) as catalog:
+    with open_catalog(settings.resolved_db_url) as catalog:
         hits = evaluate_watches(settings, catalog, scan_id=None, search=search_argv)
     if as_json:
         print_json([h.to_json() for h in hits])

@@ -1,12 +1,12 @@
 """Apple silicon (Metal, unified memory): where its buffers differ from CUDA's (pure).
 
 NOT MEASURED on this backend: every figure here is derived from llama.cpp ``0c1e57098``'s source
-and the CUDA model; outputs that use it say so (:data:`NOTE`).
+and the CUDA model; outputs that use it say so (NOTE).
 
 * Budget: ggml-metal reports the device's memory as ``MTLDevice.recommendedMaxWorkingSetSize``
   (``ggml/src/ggml-metal/ggml-metal-device.m`` ``ggml_metal_device_get_memory`` ~1503), a share of
   the machine's RAM that macOS picks (raised with ``sysctl iogpu.wired_limit_mb``); Apple does not
-  document the share, so the GPU table's :data:`crawler.gpus.UNIFIED_GPU_FRACTION` stands in for
+  document the share, so the GPU table's crawler.fit.gpus.UNIFIED_GPU_FRACTION stands in for
   it and ``--vram`` overrides it.
 * Weights and caches: Metal buffer types align tensors to 32 bytes
   (``ggml-metal.cpp`` ``ggml_backend_metal_buffer_type_*_get_alignment``) and size them with

@@ -2,7 +2,7 @@
 
 Why a policy at all: a user who asks ``--vram 24 --ctx 262144`` wants to know which files run at
 that context, not which ones would run with an f16 cache. So without cache options every quant
-gets the first cache setting of :data:`crawler.fit.CACHE_LADDER` (f16/f16, q8_0/q8_0, q4_0/q4_0:
+gets the first cache setting of crawler.fit.CACHE_LADDER (f16/f16, q8_0/q8_0, q4_0/q4_0:
 the pairs with their own CUDA flash-attention kernels, ggml-cuda/fattn.cu at llama.cpp
 ``0c1e57098``) that reaches the context; explicit ``-ctk/-ctv`` pin the pair.
 
@@ -61,7 +61,7 @@ def choose_config(
     mtp: MtpMode,
     mtp_usable: bool,
 ) -> tuple[RunConfig | None, FitEstimate | None]:
-    """(config, estimate) of the first of :func:`trials` that fits ``budget_bytes``; else (None,
+    """(config, estimate) of the first of trials that fits ``budget_bytes``; else (None,
     the smallest estimate tried, or None when llama.cpp refuses every trial). InvalidConfig only
     when every trial is refused (the first refusal is raised).
 

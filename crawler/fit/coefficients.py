@@ -1,4 +1,4 @@
-"""Header -> :class:`MemoryCoefficients`: everything the estimator needs, without the header (pure).
+"""Header -> MemoryCoefficients: everything the estimator needs, without the header (pure).
 
 The rules mirror llama.cpp ``0c1e57098`` (llama-cpp-python 0.3.36); each is cited where it is used.
 Layouts come from metadata (``block_count``, ``nextn_predict_layers``, per-layer ``head_count_kv``
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from crawler.fit.header import Meta, Unknown, cuda_tensor_bytes
-from crawler.gguf import GGUFHeader
+from crawler.gguf.parse import GGUFHeader
 
 __all__ = ["SCHEMA_VERSION", "KVGroup", "MemoryCoefficients", "coefficients"]
 
@@ -86,7 +86,7 @@ class KVGroup:
 
 @dataclass(frozen=True, slots=True)
 class MemoryCoefficients:
-    """Per-quant memory coefficients; :func:`crawler.fit.estimate` needs nothing else.
+    """Per-quant memory coefficients; crawler.fit.estimate needs nothing else.
 
     Byte fields are CUDA device buffer sizes (per-tensor row padding and 128-byte alignment
     included) unless named ``*_host_*``. ``status`` is "ok" or "unknown" (then ``reason`` says why
@@ -173,12 +173,12 @@ class MemoryCoefficients:
         return self.recurrent_layers * (self.recurrent_r + self.recurrent_s) * 4
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; :meth:`from_json` restores an equal object."""
+        """A JSON-serialisable dict; from_json restores an equal object."""
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MemoryCoefficients:
-        """Inverse of :meth:`to_json` (unknown keys are ignored, missing ones take defaults)."""
+        """Inverse of to_json (unknown keys are ignored, missing ones take defaults)."""
         known = {f.name for f in fields(cls)}
         kw: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         kw["kv_groups"] = tuple(KVGroup(**g) for g in kw.get("kv_groups", ()))

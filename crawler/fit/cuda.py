@@ -30,7 +30,7 @@ CUDA_CONTEXT_BYTES = 527 * MiB
 LAZY_KERNELS_BYTES = 68 * MiB
 #: cudaMalloc rounds each of llama.cpp's buffers to 2 MiB pages: 2.7-10.6 MiB measured in total.
 PAGE_ROUNDING_BYTES = 6 * MiB
-#: The smaller of :func:`overhead_bytes`' two per-context runtime constants (the MMQ path's).
+#: The smaller of overhead_bytes' two per-context runtime constants (the MMQ path's).
 RUNTIME_FLOOR_BYTES = 10 * MiB
 
 
@@ -96,11 +96,11 @@ def context_floor_per_ubatch(c: MemoryCoefficients) -> int:
     """Bytes per ubatch token that the main context's compute buffer and runtime overhead hold at
     least, for any cache type and context with FA on (the search's lower bound,
     ``crawler.ranking.bounds.lower_bound_bytes``, adds ``ubatch`` of them and
-    :data:`RUNTIME_FLOOR_BYTES`).
+    RUNTIME_FLOOR_BYTES).
 
-    :func:`compute_bytes` is at least ``max(base, attention)`` (the mask, cache copies, logits
+    compute_bytes is at least ``max(base, attention)`` (the mask, cache copies, logits
     and expert copies are >= 0; the mask is counted apart), each linear in ubatch; the
-    activation part of :func:`overhead_bytes` is at least its smaller factor, 0.8 x the width
+    activation part of overhead_bytes is at least its smaller factor, 0.8 x the width
     (rounded down here; the 0.9 branch's int() rounding stays above it).
     """
     ffn = 4 * (3 * c.n_ff + 4 * c.n_embd) if c.n_ff else 0

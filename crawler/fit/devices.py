@@ -157,8 +157,8 @@ def choose_split(
     mtp: MtpMode,
     mtp_usable: bool,
 ) -> tuple[RunConfig | None, FitEstimate | None]:
-    """The first of :func:`crawler.fit.choose.trials` whose every device fits (the tightest
-    decides); the estimate is :func:`combined_estimate`. (None, the smallest tried) otherwise."""
+    """The first of crawler.fit.choose.trials whose every device fits (the tightest
+    decides); the estimate is combined_estimate. (None, the smallest tried) otherwise."""
     smallest: FitEstimate | None = None
     refused: InvalidConfig | None = None
     for cfg in trials(base, auto_cache=auto_cache, mtp=mtp, mtp_usable=mtp_usable):
@@ -186,7 +186,7 @@ def max_ctx_split(
     limit: int,
 ) -> int:
     """The largest context at which every device fits (0 if none does): every device's bytes
-    grow with the context, so a binary search finds it, as :func:`crawler.fit.max_ctx` does."""
+    grow with the context, so a binary search finds it, as crawler.fit.max_ctx does."""
 
     return largest_fitting(
         lambda ctx: fits_all(estimate_devices(c, cfg.replace(ctx=ctx), split, budgets)), limit

@@ -1,7 +1,7 @@
 """RunConfig + MemoryCoefficients -> FitEstimate, and the inverse questions (pure).
 
 Cell counts, streams, KV/recurrent/MTP buffers follow llama.cpp ``0c1e57098`` exactly (cited per
-rule); compute and overhead come from :mod:`crawler.fit.cuda`.
+rule); compute and overhead come from crawler.fit.cuda.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ class RunConfig:
     n_cpu_moe: int = 0
     swa_full: bool = False
     model_path: str = "model.gguf"
-    #: ``-ngl``: slots on the GPU (crawler/fit/offload.py); None = all. :func:`estimate` is the
-    #: full-offload estimate whatever this says; :func:`command` writes it.
+    #: ``-ngl``: slots on the GPU (crawler/fit/offload.py); None = all. estimate is the
+    #: full-offload estimate whatever this says; command writes it.
     n_gpu_layers: int | None = None
 
     def replace(self, **changes: Any) -> RunConfig:
@@ -377,7 +377,7 @@ def largest_fitting(fits: Callable[[int], bool], hi: int) -> int:
     return lo
 
 
-#: (K, V) pairs tried by :func:`cheapest_cache_for`, least lossy first: the pairs with their own
+#: (K, V) pairs tried by cheapest_cache_for, least lossy first: the pairs with their own
 #: CUDA flash-attention kernels in default builds (ggml-cuda/fattn.cu; GGML_CUDA_FA_ALL_QUANTS
 #: off). Mixed pairs (q8_0/f16, q4_0/q8_0...) run on a slower fallback, so they are not offered.
 CACHE_LADDER: tuple[tuple[str, str], ...] = (
@@ -392,7 +392,7 @@ def cheapest_cache_for(
 ) -> RunConfig | None:
     """The least lossy cache setting that reaches ``target_ctx`` within the budget, or None.
 
-    Walks :data:`CACHE_LADDER` for the main cache; with MTP on it also tries quantizing the draft
+    Walks CACHE_LADDER for the main cache; with MTP on it also tries quantizing the draft
     cache (q8_0 then q4_0) at each step. Flash attention is forced on where a quantized V needs it.
     """
     base = cfg.replace(ctx=target_ctx)

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crawler.fit.cache import cuda_alloc_bytes
-from crawler.ggml import type_info
-from crawler.gguf import TensorInfo
+from crawler.gguf.ggml import type_info
+from crawler.gguf.parse import TensorInfo
 
 __all__ = ["Meta", "Unknown", "cuda_tensor_bytes"]
 
@@ -53,7 +53,7 @@ def cuda_tensor_bytes(t: TensorInfo) -> tuple[int, int]:
     info = type_info(t.type_id)
     if info is None and t.n_bytes is not None:
         # A fork's type id (mainline cannot load it): its bytes come from the file's offsets
-        # (crawler.gguf), so the weights are still known; allocated as one padded block.
+        # (crawler.gguf.parse), so the weights are still known; allocated as one padded block.
         return cuda_alloc_bytes(t.n_bytes, 1, 1, 1), t.n_bytes
     if info is None or not info.mainline:
         raise Unknown(f"tensor {t.name} has type id {t.type_id}, not loadable by mainline")

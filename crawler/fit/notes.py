@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from crawler.fit.coefficients import MemoryCoefficients
 from crawler.fit.estimate import FitEstimate, RunConfig
-from crawler.gguf import GGUFHeader
+from crawler.gguf.parse import GGUFHeader
 
 __all__ = ["estimate_warnings", "host_note", "kv_note"]
 

@@ -205,7 +205,7 @@ def auto_gpu_layers(c: MemoryCoefficients, cfg: RunConfig, budget_bytes: int) ->
 
 def device_estimate(c: MemoryCoefficients, cfg: RunConfig, n: int) -> FitEstimate:
     """The estimate of ``cfg`` at ``-ngl n`` in the single-GPU shape: components are the GPU's
-    share, ``host_bytes`` all host memory (:class:`OffloadEstimate`)."""
+    share, ``host_bytes`` all host memory (OffloadEstimate)."""
     off = estimate_offload(c, cfg, n)
     pinned = cfg.replace(n_gpu_layers=n)
     return dataclasses.replace(

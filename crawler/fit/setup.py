@@ -1,5 +1,5 @@
 """One estimate for the setups beyond "everything on one GPU": ``-ngl`` (N, all, auto) and a
-vision projector, over :mod:`crawler.fit.offload` and :mod:`crawler.fit.vision` (pure)."""
+vision projector, over crawler.fit.offload and crawler.fit.vision (pure)."""
 
 from __future__ import annotations
 

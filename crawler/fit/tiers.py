@@ -1,6 +1,6 @@
 """Search tiers: how a quant runs when it does not fit on the GPU whole (pure policy).
 
-``gpu``: every layer and cache on the GPU (:func:`crawler.fit.choose.choose_config`).
+``gpu``: every layer and cache on the GPU (crawler.fit.choose.choose_config).
 ``experts_cpu``: a MoE's routed experts in host memory (``--cpu-moe``; llama.cpp's own ``--fit``
 does this first for MoE models, common/fit.cpp step 4 at ``0c1e57098``), the rest on the GPU.
 ``partial``: ``-ngl N`` with the largest N that fits (``-ngl auto``, common/fit.cpp step 3),
@@ -43,7 +43,7 @@ def choose_tier(
     ram_bytes: int | None = None,
 ) -> tuple[RunConfig | None, FitEstimate | None]:
     """(config, device estimate) in the first tier up to ``tier`` that fits; for ``partial`` the
-    estimate's components are the GPU's share (:class:`crawler.fit.offload.OffloadEstimate`)."""
+    estimate's components are the GPU's share (crawler.fit.offload.OffloadEstimate)."""
     kw = {"auto_cache": auto_cache, "mtp": mtp, "mtp_usable": mtp_usable}
     cfg, est = choose_config(c, base, budget_bytes, **kw)  # type: ignore[arg-type]
     if cfg is not None and _ram_ok(est, ram_bytes):
@@ -74,8 +74,8 @@ def choose_pinned_layers(
     mtp_usable: bool,
     ram_bytes: int | None = None,
 ) -> tuple[RunConfig | None, FitEstimate | None]:
-    """``-ngl N`` as asked: the first of :func:`crawler.fit.choose.trials` whose GPU share fits
-    (N at or above the model's slots is the whole model: :func:`choose_tier`'s ``gpu`` tier)."""
+    """``-ngl N`` as asked: the first of crawler.fit.choose.trials whose GPU share fits
+    (N at or above the model's slots is the whole model: choose_tier's ``gpu`` tier)."""
     if n_gpu_layers >= n_slots(c):
         return choose_tier(
             c, base, budget_bytes, tier="gpu", auto_cache=auto_cache, mtp=mtp,

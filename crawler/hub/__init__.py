@@ -6,10 +6,10 @@ over the library's shared httpx2 session (``utils/_http.py`` ``get_session``), a
 crawler needs and the library lacks: one retry policy for every call (the library retries
 listings but not ``model_info``; reference/hf-hub-api.md section 4.3), a client-side rate limiter
 per Hub bucket, a global request/byte budget, per-request stats and logs, and errors from
-:mod:`crawler.errors`. It never puts the token in a message or a log line.
+crawler.errors. It never puts the token in a message or a log line.
 
-Modules: ``client`` (:class:`HubClient`), ``reader`` (:class:`RangeReader`), ``transport`` (one
-request: retries, limiter, budget, stats), ``limiter`` (:class:`RateLimiter`), ``records`` (the
+Modules: ``client`` (HubClient), ``reader`` (RangeReader), ``transport`` (one
+request: retries, limiter, budget, stats), ``limiter`` (RateLimiter), ``records`` (the
 values and the parsing of the Hub's JSON), ``status`` (what statuses and headers mean).
 """
 

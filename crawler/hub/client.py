@@ -82,7 +82,7 @@ class HubClient:
 
     Thread-safe: the crawl reads headers from several threads through one client. Every call
     retries 408/429/5xx, resets, timeouts and truncated bodies (backoff 1, 2, 4, 8, 8 s as
-    huggingface_hub does, or the wait the Hub asked for), then raises a :class:`HubError`.
+    huggingface_hub does, or the wait the Hub asked for), then raises a HubError.
     ``sleep`` and ``clock`` are injectable so tests need not wait in real time.
     """
 
@@ -234,7 +234,7 @@ class HubClient:
         return RangeReader(self._transport, url, repo_id=repo_id)
 
     def read_range(self, repo_id: str, path: str, revision: str, offset: int, length: int) -> bytes:
-        """``length`` bytes at ``offset`` (fewer only at end of file); see :meth:`range_reader`."""
+        """``length`` bytes at ``offset`` (fewer only at end of file); see range_reader."""
         return self.range_reader(repo_id, path, revision)(offset, length)
 
     def _paginate(

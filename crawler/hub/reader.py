@@ -1,7 +1,7 @@
-"""``RangeReader``: the one HTTP range reader, the ``ReadAt`` seam of :mod:`crawler.gguf`.
+"""``RangeReader``: the one HTTP range reader, the ``ReadAt`` seam of crawler.gguf.parse.
 
-Used for a Hub file's resolve URL (:meth:`crawler.hub.HubClient.range_reader`) and for any other
-http(s) URL (:func:`crawler.source.url_reader`, ``token=False``): one retry policy, one
+Used for a Hub file's resolve URL (crawler.hub.HubClient.range_reader) and for any other
+http(s) URL (crawler.targets.url_reader, ``token=False``): one retry policy, one
 Range-ignored guard (``Transport._read_body`` streams only the prefix wanted) and one count of
 requests and bytes.
 """
@@ -31,7 +31,7 @@ class RangeReader(Closing):
     Returns exactly ``length`` bytes, fewer only at end of file. After the first read it knows
     the file's ``size`` (from ``Content-Range``) and the Hub's ``etag`` (``X-Linked-Etag``, the
     sha256 of LFS content) and ``commit`` (``X-Repo-Commit``); a later read through the Hub that
-    sees a different etag raises :class:`HubUnavailable` (the file changed under us). Counts its
+    sees a different etag raises HubUnavailable (the file changed under us). Counts its
     own requests and bytes for ``quants inspect``.
 
     Later reads go straight to the signed CDN URL the first read was redirected to (no token, no

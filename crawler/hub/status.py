@@ -1,5 +1,5 @@
 """What the Hub's answers mean: retryable statuses, the wait a 429 asks for, error codes mapped
-to :mod:`crawler.errors`, and the header values (Content-Range, ETag) the readers rely on."""
+to crawler.errors, and the header values (Content-Range, ETag) the readers rely on."""
 
 from __future__ import annotations
 

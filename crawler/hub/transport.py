@@ -3,7 +3,7 @@ HTTP session (huggingface_hub ``get_session``: httpx2, redirects followed).
 
 huggingface_hub's own ``http_backoff`` retries listings but not ``model_info``, sleeps in real
 time and knows no budget (reference/hf-hub-api.md 4.3), so every call of the crawler goes
-through :meth:`Transport.fetch` instead, with the same statuses and backoff schedule.
+through Transport.fetch instead, with the same statuses and backoff schedule.
 """
 
 from __future__ import annotations

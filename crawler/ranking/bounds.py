@@ -1,9 +1,9 @@
 """The memory and sort-value bounds of a search, each beside its SQL twin (pure: no I/O).
 
-:func:`lower_bound_bytes` bounds a quant's estimated total from below for any configuration a
-:class:`~crawler.ranking.model.RunSpec` can resolve to; :func:`bound_sql` is the same bound over
+lower_bound_bytes bounds a quant's estimated total from below for any configuration a
+RunSpec can resolve to; bound_sql is the same bound over
 the catalog's ``fit_*`` columns, so the SQL prefilter never drops a quant that fits.
-:func:`ctx_bound_sql` and :func:`speed_bound_sql` bound the largest context and the tok/s from
+ctx_bound_sql and speed_bound_sql bound the largest context and the tok/s from
 above, for the catalog to stream candidates in that order. The twins sit side by side here and
 are tested as pairs (tests/unit/test_bounds.py and the search end-to-end tests).
 """
@@ -24,7 +24,7 @@ from crawler.fit.cuda import (
     context_floor_per_ubatch,
 )
 from crawler.ranking.model import MIN_CTX, Budget, RunSpec
-from crawler.speed import MOE_BOUND_SLACK, VERIFY_EXPERTS_K, speed_bound
+from crawler.ranking.speed import MOE_BOUND_SLACK, VERIFY_EXPERTS_K, speed_bound
 
 __all__ = [
     "BoundTerms",
@@ -50,7 +50,7 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     cannot fit, one below it gets the exact estimate. Terms: weights (experts unless --cpu-moe,
     the MTP block and its draft KV cache with --mtp), KV per token at the cheapest cache type
     allowed, the fixed cache bytes, the compute and runtime floor per ubatch token
-    (:func:`crawler.fit.cuda.context_floor_per_ubatch`), and the constants: CUDA context, lazily
+    (crawler.fit.cuda.context_floor_per_ubatch), and the constants: CUDA context, lazily
     loaded kernels, page rounding, the runtime's smallest pool and the FA mask.
     """
     t = prefilter_terms(spec)
@@ -70,10 +70,10 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
 def margin_upper_bound(c: MemoryCoefficients, spec: RunSpec, budget: Budget) -> int:
     """An upper bound of the margin (budget less the estimate) ``spec`` can give ``c``.
 
-    In general the budget less :func:`lower_bound_bytes`. With the default per-quant cache
-    (:func:`_ladder_margin_applies`) tighter: the search takes the first cache step that fits,
+    In general the budget less lower_bound_bytes. With the default per-quant cache
+    (_ladder_margin_applies) tighter: the search takes the first cache step that fits,
     so either f16 fits (margin <= budget - the f16 lower bound), or f16 did not fit and a cheaper
-    step can free at most what its cache saves over f16 (:func:`ladder_savings_bytes`).
+    step can free at most what its cache saves over f16 (ladder_savings_bytes).
     """
     loose = budget.device_bytes - lower_bound_bytes(c, spec)
     if not _ladder_margin_applies(spec, budget):
@@ -93,7 +93,7 @@ def ladder_savings_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     return int((per_token * (t.ctx + 255) + fixed) * (1.0 - t.kv_ratio)) + _LADDER_SLACK
 
 
-#: Per-tensor alignment and rounding in :func:`ladder_savings_bytes` (far above 2 x 128 B x the
+#: Per-tensor alignment and rounding in ladder_savings_bytes (far above 2 x 128 B x the
 #: cache tensors of any model).
 _LADDER_SLACK = 1 << 20
 
@@ -119,7 +119,7 @@ def _ladder_margin_applies(spec: RunSpec, budget: Budget) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class BoundTerms:
-    """The per-search factors of :func:`lower_bound_bytes` (the catalog's SQL applies them)."""
+    """The per-search factors of lower_bound_bytes (the catalog's SQL applies them)."""
 
     ctx: int
     kv_ratio: float  # bytes per element of the cheapest allowed cache type / f16's 2
@@ -138,7 +138,7 @@ class BoundTerms:
 
 
 def prefilter_terms(spec: RunSpec) -> BoundTerms:
-    """The factors of :func:`lower_bound_bytes` for ``spec``."""
+    """The factors of lower_bound_bytes for ``spec``."""
     ctx = spec.ctx or MIN_CTX
     if spec.auto_cache:
         names = [n for pair in _auto_ladder() for n in pair]
@@ -189,7 +189,7 @@ def _auto_ladder() -> tuple[tuple[str, str], ...]:
 
 
 def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
-    """(expression, params): :func:`lower_bound_bytes` over the quants' ``fit_*`` columns less
+    """(expression, params): lower_bound_bytes over the quants' ``fit_*`` columns less
     its constant, which the condition ``expression <= :bound_limit`` accounts for.
 
     Those are copies of ``memory_models``' scalar columns, NULL unless its status is "ok", so the
@@ -203,7 +203,7 @@ def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
 
 
 def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
-    """(expression, params): :func:`margin_upper_bound` over the quants' columns, for
+    """(expression, params): margin_upper_bound over the quants' columns, for
     ``--sort margin`` (+1 byte absorbs the float sums' rounding)."""
     t = prefilter_terms(spec)
     fixed, per_token, params = _bound_terms(spec)
@@ -225,17 +225,17 @@ def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]
 
 def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     """(expression, params): an upper bound of the largest context that fits
-    (:func:`crawler.ranking.evaluate.with_max_ctx`), for ``--sort ctx``.
+    (crawler.ranking.evaluate.with_max_ctx), for ``--sort ctx``.
 
     At the largest context ``n`` that fits, the lower bound is within the budget:
     ``fixed + n * (per_token + mask) <= budget - constants`` once ``n >= 512`` (the FA mask
     counts from there), so ``n <= max(512, room / (per_token + mask))``; and ``n`` is capped
     at the trained context (1 Mi tokens when unknown) or the requested one, whichever is larger.
 
-    With the per-quant cache ladder (as :func:`margin_upper_bound`): either f16 fits at the
+    With the per-quant cache ladder (as margin_upper_bound): either f16 fits at the
     requested context (the f16 bound), or a cheaper step was taken and then the context can grow
     only until the K/V it adds (at least the cheapest type's ratio of f16 per token) uses up what
-    that step saved over f16 (:func:`ladder_savings_bytes`).
+    that step saved over f16 (ladder_savings_bytes).
     """
     expr, params = _ctx_bound(spec, budget, "")
     if not _ladder_margin_applies(spec, budget):
@@ -280,7 +280,7 @@ def _ctx_bound(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict[str, 
 
 
 def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
-    """(expression, params): :meth:`crawler.speed.SpeedBound.tok_s` over the quants' columns,
+    """(expression, params): crawler.ranking.speed.SpeedBound.tok_s over the quants' columns,
     an upper bound of the estimated tok/s, for ``--sort speed`` (needs the GPU's bandwidth)."""
     if budget.bandwidth_gb_s is None:
         raise ValueError("--sort speed needs the GPU's bandwidth")

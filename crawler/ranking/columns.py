@@ -2,9 +2,9 @@
 
 The catalog copies what the search reads before the exact estimate into narrow columns, so the
 database can filter and order without parsing JSON: the quality score (``quants.quality_score``),
-the memory bound's terms (``quants.fit_*``, which :func:`crawler.ranking.bounds.bound_sql`
+the memory bound's terms (``quants.fit_*``, which crawler.ranking.bounds.bound_sql
 reads) and the scalars of ``memory_models``. They are computed here, by the functions ranking
-itself uses (:mod:`crawler.quality`, :mod:`crawler.speed`, :mod:`crawler.fit`); the catalog only
+itself uses (crawler.ranking.quality, crawler.ranking.speed, crawler.fit); the catalog only
 writes them.
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from crawler.analysis import MemoryRecord
 from crawler.fit import MemoryCoefficients
 from crawler.fit.cuda import context_floor_per_ubatch
-from crawler.group_stats import GroupStats
-from crawler.quality import QualityInputs, estimate_quality
-from crawler.speed import read_bytes_floor, verify_experts_floor
+from crawler.profile.analysis import MemoryRecord
+from crawler.profile.groups import GroupStats
+from crawler.ranking.quality import QualityInputs, estimate_quality
+from crawler.ranking.speed import read_bytes_floor, verify_experts_floor
 
 __all__ = [
     "FIT_EXTRAS",
@@ -28,12 +28,13 @@ __all__ = [
     "quality_score_of",
     "search_columns",
     "search_scalars",
+    "stored_columns",
 ]
 
 #: The coefficients the search reads before the exact estimate, copied into scalar columns.
 SEARCH_SCALARS = ("n_expert", "n_expert_used", "n_embd", "n_vocab")
 
-#: The ``quants`` columns :func:`fit_extras` fills (migration 0004).
+#: The ``quants`` columns fit_extras fills (migration 0004).
 FIT_EXTRAS = (
     "fit_mtp_kv_per_token",
     "fit_read_bytes",
@@ -52,7 +53,7 @@ def _opt_int(value: Any) -> int | None:
 def search_scalars(coefficients: Mapping[str, Any] | None) -> dict[str, Any]:
     """``memory_models``' copies of the coefficients the search needs before estimating.
 
-    Missing keys are 0 / False, as :meth:`crawler.fit.MemoryCoefficients.from_json` defaults.
+    Missing keys are 0 / False, as crawler.fit.MemoryCoefficients.from_json defaults.
     """
     co = coefficients or {}
     out: dict[str, Any] = {k: _opt_int(co.get(k)) or 0 for k in SEARCH_SCALARS}
@@ -63,12 +64,12 @@ def search_scalars(coefficients: Mapping[str, Any] | None) -> dict[str, Any]:
 def quality_score_of(
     groups: Iterable[tuple[str, int, int, float | None]], coefficients: Mapping[str, Any] | None
 ) -> float | None:
-    """The stored ``quants.quality_score``: :func:`crawler.quality.estimate_quality`'s score.
+    """The stored ``quants.quality_score``: crawler.ranking.quality.estimate_quality's score.
 
     ``groups`` are (name, n_params, n_bytes, bpw) as ``tensor_groups`` stores them, in
     ``group_name`` order (the order ranking loads them in, so the float sums are identical);
     ``coefficients`` the memory model's JSON. Ranking recomputes the same function for the
-    quants it returns (:func:`crawler.ranking.rank.rank_candidates`); a test checks they agree.
+    quants it returns (crawler.ranking.rank.rank_candidates); a test checks they agree.
     """
     stats = tuple(GroupStats(n, p, b, bpw) for n, p, b, bpw in groups)
     if not stats:
@@ -97,7 +98,7 @@ def draft_head_bytes(groups: Iterable[tuple[str, int]]) -> int:
 def fit_extras(
     coefficients: Mapping[str, Any] | None, draft_head: int = 0
 ) -> dict[str, float | None]:
-    """:data:`FIT_EXTRAS` from a memory model's coefficient JSON and :func:`draft_head_bytes`
+    """FIT_EXTRAS from a memory model's coefficient JSON and draft_head_bytes
     (None for all when there is no JSON: memory rules not modelled)."""
     if not coefficients:
         return dict.fromkeys(FIT_EXTRAS)
@@ -112,11 +113,26 @@ def fit_extras(
         "fit_moe_layers": sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
         "fit_ctx_train": co.n_ctx_train or None,
         "fit_ubatch_bytes": context_floor_per_ubatch(co),
-        # What one MTP draft pass reads (crawler.speed.SpeedBound): the MTP block and the head.
+        # What one MTP draft pass reads (speed.SpeedBound): the MTP block and the head.
         "fit_draft_bytes": co.mtp_weights_bytes + draft_head,
         "fit_verify_experts": verify_experts_floor(
             read, co.expert_bytes, co.n_expert, co.n_expert_used
         ),
+    }
+
+
+def stored_columns(
+    groups: Sequence[tuple[str, int, int, float | None]],
+    status: str,
+    coefficients: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """``quality_score`` and FIT_EXTRAS of a stored quant, from its ``tensor_groups`` rows
+    (name, n_params, n_bytes, bpw; in name order) and its memory model: what the catalog's
+    upgrade back-fills after the migrations that add these columns."""
+    head = draft_head_bytes((name, n_bytes) for name, _p, n_bytes, _b in groups)
+    return {
+        "quality_score": quality_score_of(groups, coefficients),
+        **fit_extras(coefficients if status == "ok" else None, head),
     }
 
 

@@ -53,7 +53,7 @@ def llama_server_command(
 ) -> str:
     """The ``llama-server`` command that downloads this quant and runs it exactly as ``cfg``.
 
-    :func:`crawler.fit.command` is the one source of the flags (checked against llama.cpp's
+    crawler.fit.command is the one source of the flags (checked against llama.cpp's
     common/arg.cpp); its ``-m PATH`` becomes the Hub download, plus ``--no-mmproj``: ``-hf``
     fetches a vision projector by default (arg.cpp ``--hf-repo`` help), which would use memory the
     estimate does not count.

@@ -1,9 +1,9 @@
 """One candidate's evaluation (pure: no I/O): the configuration it runs with, its estimate,
 margin, largest context, quality and speed, and the finished row with its commands.
 
-:func:`evaluate` places a quant in the first setup that fits (cache ladder and MTP, tiers,
-``-ngl``, several GPUs: :mod:`crawler.fit`); :func:`finish` completes a result once ranking has
-chosen it. :mod:`crawler.ranking.rank` calls these for the candidates it reads.
+evaluate places a quant in the first setup that fits (cache ladder and MTP, tiers,
+``-ngl``, several GPUs: crawler.fit); finish completes a result once ranking has
+chosen it. crawler.ranking.rank calls these for the candidates it reads.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from crawler.fit.devices import (
 from crawler.fit.offload import estimate_offload
 from crawler.fit.tiers import choose_pinned_layers, choose_tier
 from crawler.fit.vision import projector_bytes
-from crawler.quality import QualityEstimate, QualityInputs, estimate_quality
 from crawler.ranking.commands import llama_server_command, lmstudio_command, ollama_command
 from crawler.ranking.model import Budget, Candidate, Ranked, RunSpec
-from crawler.speed import (
+from crawler.ranking.quality import QualityEstimate, QualityInputs, estimate_quality
+from crawler.ranking.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
     SpeedEstimate,
     SpeedInputs,

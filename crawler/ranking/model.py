@@ -1,8 +1,8 @@
 """The ranking's model (pure: no I/O): what a search asks for and what it is given and answers.
 
-:class:`Budget` (device memory), :class:`RunSpec` (the llama-server configuration asked for),
-:class:`Filters`, :class:`Candidate` (a quant as ranking sees it, built by the catalog's read
-path), :class:`Ranked` and :class:`SearchOutcome` (the answer). Frozen dataclasses, so ranking
+Budget (device memory), RunSpec (the llama-server configuration asked for),
+Filters, Candidate (a quant as ranking sees it, built by the catalog's read
+path), Ranked and SearchOutcome (the answer). Frozen dataclasses, so ranking
 is tested without a database.
 """
 
@@ -15,10 +15,10 @@ from crawler.errors import UsageError
 from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
 from crawler.fit.devices import DeviceShare
 from crawler.fit.tiers import TIERS
-from crawler.group_stats import GroupStats
-from crawler.quality import QualityEstimate
-from crawler.query import QueryMatcher
-from crawler.speed import SpeedEstimate
+from crawler.profile.groups import GroupStats
+from crawler.ranking.quality import QualityEstimate
+from crawler.ranking.query import QueryMatcher
+from crawler.ranking.speed import SpeedEstimate
 from crawler.units import GIB
 
 __all__ = [
@@ -49,7 +49,7 @@ SORT_KEYS = ("quality", "speed", "size", "margin", "ctx", "downloads", "updated"
 #: and no candidate left can rank higher: most of a large catalog is never estimated.
 EARLY_STOP_SORTS = ("quality", "size", "downloads", "updated")
 #: Sort keys known only after the estimate, for which the catalog streams candidates by an upper
-#: bound of the value (``Candidate.bound_hint``), then tie-breaks (:func:`pre_key`): ranking
+#: bound of the value (``Candidate.bound_hint``), then tie-breaks (pre_key): ranking
 #: stops once ``limit`` results fit and the next candidate's (bound, tie-breaks) rank below the
 #: last result's (value, tie-breaks), since nothing after it can do better.
 BOUNDED_SORTS = ("speed", "margin", "ctx")
@@ -133,7 +133,7 @@ class Candidate:
     #: The quality score computed by the catalog (``quality.score_from_sums`` over SQL sums)
     #: when ``groups`` were not loaded; ranking orders by it before estimating.
     quality_hint: float | None = None
-    #: For :data:`BOUNDED_SORTS`: an upper bound of this candidate's sort value (tok/s, margin,
+    #: For BOUNDED_SORTS: an upper bound of this candidate's sort value (tok/s, margin,
     #: max ctx) from the catalog, which streams candidates in that bound's order.
     bound_hint: float | None = None
     #: With ``--vision``: bytes of the repo's smallest projector file (None: it has none).
@@ -293,5 +293,5 @@ class SearchOutcome:
     too_big: int  # estimated total above the budget
     smallest_total: int | None  # the smallest estimate among the too-big ones
     #: Candidates never estimated because none of them could rank above the results
-    #: (:data:`EARLY_STOP_SORTS`); ``fitting`` and ``too_big`` then count the estimated ones.
+    #: (EARLY_STOP_SORTS); ``fitting`` and ``too_big`` then count the estimated ones.
     unevaluated: int = 0

@@ -1,7 +1,7 @@
 """The ranking's order (pure): the full sort key of a result and the keys known before
-estimating (the catalog streams candidates in :func:`pre_key` order).
+estimating (the catalog streams candidates in pre_key order).
 
-Sort keys (``SORT_KEYS``), best first; ties broken by the next entries of :data:`TIE_BREAKS`, and
+Sort keys (``SORT_KEYS``), best first; ties broken by the next entries of TIE_BREAKS, and
 finally by ``repo_id`` then ``path`` (ascending), so the order is total and stable:
 
 * ``quality``: quality score, high first · ``speed``: estimated tok/s, high first
@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from crawler.errors import UsageError
-from crawler.quality import QualityEstimate
 from crawler.ranking.model import BOUNDED_SORTS, TIE_BREAKS, Candidate, Ranked
+from crawler.ranking.quality import QualityEstimate
 
 __all__ = ["beaten", "optimistic_key", "pre_key", "sort_key"]
 
@@ -66,8 +66,8 @@ def pre_key(
     sort: str, c: Candidate, qualities: Mapping[int, QualityEstimate | None] | None = None
 ) -> tuple[tuple[int, float], ...]:
     """The sort order known before estimating: the primary key, then the tie-breaks up to the
-    first one that needs the estimate (speed); for :data:`BOUNDED_SORTS`, the bound of the
-    primary key and quality. Same encoding as :func:`sort_key`: ascending is best first, missing
+    first one that needs the estimate (speed); for BOUNDED_SORTS, the bound of the
+    primary key and quality. Same encoding as sort_key: ascending is best first, missing
     values last. The catalog's ORDER BY for streamed search follows it.
     """
     return tuple(_pre_value(k, c, qualities or {}) for k in _pre_keys(sort))
@@ -81,7 +81,7 @@ def _pre_keys(sort: str) -> tuple[str, ...]:
 
 
 def optimistic_key(sort: str, c: Candidate) -> tuple[Any, ...]:
-    """For :data:`BOUNDED_SORTS`: the best :func:`sort_key` ``c`` can have, from its bound and the
+    """For BOUNDED_SORTS: the best sort_key ``c`` can have, from its bound and the
     tie-breaks known before estimating (for speed that is all of them: repo and path follow)."""
     known = tuple(_pre_value(k, c, {}) for k in (sort, *_PRE_TIE_BREAKS))
     return (*known, c.repo_id, c.path) if sort == "speed" else known

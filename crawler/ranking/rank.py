@@ -1,9 +1,9 @@
 """Ranking (pure: no I/O): which quants fit a memory budget at a context, and in which order.
 
-Inputs are frozen dataclasses (:class:`Candidate`, :class:`Budget`, :class:`RunSpec`,
-:class:`Filters`); the catalog's read path (``crawler.catalog.candidates``) builds them. Each
-candidate read is evaluated by :mod:`crawler.ranking.evaluate` (the exact memory estimate of
-:mod:`crawler.fit` decides whether it fits) and ordered by :mod:`crawler.ranking.order`.
+Inputs are frozen dataclasses (Candidate, Budget, RunSpec,
+Filters); the catalog's read path (``crawler.catalog.candidates``) builds them. Each
+candidate read is evaluated by crawler.ranking.evaluate (the exact memory estimate of
+crawler.fit decides whether it fits) and ordered by crawler.ranking.order.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 from crawler.errors import EstimateError, UsageError
 from crawler.fit import MemoryCoefficients, RunConfig
-from crawler.quality import QualityEstimate
 from crawler.ranking.evaluate import (
     Outcome,
     evaluate,
@@ -38,6 +37,7 @@ from crawler.ranking.model import (
     SearchOutcome,
 )
 from crawler.ranking.order import beaten, optimistic_key, pre_key, sort_key
+from crawler.ranking.quality import QualityEstimate
 
 __all__ = ["Materialize", "pre_key", "rank_candidates", "sort_key"]
 
@@ -69,7 +69,7 @@ def rank_candidates(
     ``materialize(batch)`` completes candidates whose coefficients were loaded partially (only
     ``status``, ``n_expert``, ``n_expert_used``, ``n_embd``, ``n_vocab``, ``mtp_available``), so
     the catalog parses coefficients only for the candidates actually estimated. ``presorted``:
-    ``candidates`` already come in :func:`pre_key` order (the catalog's ORDER BY), so they are
+    ``candidates`` already come in pre_key order (the catalog's ORDER BY), so they are
     consumed lazily and the rest of the stream is never read once ranking can stop.
     """
     if sort not in SORT_KEYS:

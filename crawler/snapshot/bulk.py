@@ -9,12 +9,12 @@ join (PostgreSQL's "Populating a Database" advice: remove indexes and foreign ke
 them again, with a larger ``maintenance_work_mem``;
 https://www.postgresql.org/docs/15/populate.html). So:
 
-- :func:`drop_for_load` drops the plain (non-unique, not constraint-backed) indexes of the tables
+- drop_for_load drops the plain (non-unique, not constraint-backed) indexes of the tables
   that are empty when the import's transaction starts, and on PostgreSQL their foreign keys, and
   returns the exact statements that make them again, read from the database itself (SQLite
   ``sqlite_master.sql``; PostgreSQL ``pg_get_indexdef`` / ``pg_get_constraintdef``), so what is
   rebuilt is what the migrations made, whatever they become;
-- :func:`rebuild` runs those statements before the commit (a foreign key added back checks every
+- rebuild runs those statements before the commit (a foreign key added back checks every
   loaded row: a bad reference still fails the import).
 
 Both run in the import's transaction (DDL is transactional in SQLite and PostgreSQL): a failed
@@ -25,7 +25,7 @@ commit). Unique and primary-key indexes stay: the merge relies on them. SQLite's
 stay checked row by row (they cannot be dropped without rebuilding the table; ~1.5 s of a
 200k-quant import).
 
-:func:`load_settings` gives PostgreSQL's index builds more memory (``maintenance_work_mem``,
+load_settings gives PostgreSQL's index builds more memory (``maintenance_work_mem``,
 ``SET LOCAL``: it ends with the transaction, so no other session or later use of the pooled
 connection sees it; 256MB took the rebuild of a 200k-quant catalog's indexes from ~12 s to
 ~8-10 s). SQLite's settings are left alone: a 256 MiB page cache for the import's connection
@@ -125,7 +125,7 @@ def drop_for_load(conn: Connection, tables: Iterable[str]) -> list[str]:
 
 
 def rebuild(conn: Connection, statements: Iterable[str]) -> None:
-    """Make again what :func:`drop_for_load` dropped."""
+    """Make again what drop_for_load dropped."""
     for sql in statements:
         conn.exec_driver_sql(sql)
 

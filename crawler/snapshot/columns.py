@@ -1,6 +1,6 @@
 """Arrow types of the snapshot's column kinds, and the catalog columns each snapshot file reads.
 
-The one place that maps :mod:`crawler.snapshot.manifest`'s logical kinds to pyarrow types and to
+The one place that maps crawler.snapshot.manifest's logical kinds to pyarrow types and to
 the catalog's SQLAlchemy tables (read through SQLAlchemy Core; the snapshot package is the one
 reader of ``crawler.catalog.tables`` outside ``crawler.catalog``, because a snapshot copies
 whole tables rather than domain objects).
@@ -54,7 +54,7 @@ def _write_table(table: Table) -> Table:
     return Table(table.name, MetaData(), *cols)
 
 
-#: What the import writes through (see :func:`_write_table`).
+#: What the import writes through (see _write_table).
 WRITE_TABLES: dict[str, Table] = {name: _write_table(t) for name, t in TABLES.items()}
 
 _ARROW = {

@@ -2,8 +2,8 @@
 
 Why: a 200k-quant import moves about 1.2M rows. Building a Python dict per row and then pulling
 each value back out of it cost more than the database's own inserts, so the import keeps a
-batch as columns (:class:`Batch`): the merge reads only the key columns it decides on, a row
-dict is made only for the rare UPDATE, and :class:`Insert` hands the driver tuples zipped from
+batch as columns (Batch): the merge reads only the key columns it decides on, a row
+dict is made only for the rare UPDATE, and Insert hands the driver tuples zipped from
 the columns.
 
 Values reach the driver in the form the rest of the catalog stores them:

@@ -1,8 +1,8 @@
 """Query parameters of ``quants serve``: parsed, bounded and validated, or a one-line 400.
 
 The search parameters are ``quants search``'s options without dashes (``cache-type-k`` ->
-``cache_type_k``, DESIGN.md section 3); they become the same :class:`~crawler.search.SearchRequest`
-through :func:`crawler.search.build_request`. Bounds keep one request's cost bounded (``limit``
+``cache_type_k``, DESIGN.md section 3); they become the same SearchRequest
+through crawler.search.build_request. Bounds keep one request's cost bounded (``limit``
 at most 200, strings at most 200 characters); an unknown parameter is refused, not ignored, so a
 typo never silently widens a search.
 """
@@ -38,7 +38,7 @@ class BadParam(ValueError):
 
 
 def text(name: str, raw: str, *, required: bool = False) -> str | None:
-    """A string parameter (empty = absent), at most :data:`MAX_TEXT` characters."""
+    """A string parameter (empty = absent), at most MAX_TEXT characters."""
     value = raw.strip()
     if not value:
         if required:

@@ -1,10 +1,10 @@
 """What each page and API route shows, from the library calls the CLI makes.
 
-Search: :func:`crawler.search.search` and :func:`~crawler.search.search_json` (``quants search``).
-Model: :func:`crawler.catalog.comparison.load_comparison` / ``comparison_json``
-(``quants compare``). Quant: :func:`crawler.catalog.quant_detail.load_quant` and the memory model
-(``quants estimate``'s :func:`crawler.fit.estimate`, :func:`~crawler.fit.max_ctx`). Scans:
-:func:`crawler.catalog.history.list_scans` (``quants scans``), ``changes_since`` (``quants
+Search: crawler.search.search and search_json (``quants search``).
+Model: crawler.catalog.comparison.load_comparison / ``comparison_json``
+(``quants compare``). Quant: crawler.catalog.quant_detail.load_quant and the memory model
+(``quants estimate``'s crawler.fit.estimate, max_ctx). Scans:
+crawler.catalog.history.list_scans (``quants scans``), ``changes_since`` (``quants
 changes``), the watches (``quants watch``) and the recorded scan errors. No SQL and no ranking
 here: this module only arranges the library's answers for a template or a JSON body.
 """
@@ -145,9 +145,9 @@ def quant_view(
 
 def _tensor_rows(q: QuantDetail) -> tuple[Any, ...]:
     """The quant's tensors with group, layer and bits: its stored headers profiled again by
-    :func:`crawler.profile.build_profile` (what the crawl ran on them)."""
+    crawler.profile.build.build_profile (what the crawl ran on them)."""
     from crawler.errors import QuantsError
-    from crawler.profile import build_profile, merge_headers
+    from crawler.profile.build import build_profile, merge_headers
 
     if not q.shards:
         return ()

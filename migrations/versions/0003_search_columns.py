@@ -5,7 +5,7 @@ Revises: 0002
 Create Date: 2026-12-02
 
 ``quants search`` orders by quality and filters by memory without reading the coefficient JSON:
-``quants.quality_score`` (crawler.quality's score, stored at crawl time), ``quants.live`` (neither
+``quants.quality_score`` (the quality model's score, stored at crawl time), ``quants.live`` (neither
 the quant nor its repo vanished), ``quants.fit_*`` (copies of memory_models' prefilter columns),
 ``quants.search_text`` (the lowercased names the query words are matched in), one index over
 them all (the quality order, covering the memory bound and name test), and in memory_models

@@ -4,7 +4,7 @@ Revision ID: 0005_repo_claims
 Revises: 0004
 Create Date: 2026-12-03
 
-One row per repo being read by some crawler (crawler/catalog/claims.py); rows are deleted when
+One row per repo being read by some crawler (crawler/catalog/repo_locks.py); rows are deleted when
 the repo is written, and a killed crawler's rows lapse at ``expires_at``.
 """
 

@@ -401,7 +401,7 @@ def test_a_query_matching_nothing_says_so_and_points_at_the_query(catalog_db):
 def test_too_big_counts_only_the_quants_the_query_names(catalog_db):
     import re
 
-    from crawler.query import QueryMatcher
+    from crawler.ranking.query import QueryMatcher
 
     db, tmp = catalog_db
     matcher = QueryMatcher("llama")  # no digit: not narrowed in SQL, only by the matcher
@@ -497,7 +497,7 @@ def _compare_both_ways(db: str, monkeypatch) -> tuple[dict, dict, list[str]]:
     from crawler.catalog import comparison
     from crawler.catalog.comparison import load_comparison
     from crawler.errors import UsageError
-    from crawler.query import QueryMatcher
+    from crawler.ranking.query import QueryMatcher
 
     def answer(reader, query):
         try:
@@ -553,12 +553,12 @@ def test_compare_shortcut_finds_quants_that_inherit_the_repos_base_model(
 
 def test_stored_quality_score_is_the_python_models_score(any_catalog_db):
     # The streamed search orders by quants.quality_score, stored at crawl time; it must be the
-    # score crawler.quality computes from the loaded groups (what ranking shows), exactly.
+    # score crawler.ranking.quality computes from the loaded groups (what ranking shows), exactly.
     from crawler.catalog.candidates import materializer
     from crawler.catalog.ordered import stream_candidates
-    from crawler.group_stats import GroupStats
-    from crawler.quality import QualityInputs, estimate_quality
+    from crawler.profile.groups import GroupStats
     from crawler.ranking.model import Budget, Filters, RunSpec
+    from crawler.ranking.quality import QualityInputs, estimate_quality
 
     spec, budget = RunSpec(ctx=4096), Budget.from_gib(1000)
     with Catalog.open(any_catalog_db[0]) as catalog, catalog.reader() as reader:
@@ -658,7 +658,7 @@ def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_pat
 
 
 def test_reprofile_recomputes_the_search_columns(catalog_db, tmp_path):
-    from crawler.reprofile import reprofile
+    from crawler.crawl.reprofile import reprofile
 
     db = _copy(catalog_db, tmp_path)
     expected = _search_columns(db)

@@ -9,8 +9,8 @@ import pytest
 
 from crawler.catalog import Catalog
 from crawler.config import Settings
+from crawler.crawl.scan import run_once
 from crawler.hub import HubClient
-from crawler.scan import run_once
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate
 from tests.hub.snapshot import rows
 from tests.hub_emulator import HubEmulator

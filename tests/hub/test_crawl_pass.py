@@ -1,4 +1,4 @@
-"""One crawl pass (crawler/crawl_pass.py) against the Hub emulator: lock, scan, then watches.
+"""One crawl pass (crawler/crawl/run.py) against the Hub emulator: lock, scan, then watches.
 
 The pass any caller runs (``quants crawl``, the scheduler, an on-demand search scan): the scan is
 recorded with the caller's trigger, the watches run after it with the search function the caller
@@ -16,10 +16,10 @@ import pytest
 from crawler.catalog import Catalog
 from crawler.catalog.history import list_scans
 from crawler.config import Settings
-from crawler.crawl_pass import CrawlScope, crawl_pass
+from crawler.crawl.lock import crawl_lock
+from crawler.crawl.run import CrawlScope, crawl_pass
+from crawler.crawl.watch import add_watch
 from crawler.errors import LockHeld
-from crawler.lock import crawl_lock
-from crawler.watch import add_watch
 from tests.hub_emulator import HubEmulator
 
 

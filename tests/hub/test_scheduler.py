@@ -22,16 +22,16 @@ import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 
 from crawler.config import Settings
-from crawler.errors import ConfigError, LockHeld
-from crawler.lock import crawl_lock
-from crawler.progress import CrawlCounts
-from crawler.scheduler import (
+from crawler.crawl.lock import crawl_lock
+from crawler.crawl.progress import CrawlCounts
+from crawler.crawl.scheduler import (
     CrawlJob,
     LoggingProgress,
     ScheduleOptions,
     build_trigger,
     run_scheduler,
 )
+from crawler.errors import ConfigError, LockHeld
 from tests.hub_emulator import HubEmulator
 
 
@@ -234,7 +234,7 @@ def test_failed_crawl_is_logged_and_watches_skipped(
 
 def test_logging_progress_lines(caplog: pytest.LogCaptureFixture) -> None:
     progress = LoggingProgress(interval_s=0.0)
-    with caplog.at_level(logging.INFO, logger="crawler.scheduler"):
+    with caplog.at_level(logging.INFO, logger="crawler.crawl.scheduler"):
         progress.start(3)
         progress.advance("a/b", CrawlCounts(repos=1, files=2, bytes_fetched=10, requests=4))
         progress.finish()
@@ -388,7 +388,7 @@ def test_signal_during_a_scan_records_it_interrupted(
     # The next pass picks up where this one stopped and completes.
     hub.latency_s = 0.0
     settings = Settings(hf_endpoint=hub.endpoint, data_dir=tmp_path, db_url=f"sqlite:///{db}")
-    from crawler.scan import run_once
+    from crawler.crawl.scan import run_once
 
     summary = run_once(settings)
     assert summary.status == "ok"

@@ -9,7 +9,7 @@ import tests.synth as synth
 from crawler.catalog import Catalog
 from crawler.catalog.tensor_tables import decode_tensor_table
 from crawler.config import Settings
-from crawler.scan import run_once
+from crawler.crawl.scan import run_once
 from tests.hub.snapshot import rows
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.state import Blob

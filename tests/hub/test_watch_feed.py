@@ -20,8 +20,8 @@ from crawler.catalog import Catalog
 from crawler.catalog.tables import Quant, Repo
 from crawler.catalog.watches import get_watch, list_hits
 from crawler.config import Settings
+from crawler.crawl.watch import add_watch, evaluate_watches, feed_paths
 from crawler.errors import NothingFits, UsageError
-from crawler.watch import add_watch, evaluate_watches, feed_paths
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 

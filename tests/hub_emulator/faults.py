@@ -1,6 +1,6 @@
 """Fault injection for the Hub emulator: what goes wrong, on which requests, how often.
 
-A :class:`Rule` pairs a :class:`Fault` with a request matcher (origin, method, path substring or
+A Rule pairs a Fault with a request matcher (origin, method, path substring or
 regex) and a schedule: the Nth matching request, the first K, or a seeded random rate. Every
 matching rule counts each request; the first rule that is due decides the fault.
 """

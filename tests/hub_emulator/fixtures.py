@@ -4,7 +4,7 @@
 
     from tests.hub_emulator.fixtures import hub, shared_hub, world_cache  # noqa: F401
 
-``hub`` is a fresh emulator per test with :data:`tests.fixtures.world.WORLD` loaded (mutate it,
+``hub`` is a fresh emulator per test with tests.fixtures.world.WORLD loaded (mutate it,
 inject faults freely; a few ms to start because the GGUF files are built once per session).
 ``shared_hub`` is one emulator for the session: read-only use, its faults and log are cleared
 before each test that asks for it.

@@ -1,4 +1,4 @@
-"""What a route answers: :class:`Reply` (status, headers, bytes or a lazily read blob range)."""
+"""What a route answers: Reply (status, headers, bytes or a lazily read blob range)."""
 
 from __future__ import annotations
 

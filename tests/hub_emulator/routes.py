@@ -1,4 +1,4 @@
-"""Routes of the emulated Hub and CDN: request -> :class:`Reply`, with the Hub's access rules.
+"""Routes of the emulated Hub and CDN: request -> Reply, with the Hub's access rules.
 
 Access (reference/hf-hub-api.md 4.2, live contract of 2026-09): a missing or private repo is a
 401 without error code for anonymous callers and ``404 RepoNotFound`` with a token; a gated repo's
@@ -125,7 +125,7 @@ def _commit(repo: Repo, revision: str) -> Commit | Reply:
 def _repo_commit(
     emu: HubEmulator, req: Request, repo_id: str, revision: str, *, content: bool
 ) -> tuple[Repo, Commit] | Reply:
-    """The repo (access checked as :func:`_access`) and its commit at ``revision``, or the error."""
+    """The repo (access checked as _access) and its commit at ``revision``, or the error."""
     repo = _access(emu, req, repo_id, content=content)
     if not isinstance(repo, Repo):
         return repo

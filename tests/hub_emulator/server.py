@@ -1,7 +1,7 @@
 """The emulator's two HTTP origins on 127.0.0.1: the Hub (REST API + resolve) and a "CDN".
 
 Stdlib ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive, so faults can act at the socket
-level (reset, truncated body, slow body). Every request is logged (:class:`RequestRecord`).
+level (reset, truncated body, slow body). Every request is logged (RequestRecord).
 Routes and answers follow reference/hf-hub-api.md section 7 (the emulator checklist).
 """
 

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from crawler.catalog import Catalog
-from crawler.catalog.claims import claim_repo, release_repo
+from crawler.catalog.repo_locks import claim_repo, release_repo
 from tests.cli import clean_env, run_quants, start_quants
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401

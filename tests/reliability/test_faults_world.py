@@ -25,8 +25,8 @@ import pytest
 
 from crawler.catalog import Catalog
 from crawler.config import Settings
+from crawler.crawl.scan import ScanSummary, run_once
 from crawler.hub import HubClient
-from crawler.scan import ScanSummary, run_once
 from tests.fixtures.world import WORLD, FileCache, Quant, reupload
 from tests.hub.snapshot import integrity_ok, rows, snapshot
 from tests.hub_emulator import Fault, HubEmulator

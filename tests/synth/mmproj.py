@@ -67,5 +67,5 @@ def mmproj_layout(n_embd_text: int = 256, *, n_block: int = 2, n_embd: int = 128
 
 
 def write_mmproj(path: str | Path, n_embd_text: int = 256) -> Path:
-    """Write :func:`mmproj_layout` to ``path``."""
+    """Write mmproj_layout to ``path``."""
     return write_layout(path, mmproj_layout(n_embd_text))

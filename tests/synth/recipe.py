@@ -1,7 +1,7 @@
 """Quant recipes for synthetic GGUFs: which ggml type each tensor gets, and how many bytes it takes.
 
-A :class:`Recipe` maps a :class:`TensorSlot` (tensor role, layer, layer kind) to a ggml type id.
-:meth:`Recipe.type_for` then applies what llama.cpp's quantizer does regardless of the recipe:
+A Recipe maps a TensorSlot (tensor role, layer, layer kind) to a ggml type id.
+Recipe.type_for then applies what llama.cpp's quantizer does regardless of the recipe:
 tensors it never quantizes stay F32, and a type whose block size does not divide ``ne0`` falls back
 (``src/llama-quant.cpp`` ``tensor_allows_quantization`` and ``tensor_type_fallback``).
 """

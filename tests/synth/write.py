@@ -314,7 +314,7 @@ def split_layouts(
     version: int = 3,
     metadata: Mapping[str, Any] | None = None,
 ) -> list[Layout]:
-    """The gguf-split shards of :func:`write_gguf` (``split=N``), in memory, shard 1 first."""
+    """The gguf-split shards of write_gguf (``split=N``), in memory, shard 1 first."""
     if split < 2:
         raise ValueError("split must be >= 2")
     meta = model_metadata(spec, recipe, metadata)
@@ -341,7 +341,7 @@ def write_parts(path: str | Path, spec: ModelSpec, recipe: Recipe, *, parts: int
     """mradermacher-style ``<name>.gguf.part1of2`` ... : the single file cut into byte ranges.
 
     Only part 1 has a GGUF header; concatenating the parts gives exactly the file
-    :func:`write_gguf` writes. Cuts are at ``ceil(size * k / parts)``.
+    write_gguf writes. Cuts are at ``ceil(size * k / parts)``.
     """
     p = Path(path)
     lay = layout(spec, recipe)

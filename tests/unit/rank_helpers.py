@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from crawler.fit import KVGroup, MemoryCoefficients
-from crawler.group_stats import GroupStats
+from crawler.profile.groups import GroupStats
 from crawler.ranking.model import Candidate
 
 GIB = 1024**3

@@ -1,7 +1,7 @@
 """The bounds and their SQL twins, tested as pairs (crawler/ranking/bounds.py).
 
 Each SQL expression is evaluated by SQLite over a ``quants`` row holding the search columns that
-:func:`crawler.ranking.columns.search_columns` computes (what the crawl stores), and compared with
+crawler.ranking.columns.search_columns computes (what the crawl stores), and compared with
 the Python bound it copies.
 """
 
@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from crawler.analysis import MemoryRecord
+from crawler.profile.analysis import MemoryRecord
 from crawler.ranking.bounds import (
     bound_sql,
     ctx_bound_sql,
@@ -23,7 +23,7 @@ from crawler.ranking.bounds import (
 )
 from crawler.ranking.columns import search_columns
 from crawler.ranking.model import Budget, RunSpec
-from crawler.speed import speed_bound
+from crawler.ranking.speed import speed_bound
 from tests.unit.rank_helpers import dense_hybrid, groups, moe
 
 COEFFICIENTS = {

@@ -14,7 +14,7 @@ import pytest
 
 from crawler.checklog import compare, run_config
 from crawler.fit import coefficients, estimate
-from crawler.llamalog import LogError, parse_log
+from crawler.fit.llamalog import LogError, parse_log
 from crawler.units import MIB
 from tests.cli import clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render, strip_buffers

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
-from crawler.cron import crontab_text, parse_cron, systemd_units
+from crawler.crawl.cron import crontab_text, parse_cron, systemd_units
 from crawler.errors import ConfigError
 
 

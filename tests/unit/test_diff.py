@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from crawler.diff import describe_change, describe_types
+from crawler.profile.diff import describe_change, describe_types
 
 
 def _profile(**overrides: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 import tests.synth as synth
-from crawler.gguf import read_header
+from crawler.gguf.parse import read_header
 from tests.synth.spm import llama2_like
 
 

@@ -20,7 +20,7 @@ from crawler.fit import (
     estimate,
     max_ctx,
 )
-from crawler.gguf import GGUFHeader, TensorInfo
+from crawler.gguf.parse import GGUFHeader, TensorInfo
 from tests.fixtures.llamacpp.models import config_of, load_rows, measured, model_header
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401  (fixture)
 

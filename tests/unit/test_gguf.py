@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from crawler.errors import CorruptHeader, GGUFError, HeaderTooLarge, NotGGUF
 from crawler.errors import UnsupportedGGUFVersion as BadVersion
-from crawler.ggml import GGML_TYPES, GGMLType, is_mainline, tensor_nbytes, type_info, type_name
-from crawler.gguf import GGUFArray, parse_header_bytes, read_header
+from crawler.gguf.ggml import GGML_TYPES, GGMLType, is_mainline, tensor_nbytes, type_info, type_name
+from crawler.gguf.parse import GGUFArray, parse_header_bytes, read_header
 from tests import synth
 
 ARCHS = ["llama", "qwen3", "qwen3moe", "qwen35", "glm4moe", "deepseek2", "gemma3"]

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from crawler.errors import UsageError
-from crawler.gpus import UNIFIED_GPU_FRACTION, load_gpus, resolve_gpu
+from crawler.fit.gpus import UNIFIED_GPU_FRACTION, load_gpus, resolve_gpu
 
 GIB = 1024**3
 

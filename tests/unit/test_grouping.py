@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from crawler.grouping import FileKind, classify, content_key, group_files
+from crawler.profile.grouping import FileKind, classify, content_key, group_files
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from crawler.gguf import parse_header_bytes
-from crawler.grouping import FileKind, group_files
-from crawler.labels import byte_parts, split_info
+from crawler.gguf.parse import parse_header_bytes
+from crawler.profile.grouping import FileKind, group_files
+from crawler.profile.labels import byte_parts, split_info
 from tests import synth
 from tests.cli import clean_env, run_quants
 from tests.synth.spec import MTP

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.labels import is_mtp_sidecar_name, name_claims, parse_quant_label, split_info
+from crawler.profile.labels import is_mtp_sidecar_name, name_claims, parse_quant_label, split_info
 
 
 @pytest.mark.parametrize(

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from crawler.config import Settings
+from crawler.crawl.lock import CrawlLock, crawl_lock, lock_path, read_holder
 from crawler.errors import LockHeld
-from crawler.lock import CrawlLock, crawl_lock, lock_path, read_holder
 
 # A child process that takes the lock, says so, and holds it until stdin closes or it is killed.
 _HOLDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from crawler.lock import CrawlLock
+    from crawler.crawl.lock import CrawlLock
     lock = CrawlLock(Path(sys.argv[1]), command="quants schedule")
     lock.acquire()
     print("locked", flush=True)

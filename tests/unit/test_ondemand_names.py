@@ -1,10 +1,10 @@
-"""How typed model names become Hub search terms (crawler.ondemand)."""
+"""How typed model names become Hub search terms (crawler.crawl.ondemand)."""
 
 from __future__ import annotations
 
 import pytest
 
-from crawler.ondemand import name_words, search_terms, state_key
+from crawler.crawl.ondemand import name_words, search_terms, state_key
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import pty
 import pytest
 
 from crawler.cli._output import print_csv, safe_text
+from crawler.crawl.logs import SecretFilter, redact_logs
 from crawler.hub.client import is_safe_repo_path
-from crawler.redact import SecretFilter, redact_logs
 
 
 def test_safe_text_escapes_controls_and_keeps_markup_literal():

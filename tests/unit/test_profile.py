@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.errors import CorruptHeader
-from crawler.gguf import parse_header_bytes
-from crawler.precision import tensor_group, tensor_role
-from crawler.profile import build_profile, merge_headers
+from crawler.gguf.parse import parse_header_bytes
+from crawler.profile.build import build_profile, merge_headers
+from crawler.profile.precision import tensor_group, tensor_role
 from tests import synth
 from tests.synth.spec import MTP
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.group_stats import GroupStats
-from crawler.quality import (
+from crawler.profile.groups import GroupStats
+from crawler.ranking.quality import (
     QualityInputs,
     calibration_report,
     capability,
@@ -44,7 +44,7 @@ def test_calibration_errors_stay_small():
 
 
 def test_published_kld_points_are_reproduced_within_20_percent():
-    from crawler.quality import GEMMA3_27B_PARAMS, KLD_DYNAMIC
+    from crawler.ranking.quality import GEMMA3_27B_PARAMS, KLD_DYNAMIC
 
     for quant, gb, kld in KLD_DYNAMIC:
         predicted = kld_from_bits(gb * 8e9 / GEMMA3_27B_PARAMS)

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from crawler.errors import UsageError
 from crawler.fit import RunConfig, estimate
-from crawler.query import QueryMatcher
 from crawler.ranking.bounds import lower_bound_bytes
 from crawler.ranking.commands import hf_args, lmstudio_command, ollama_command
 from crawler.ranking.model import SORT_KEYS, Budget, Filters, RunSpec
+from crawler.ranking.query import QueryMatcher
 from crawler.ranking.rank import rank_candidates
 from tests.unit.rank_helpers import GIB, candidate, dense_hybrid, moe
 

@@ -309,7 +309,7 @@ def test_estimate_on_a_mac_says_it_is_not_measured(models, coeffs):
     doc = _estimate(models / "llama8b.gguf", "-c", "32768", "--gpu", "m4 max")
     assert doc["backend"] == "metal" and "not measured" in doc["note"]
     assert doc["bytes"]["overhead"] == 0
-    from crawler.gpus import resolve_gpu
+    from crawler.fit.gpus import resolve_gpu
 
     budget = resolve_gpu("m4 max").gpu.budget_bytes  # the working-set share, not all the RAM
     assert budget < resolve_gpu("m4 max").gpu.memory_bytes

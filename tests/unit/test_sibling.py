@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tests.synth as synth
-from crawler.gguf import GGUFHeader, read_header
-from crawler.sibling import SiblingTemplate, read_sibling_header, template_from
+from crawler.gguf.parse import GGUFHeader, read_header
+from crawler.gguf.sibling import SiblingTemplate, read_sibling_header, template_from
 
 CAP = 64 * 1024 * 1024
 

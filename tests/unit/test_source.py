@@ -16,7 +16,7 @@ import pytest
 
 from crawler.config import Settings
 from crawler.errors import HubNotFound, UsageError
-from crawler.source import UrlReader, parse_target, read_target
+from crawler.targets import UrlReader, parse_target, read_target
 from tests import synth
 from tests.hub_emulator.fixtures import _shared_hub, shared_hub, world_cache  # noqa: F401
 
@@ -120,7 +120,7 @@ def test_url_reader_fetches_about_the_header_in_two_requests(server, big_file):
 def test_a_server_that_ignores_range_does_not_make_us_download_the_file(big_file):
     with RangeServer(big_file.parent, ignore_range=True) as s:
         with UrlReader(f"{s.url}/{big_file.name}") as reader:
-            from crawler.gguf import read_header
+            from crawler.gguf.parse import read_header
 
             header = read_header(reader)
         assert reader.range_ignored
@@ -184,7 +184,7 @@ def hub_read(shared_hub):  # noqa: F811  (the emulator fixture imported above)
 
 
 def test_hub_quant_resolution_and_verdict_inputs(hub_read):
-    from crawler.profile import build_profile
+    from crawler.profile.build import build_profile
 
     read = hub_read("unsloth/Qwen3.6-27B-GGUF:UD-Q4_K_XL")
     assert read.file_name == "Qwen3.6-27B-UD-Q4_K_XL.gguf"
@@ -198,7 +198,7 @@ def test_hub_quant_resolution_and_verdict_inputs(hub_read):
 
 
 def test_hub_split_parts_and_sidecar(hub_read):
-    from crawler.profile import build_profile
+    from crawler.profile.build import build_profile
 
     split = hub_read("unsloth/GLM-4.5-Air-GGUF:UD-Q4_K_XL")
     assert len(split.shards) == 2 and split.shards[0].startswith("UD-Q4_K_XL/")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.speed import (
+from crawler.ranking.speed import (
     DEFAULT_ACCEPTANCE,
     SpeedInputs,
     calibration_report,

@@ -1,0 +1,1 @@
+"""The crawl: one pass (lock, scan, watches), its scheduler and on-demand look-ups (I/O)."""

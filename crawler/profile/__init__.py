@@ -1,0 +1,1 @@
+"""Profiling: tensor roles, precision per group and layer, labels, claims (pure; over gguf, fit)."""

@@ -1,0 +1,64 @@
+"""What a quant's name claims that its tensor table contradicts (pure: no I/O).
+
+"Named UD/Dynamic but attention is 4-bit", "named MTP but carries no nextn tensors", "labelled
+Q8_0 but 100% of weight bytes are Q4_K": with_claims checks the claims read from the file
+name (crawler.profile.labels) against a built PrecisionProfile.
+"""
+
+from __future__ import annotations
+
+from crawler.gguf.parse import GGUFHeader
+from crawler.profile.labels import NameClaims
+from crawler.profile.precision import PrecisionProfile
+from crawler.profile.type_claims import TypedBytes, type_claims
+
+__all__ = ["with_claims"]
+
+
+def with_claims(
+    profile: PrecisionProfile, claims: NameClaims, header: GGUFHeader
+) -> PrecisionProfile:
+    """``profile`` with the contradictions between ``claims`` and its tensors, in plain words."""
+    from dataclasses import replace
+
+    found: list[str] = []
+    mtp = profile.mtp
+    if claims.mtp and mtp.state == "absent":
+        found.append("named MTP but carries no nextn tensors")
+    elif claims.mtp and mtp.state == "declared_missing":
+        found.append(
+            f"named MTP and declares {len(mtp.layers)} MTP layer(s), but carries no nextn tensors"
+        )
+    elif claims.mtp and mtp.state == "sidecar":
+        found.append("named MTP but the MTP head is in a separate sidecar file, not this one")
+    if claims.q8nextn and mtp.present and (mtp.min_bits is None or mtp.min_bits < 8):
+        found.append(f"named Q8nextn but the MTP block's lowest type is {_bits(mtp.min_bits)}")
+    if claims.dynamic and profile.attention_preserved is False:
+        found.append(
+            f"named UD/Dynamic but attention is {_bits(profile.attention_min_bits)}"
+            f" (below {profile.preserved_bits}-bit)"
+        )
+    if claims.dynamic and mtp.present and not mtp.preserved:
+        found.append(f"named UD/Dynamic but the MTP block is {_bits(mtp.min_bits)}")
+    found += type_claims(
+        claims.label,
+        profile.file_type,
+        (TypedBytes(r.group, r.type_name, r.n_bytes, r.is_matrix) for r in profile.tensors),
+    )
+    if header.data_truncated:
+        have = "?" if header.file_size is None else f"{header.file_size:,}"
+        found.append(
+            f"the file is truncated: it has {have} bytes, its tensors' data needs"
+            f" {header.data_end:,}; the header is complete (a partial download or the first"
+            " piece of a split file)"
+        )
+    if claims.imatrix and not any(k.startswith("quantize.imatrix") for k in header.metadata):
+        found.append("named i1/imatrix but the file records no quantize.imatrix.* keys")
+    if not profile.loadable_by_mainline and profile.n_tensors:
+        ids = ", ".join(str(i) for i in profile.unknown_types) or "ik_llama.cpp-only"
+        found.append(f"uses ggml types mainline llama.cpp cannot load ({ids})")
+    return replace(profile, claims=tuple(found))
+
+
+def _bits(bits: int | None) -> str:
+    return f"{bits}-bit" if bits is not None else "of unknown precision"

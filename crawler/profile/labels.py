@@ -1,0 +1,181 @@
+"""Quant labels and name claims from repo and file names (pure: no I/O).
+
+A label (``UD-Q4_K_XL``, ``i1-IQ4_XS``, ``MXFP4_MOE``) is only what the publisher *says*; the
+tensor table decides (crawler.profile.build checks one against the other). Naming conventions:
+shared/reference/quant-ecosystem.md section 2 (unsloth ``UD-``, mradermacher ``.i1-``, bartowski
+``_L``/``_XL``, ubergarm ik types, localweights ``-Q8nextn``); the label pattern extends the one
+recorded there with ik_llama.cpp types and row-interleaved ``_R4``/``_R8`` suffixes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = [
+    "NameClaims",
+    "QuantLabel",
+    "byte_parts",
+    "is_mtp_sidecar_name",
+    "name_claims",
+    "parse_quant_label",
+    "split_info",
+]
+
+_LABEL = re.compile(
+    r"""
+    (?<![A-Za-z0-9])
+    (?P<i1>i1[-_.])?
+    (?P<ud>UD[-_])?
+    (?P<q>
+        IQ[1-6]_(?:XXS|XS|S|M|NL|KSS|KS|KL|KT|K|BN)(?:_R\d+)?
+      | Q[1-8]_K(?:_(?:XXL|XL|S|M|L))?(?:_R\d+)?
+      | Q[1-8]_[01](?:_[48]_[48])?(?:_(?:XL|L))?(?:_R\d+)?
+      | TQ[12]_0
+      | MXFP4(?:_MOE)?
+      | NVFP4
+      | BF16 | F16 | F32 | FP16 | FP32
+    )
+    (?![A-Za-z0-9])
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+# "-00001-of-00003" (llama_split_path) and ".part1of2" (mradermacher byte cuts).
+_SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+_PART = re.compile(r"\.gguf\.part(\d+)of(\d+)$", re.IGNORECASE)
+# ".gguf.part00", ".gguf.part01" ... (``split -d``-style byte cuts, e.g. PyPI-packaged models): the
+# count is not in the name; the lowest index present is the first part, the one with the header.
+_PARTNN = re.compile(r"\.gguf\.part(\d+)$", re.IGNORECASE)
+# Word boundaries on letters only, so "Q8nextn" and "27B-MTP" both count.
+_MTP = re.compile(r"(?<![A-Za-z])(?:mtp|nextn)(?![A-Za-z])", re.IGNORECASE)
+_Q8NEXTN = re.compile(r"(?<![A-Za-z0-9])Q8[-_]?nextn(?![A-Za-z])", re.IGNORECASE)
+_UD = re.compile(r"(?<![A-Za-z0-9])UD(?![A-Za-z0-9])")
+_DYNAMIC = re.compile(r"(?<![A-Za-z])dynamic(?![A-Za-z])", re.IGNORECASE)
+_IMATRIX = re.compile(r"(?<![A-Za-z0-9])(?:i1|imatrix|imat)(?![A-Za-z0-9])", re.IGNORECASE)
+# convert_hf_to_gguf.py --mtp writes "mtp-<name>.gguf" (quant-ecosystem.md section 5).
+_SIDECAR = re.compile(r"^(?:mtp[-_.]|.*[-_.]mtp[-_]only[-_.])", re.IGNORECASE)
+
+# Base ggml type a label's bulk should be (its nominal bits are what the claim check compares).
+_FLOAT_ALIASES = {"FP16": "F16", "FP32": "F32"}
+
+
+@dataclass(frozen=True, slots=True)
+class QuantLabel:
+    """A parsed quant label: ``text`` as normalized (``UD-Q4_K_XL``), its parts, its base type."""
+
+    text: str
+    #: The quant scheme without prefixes: ``Q4_K_XL``, ``IQ4_XS``, ``MXFP4_MOE``.
+    scheme: str
+    #: The ggml type the bulk of the weights should have: ``Q4_K``, ``IQ4_XS``, ``MXFP4``.
+    base_type: str
+    ud: bool = False
+    imatrix: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NameClaims:
+    """What the repo and file names promise; the profile checks each against the tensors."""
+
+    label: QuantLabel | None
+    mtp: bool = False
+    q8nextn: bool = False
+    dynamic: bool = False
+    imatrix: bool = False
+
+
+def _base_type(scheme: str) -> str:
+    s = scheme.upper()
+    s = _FLOAT_ALIASES.get(s, s)
+    s = re.sub(r"_R\d+$", "", s)
+    if s.startswith("MXFP4"):
+        return "MXFP4"
+    m = re.fullmatch(r"(Q[1-8]_K)(?:_(?:XXL|XL|S|M|L))?", s)
+    if m:
+        return m.group(1)
+    m = re.fullmatch(r"(Q[1-8]_[01])(?:_[48]_[48])?(?:_(?:XL|L))?", s)
+    if m:
+        return m.group(1)
+    return s
+
+
+def _strip_suffixes(name: str) -> str:
+    name = _PART.sub(".gguf", name)
+    name = _PARTNN.sub(".gguf", name)
+    return _SPLIT.sub(".gguf", name)
+
+
+def parse_quant_label(path: str) -> QuantLabel | None:
+    """The quant label of a file path (last label in the file name, else in its folders)."""
+    parts = path.replace("\\", "/").split("/")
+    for part in reversed(parts):
+        matches = list(_LABEL.finditer(_strip_suffixes(part)))
+        if not matches:
+            continue
+        m = matches[-1]
+        scheme = m.group("q").upper()
+        scheme = _FLOAT_ALIASES.get(scheme, scheme)
+        ud = m.group("ud") is not None
+        i1 = m.group("i1") is not None
+        text = ("i1-" if i1 else "") + ("UD-" if ud else "") + scheme
+        return QuantLabel(text, scheme, _base_type(scheme), ud=ud, imatrix=i1)
+    return None
+
+
+def name_claims(file_name: str, repo_id: str | None = None) -> NameClaims:
+    """Claims made by the file name and the repo name (``owner/name``)."""
+    repo_name = (repo_id or "").split("/")[-1]
+    text = f"{repo_name} {file_name}"
+    label = parse_quant_label(file_name)
+    return NameClaims(
+        label=label,
+        mtp=bool(_MTP.search(text)),
+        q8nextn=bool(_Q8NEXTN.search(text)),
+        dynamic=bool(_UD.search(text) or _DYNAMIC.search(text) or (label and label.ud)),
+        imatrix=bool(_IMATRIX.search(text) or (label and label.imatrix)),
+    )
+
+
+def is_mtp_sidecar_name(path: str) -> bool:
+    """Whether a file name follows the MTP-only sidecar convention (``mtp-<name>.gguf``)."""
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return base.lower().endswith(".gguf") and bool(_SIDECAR.match(base))
+
+
+def split_info(path: str) -> tuple[str, int, int] | None:
+    """``(kind, index, count)`` for a shard: kind ``split`` (gguf-split, 1-based) or ``part``
+    (a byte cut: mradermacher ``.part1of2``, or ``.part00`` whose count is not in the name: then
+    ``count`` is 0 and ``index`` is as written); None for a whole file."""
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    m = _SPLIT.search(base)
+    if m:
+        return "split", int(m.group(1)), int(m.group(2))
+    m = _PART.search(base)
+    if m:
+        return "part", int(m.group(1)), int(m.group(2))
+    m = _PARTNN.search(base)
+    if m:
+        return "part", int(m.group(1)), 0
+    return None
+
+
+def byte_parts(path: str, siblings: Iterable[str]) -> list[str]:
+    """Every part of the byte-cut file ``path`` is a part of, in order (first = the header's).
+
+    ``.partKofN``: parts 1..N by name. ``.partNN``: the paths among ``siblings`` (same folder
+    and stem) with a ``.partNN`` suffix, by index; gaps are left to the caller to notice.
+    """
+    si = split_info(path)
+    if si is None or si[0] != "part":
+        return [path]
+    if si[2]:
+        stem = re.sub(r"\.part\d+of\d+$", "", path, flags=re.IGNORECASE)
+        return [f"{stem}.part{i}of{si[2]}" for i in range(1, si[2] + 1)]
+    stem = re.sub(r"\.part\d+$", "", path, flags=re.IGNORECASE)
+    found: dict[int, str] = {}
+    for s in {*siblings, path}:
+        if s.lower().startswith(stem.lower() + ".part"):
+            m = _PARTNN.search(s)
+            if m and len(s) == len(stem) + len(m.group(0)) - len(".gguf"):
+                found.setdefault(int(m.group(1)), s)
+    return [found[i] for i in sorted(found)]
