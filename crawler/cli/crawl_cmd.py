@@ -72,8 +72,9 @@ def crawl(
     from crawler.cli._output import human_bytes, print_json
     from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
+    from crawler.crawl.logs import configure_logging
     from crawler.crawl.progress import StderrProgress
-    from crawler.crawl.run import CrawlScope, configure_logging, crawl_pass
+    from crawler.crawl.run import CrawlScope, crawl_pass
 
     settings = Settings.from_env().replace(
         db_url=db,

@@ -115,7 +115,8 @@ def schedule(
     from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
     from crawler.crawl.cron import crontab_text, parse_cron, systemd_units
-    from crawler.crawl.run import CrawlScope, configure_logging
+    from crawler.crawl.logs import configure_logging
+    from crawler.crawl.run import CrawlScope
     from crawler.crawl.scheduler import ScheduleOptions, build_trigger, run_scheduler
     from crawler.errors import UsageError
 

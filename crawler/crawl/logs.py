@@ -1,4 +1,4 @@
-"""Keep the HF token out of every log line: a logging filter the CLI and scheduler install.
+"""The crawl's logging: stderr or a service log file, with the HF token out of every line.
 
 huggingface_hub's HTTP stack logs response headers at DEBUG; a server that echoes the token (for
 instance in ``X-Error-Message``) would otherwise put it in a log file.
@@ -7,6 +7,14 @@ instance in ``X-Error-Message``) would otherwise put it in a log file.
 from __future__ import annotations
 
 import logging
+import logging.handlers
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from crawler.errors import ConfigError
+
+if TYPE_CHECKING:
+    from crawler.config import Settings
 
 REDACTED = "hf_***"
 
@@ -34,3 +42,41 @@ def redact_logs(secret: str | None) -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, SecretFilter) and f.secret == secret for f in handler.filters):
             handler.addFilter(SecretFilter(secret))
+
+
+def configure_logging(
+    settings: Settings, *, service: bool = False, log_file: Path | None = None
+) -> None:
+    """The logging of a crawl: the HF token redacted from every line.
+
+    A one-off ``quants crawl`` (``service=False``) logs to stderr only when QUANTS_LOG_LEVEL asks
+    for more than warnings (e.g. DEBUG/INFO: one line per Hub request). A service
+    (``quants schedule``, ``service=True``) always logs to stderr, and to ``log_file`` if given
+    (reopened when logrotate moves it), with timestamps; its own lines are at INFO whatever the
+    level says, so a nightly log shows each run.
+    """
+    if service:
+        _configure_service_logging(settings.log_level, log_file)
+    elif settings.log_level != "WARNING":
+        logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
+    redact_logs(settings.hf_token)
+
+
+def _configure_service_logging(level: str, log_file: Path | None) -> None:
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if log_file is not None:
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            handlers.append(logging.handlers.WatchedFileHandler(log_file, encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot write the log file {log_file}: {exc.strerror}") from None
+    root = logging.getLogger()
+    for handler in handlers:
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+    numeric = logging.getLevelName(level.upper())
+    root.setLevel(numeric if isinstance(numeric, int) else logging.WARNING)
+    for name in ("crawler.crawl.scheduler", "crawler.crawl.watch", "apscheduler"):
+        named = logging.getLogger(name)
+        named.setLevel(min(logging.INFO, root.level))

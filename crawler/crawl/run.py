@@ -5,21 +5,17 @@ on-demand look-up started by a search (crawler.crawl.ondemand.ensure_model) all 
 locked_pass, so the lock, the scan record's ``trigger`` and the watches after it are the
 same whoever starts the pass. The watches run the search through a
 SearchFn that the caller passes in: the search parser belongs to the CLI,
-which the library never imports. configure_logging is the logging set-up of both commands.
+which the library never imports.
 """
 
 from __future__ import annotations
 
-import logging
-import logging.handlers
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crawler.crawl.lock import crawl_lock
-from crawler.errors import ConfigError
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
@@ -33,7 +29,6 @@ __all__ = [
     "AfterScanFn",
     "CrawlFn",
     "CrawlScope",
-    "configure_logging",
     "crawl_pass",
     "locked_pass",
     "scan_step",
@@ -160,43 +155,3 @@ def crawl_pass(
         progress=progress or NullProgress(),
     )
     return summary
-
-
-def configure_logging(
-    settings: Settings, *, service: bool = False, log_file: Path | None = None
-) -> None:
-    """The logging of a crawl: the HF token redacted from every line.
-
-    A one-off ``quants crawl`` (``service=False``) logs to stderr only when QUANTS_LOG_LEVEL asks
-    for more than warnings (e.g. DEBUG/INFO: one line per Hub request). A service
-    (``quants schedule``, ``service=True``) always logs to stderr, and to ``log_file`` if given
-    (reopened when logrotate moves it), with timestamps; its own lines are at INFO whatever the
-    level says, so a nightly log shows each run.
-    """
-    from crawler.crawl.logs import redact_logs
-
-    if service:
-        _configure_service_logging(settings.log_level, log_file)
-    elif settings.log_level != "WARNING":
-        logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
-    redact_logs(settings.hf_token)
-
-
-def _configure_service_logging(level: str, log_file: Path | None) -> None:
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
-    if log_file is not None:
-        try:
-            log_file.parent.mkdir(parents=True, exist_ok=True)
-            handlers.append(logging.handlers.WatchedFileHandler(log_file, encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"cannot write the log file {log_file}: {exc.strerror}") from None
-    root = logging.getLogger()
-    for handler in handlers:
-        handler.setFormatter(fmt)
-        root.addHandler(handler)
-    numeric = logging.getLevelName(level.upper())
-    root.setLevel(numeric if isinstance(numeric, int) else logging.WARNING)
-    for name in ("crawler.crawl.scheduler", "crawler.crawl.watch", "apscheduler"):
-        named = logging.getLogger(name)
-        named.setLevel(min(logging.INFO, root.level))
