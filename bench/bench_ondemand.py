@@ -1,4 +1,4 @@
-"""Sibling header reads and on-demand search against the Hub emulator (issue 13).
+"""Sibling header reads and on-demand search against the Hub emulator.
 
 Run: ``python -m bench bench_ondemand`` (or ``python -m bench.bench_ondemand [--quick]``).
 

@@ -1,6 +1,6 @@
 """Search over a synthetic catalog of 200k quants: in-process query time and CLI wall time.
 
-Targets (issue #6): <= 100 ms in process, <= 0.5 s for the whole ``quants search`` invocation.
+Targets: <= 100 ms in process, <= 0.5 s for the whole ``quants search`` invocation.
 Also measures ``quants --help`` and reports which imports dominate CLI start-up.
 
 Run: ``python -m bench bench_search`` (or ``python bench/bench_search.py [--quants N] [--db URL]``).

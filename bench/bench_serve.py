@@ -3,7 +3,7 @@
 1. Start time: ``quants serve`` from process start to the first answered page.
 2. Latency: 100 sequential requests per route (10 for the model pages and ``/api/compare``);
    server time (the app's ``Server-Timing`` header: request to response body, templates and
-   charts included) and client wall time, p50 and p95. Target (issue #15): search page
+   charts included) and client wall time, p50 and p95. Target: search page
    <= 150 ms server time, p95.
 3. Load: 50 concurrent clients (threads, keep-alive connections) for 30 s against 127.0.0.1,
    mixing the search page and ``/api/search`` with varied budgets and contexts; every answer

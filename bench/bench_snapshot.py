@@ -1,6 +1,6 @@
 """Snapshot export / import / publish / pull over the 200k-quant benchmark catalog.
 
-Targets (issue #16): the export <= 1/5 of the SQLite file's size; import into an empty catalog
+Targets: the export <= 1/5 of the SQLite file's size; import into an empty catalog
 <= 60 s; a pull of an unchanged snapshot downloads 0 bytes.
 
 Run: ``python -m bench bench_snapshot`` (or ``python bench/bench_snapshot.py [--quants N]

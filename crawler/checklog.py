@@ -57,7 +57,7 @@ class BufferRow:
     predicted_bytes: int | None
 
     def to_json(self) -> dict[str, Any]:
-        """``buffers[]`` item (DESIGN.md section 3)."""
+        """``buffers[]`` item (docs/check-log.md)."""
         return {
             "name": self.name,
             "device": self.device,
@@ -101,7 +101,7 @@ class CheckReport:
         return abs(self.diff_bytes) <= self.tolerance_bytes
 
     def to_json(self) -> dict[str, Any]:
-        """``quants check-log --json`` (DESIGN.md section 3, plus tolerance and notes)."""
+        """``quants check-log --json`` (docs/check-log.md)."""
         c = self.config
         pct = self.diff_pct
         return {

@@ -13,7 +13,7 @@ from crawler.errors import ConfigError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
-# A 248k-token vocabulary makes an ~11 MB header (reference/peer-parsers.md); 64 MiB leaves room
+# A 248k-token vocabulary makes an ~11 MB header (bench/bench_header.py); 64 MiB leaves room
 # for the largest real headers while bounding memory on hostile files.
 DEFAULT_MAX_HEADER_BYTES = 64 * 1024 * 1024
 

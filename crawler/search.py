@@ -340,7 +340,7 @@ def _nothing_fits_hint(res: SearchResult) -> str | None:
     return "try " + ", ".join(levers[:-1]) + (" or " if len(levers) > 1 else "") + levers[-1]
 
 
-# --- JSON (DESIGN.md section 3, plus details) ------------------------------------------------
+# --- JSON (docs/search.md) ---------------------------------------------------------------------
 
 
 def _device_json(d: DeviceShare) -> dict[str, Any]:

@@ -100,7 +100,7 @@ SINGLE: tuple[dict[str, Any], ...] = (
     _cfg("gemma3-12b", 32768, "q8_0", "q8_0", mmproj=1, image=1, ngl=36, np=2),
 )
 
-#: A few runs for the log format of another llama.cpp version (issue 18's check-log).
+#: A few runs for the log format of another llama.cpp version (check-log).
 LOGS: tuple[dict[str, Any], ...] = (
     _cfg("llama8b", 32768, ngl=-1, log=1),
     _cfg("llama8b", 32768, ngl=16, log=1),
@@ -110,7 +110,7 @@ LOGS: tuple[dict[str, Any], ...] = (
     _cfg("llama8b", 32768, ngl=16, lv=3, log=1),
 )
 
-#: Two GPUs (issue 17): dense, hybrid with MTP, MoE x even / uneven split x 2 contexts x 2 caches.
+#: Two GPUs: dense, hybrid with MTP, MoE x even / uneven split x 2 contexts x 2 caches.
 X2: tuple[dict[str, Any], ...] = tuple(
     _cfg(m, ctx, k, k, ts=ts, **({"log": 1} if ctx == 32768 and k == "f16" else {}))
     for m in ("llama8b", "qwen36-27b", "qwen36-35b-a3b")

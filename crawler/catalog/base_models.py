@@ -1,7 +1,8 @@
-"""The base models the catalog holds: the crawl also lists their quantized children (issue 13).
+"""The base models the catalog holds: the crawl also lists their quantized children.
 
 A new uploader of a known model has no entry in the author list; the Hub's
-``base_model:quantized:<id>`` filter (reference/hf-hub-api.md section 1) finds its repo anyway.
+``base_model:quantized:<id>`` filter (HfApi.list_models, huggingface_hub hf_api.py) finds its
+repo anyway.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ def _pick_base(query: str, bases: Sequence[str]) -> str:
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:
-    """``{base_model, quants: [...]}``; each quant as DESIGN.md section 3 lists."""
+    """``{base_model, quants: [...]}``; each quant as docs/search.md lists."""
     return {
         "base_model": c.base_model,
         "quants": [_quant_json(q) for q in c.quants],

@@ -76,8 +76,8 @@ SCAN_COUNTERS = tuple(f.name for f in fields(ScanTotals))
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScanSummary(ScanTotals):
-    """What one pass did (``crawler.crawl.scan.run_once``). ``to_json`` gives the keys of DESIGN.md
-    section 3 (and a few more)."""
+    """What one pass did (``crawler.crawl.scan.run_once``). ``to_json`` gives the keys of
+    docs/crawling.md (and a few more)."""
 
     scan_id: int
     status: str

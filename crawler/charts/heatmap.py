@@ -1,7 +1,7 @@
 """Heatmaps of nominal bits: layer x tensor group for one quant, quant x group for a base model.
 
 The data come from the profile's own rows (crawler.profile.build.TensorRow: group, layer and
-the type's nominal ``bits``, DESIGN.md section 3) or the catalog's tensor groups; a cell shows
+the type's nominal ``bits``, docs/inspect.md) or the catalog's tensor groups; a cell shows
 the lowest bits of the weight matrices it holds (what the "preserved" verdicts look at), with
 the range in its tooltip.
 """

@@ -91,7 +91,7 @@ def crawl(
     # SIGTERM (service managers, `kill`): finish the repos in flight, record "interrupted".
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        # Watches are evaluated after every scan, manual or scheduled (issue 7).
+        # Watches are evaluated after every scan, manual or scheduled.
         summary = crawl_pass(
             settings,
             search=search_argv,
@@ -103,7 +103,7 @@ def crawl(
     finally:
         signal.signal(signal.SIGTERM, previous)
     if summary.status == "failed":
-        # Reached nothing: one line naming the cause and exit 4, not a zero summary (issue 13).
+        # Reached nothing: one line naming the cause and exit 4, not a zero summary.
         from crawler.errors import HubUnreachable
 
         raise HubUnreachable(f"crawl failed: {summary.message or 'nothing was reached'}")

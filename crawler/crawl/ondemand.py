@@ -5,7 +5,8 @@ catalog. When the model the query names was not looked up within ``max_age`` (de
 ``QUANTS_FRESH_HOURS``), it
 
 1. resolves the name on the Hub: the model search (``GET /api/models?search=``, a substring of
-   the repo id; reference/hf-hub-api.md section 1) with the spellings people type normalised
+   the repo id; HfApi.list_models in huggingface_hub hf_api.py) with the spellings people type
+   normalised
    ("llama 2 7b chat", "Qwen3.6 27B" -> ``llama-2-7b-chat``, ``qwen3.6-27b``), keeping the repos
    whose id holds every word of the query, and from those the base models they name (their own
    id for a base repo; ``cardData.base_model`` / ``base_model:quantized:`` for a quant repo);

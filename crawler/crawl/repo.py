@@ -247,7 +247,7 @@ class RepoScanner:
             self.process(meta, stored)
         except (ConfigError, CatalogError):
             raise
-        except Exception as exc:  # recorded; one repo never aborts the pass (STYLE.md 4)
+        except Exception as exc:  # recorded; one repo never aborts the pass
             logger.exception("crawling %s failed", meta.repo_id)
             self.record([error_record("other", f"{type(exc).__name__}: {exc}", meta.repo_id)])
         finally:

@@ -34,8 +34,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["OVERLAP", "REFRESH_INTERVAL", "ScanHub", "ScanSummary", "error_kind", "run_once"]
 
-#: The incremental listing stops at the previous watermark minus this (reference/hf-hub-api.md
-#: section 5): a repo committed while the last pass was listing may sort just behind it.
+#: The incremental listing (HfApi.list_models sorted by lastModified) stops at the previous
+#: watermark minus this: a repo committed while the last pass was listing may sort just behind it.
 OVERLAP = timedelta(hours=1)
 #: A full listing (no watermark) runs at least this often: it refreshes downloads/likes of
 #: unchanged repos, finds repos the watermark missed, and marks vanished repos.

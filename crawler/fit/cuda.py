@@ -4,7 +4,7 @@ Unlike weights, KV and recurrent state (exact tensor sizes), these are not close
 llama.cpp: the compute buffer is the peak of ggml-alloc's graph plan and the runtime holds the
 CUDA context, lazily loaded kernels, cuBLAS workspace and ggml's memory pool. The terms below are
 fitted to measurements on an NVIDIA H200 (driver 580, CUDA 13, llama.cpp ``0c1e57098``):
-``reference/llamacpp-cuda-oracle.md`` sections 1-4 and our own runs in
+our own runs in
 ``tests/fixtures/llamacpp/`` (script: ``tools/measure_llamacpp.py``).
 """
 

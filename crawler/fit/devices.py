@@ -1,7 +1,7 @@
 """Several GPUs with llama.cpp's layer split (``-sm layer``, the default; ``-ts``) (pure).
 
 MODELLED ONLY: derived from llama.cpp ``0c1e57098``'s source and the single-GPU measurements; not
-measured on two real GPUs yet (issue 17). Rules:
+measured on two real GPUs yet (docs/setups.md). Rules:
 
 * ``src/llama-model.cpp`` ``load_tensors`` (~1556-1614): split points are the cumulative,
   normalised ``-ts`` proportions (without ``-ts``: each device's free memory); the slot ``il`` of

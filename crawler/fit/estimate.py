@@ -98,7 +98,7 @@ class FitEstimate:
         return self.weights + self.kv + self.mtp_kv + self.recurrent + self.compute + self.overhead
 
     def bytes_dict(self) -> dict[str, int]:
-        """``bytes{weights, kv, mtp_kv, recurrent, compute, overhead, total}`` of DESIGN.md."""
+        """``bytes{weights, kv, mtp_kv, recurrent, compute, overhead, total}``, docs/estimate.md."""
         return {
             "weights": self.weights,
             "kv": self.kv,

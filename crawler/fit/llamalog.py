@@ -22,7 +22,7 @@ and in current llama.cpp (ggml-org/llama.cpp master, checked 2026-12):
   |`` in MiB.
 
 Current llama-server prints the buffer sizes and the breakdown only at verbosity 4 (``-lv 4``;
-shared/reference/llamacpp-cuda-oracle.md section 7); a log without them gets a LogError
+llama.cpp common/log.h LOG_DBG at 0c1e57098); a log without them gets a LogError
 that says how to rerun. Lines may carry a timestamp / level prefix (``--log-prefix``); every
 pattern is searched, not anchored.
 """

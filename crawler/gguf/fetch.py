@@ -4,8 +4,8 @@ The decoder (crawler.gguf.parse) walks the format; this module owns its byte buf
 the size of every read, so that a header costs few requests and few bytes past its end.
 
 Fetch policy (why the numbers below). Headers are almost all tokenizer. Measured with the
-synthetic builder (tests/synth, real dims, byte-level BPE with llama.cpp's key layout) and in
-shared/reference/peer-parsers.md section 3:
+synthetic builder (tests/synth, real dims, byte-level BPE with llama.cpp's key layout;
+bench/bench_header.py):
 
 ======================================  ==========  ==========  =================
 file                                    header      tensors     tensor infos

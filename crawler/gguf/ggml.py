@@ -7,7 +7,7 @@ Sources, checked against each other in ``tests/unit/test_gguf.py``:
 - block size and bytes per block: ``ggml/src/ggml.c`` ``type_traits`` (``blck_size``,
   ``type_size``), mirrored by gguf-py's ``GGML_QUANT_SIZES`` (gguf 0.19, ``gguf/constants.py``);
 - ik_llama.cpp-only ids (133-158): ikawrakow/ik_llama.cpp ``gguf-py/gguf/constants.py``
-  (shared/reference/quant-ecosystem.md section 3). Mainline llama.cpp refuses to load them.
+  and ``ggml/include/ggml.h``. Mainline llama.cpp refuses to load them.
 
 ``bits`` is the nominal width a type's name promises (Q6_K 6, MXFP4 4, F16 16): the number the
 "preserved at >= 6 bit" verdicts compare. ``bpw`` is the exact storage cost (Q6_K 6.5625). An id

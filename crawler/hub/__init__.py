@@ -4,7 +4,7 @@ The only code that talks to the Hugging Face Hub. It speaks the REST shapes hugg
 sends (``hf_api.py`` ``list_models`` / ``list_repo_tree``, ``file_download.py`` ``hf_hub_url``)
 over the library's shared httpx2 session (``utils/_http.py`` ``get_session``), and adds what a
 crawler needs and the library lacks: one retry policy for every call (the library retries
-listings but not ``model_info``; reference/hf-hub-api.md section 4.3), a client-side rate limiter
+listings but not ``model_info``; huggingface_hub utils/_http.py), a client-side rate limiter
 per Hub bucket, a global request/byte budget, per-request stats and logs, and errors from
 crawler.errors. It never puts the token in a message or a log line.
 

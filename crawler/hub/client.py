@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 #: ``lastModified``) and to record lineage (``cardData.base_model``, ``base_model:quantized:``
 #: tags) without any per-repo call. ``gguf`` and ``siblings`` are left out on purpose: ``gguf``
 #: carries the whole chat template (KBs per row) and describes one file only
-#: (reference/hf-hub-api.md 1.5).
+#: (huggingface_hub hf_api.py, ``expand``).
 LISTING_EXPAND: Final = (
     "author",
     "sha",
@@ -47,7 +47,7 @@ LISTING_EXPAND: Final = (
     "likes",
 )
 
-#: Authors that publish the quants the catalog is about (issue #5).
+#: Authors that publish the quants the catalog is about (docs/crawling.md).
 DEFAULT_AUTHORS: Final = (
     "unsloth",
     "bartowski",
@@ -60,7 +60,8 @@ DEFAULT_AUTHORS: Final = (
     "AesSedai",
 )
 
-#: Search terms that find UD / Dynamic / MTP-preserving quants by other publishers (issue #5).
+#: Search terms that find UD / Dynamic / MTP-preserving quants by other publishers
+#: (docs/crawling.md).
 DEFAULT_SEARCH_TERMS: Final = (
     "UD",
     "Dynamic",

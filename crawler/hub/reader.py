@@ -20,7 +20,7 @@ from crawler.hub.transport import Reply, Transport
 logger = logging.getLogger("crawler.hub")
 
 # How long a reader reuses the signed CDN URL of its first read. The Hub's are "signed and
-# short-lived" (reference/hf-hub-api.md 3.1, lifetime not published); the reads of one header
+# short-lived" (huggingface_hub file_download.py; lifetime not published); the reads of one header
 # take seconds, and a refused URL falls back to the Hub anyway.
 _CDN_URL_MAX_AGE_S: Final = 60.0
 
@@ -37,7 +37,7 @@ class RangeReader(Closing):
     Later reads go straight to the signed CDN URL the first read was redirected to (no token, no
     Hub request: it halves the requests of a multi-read header and spares the Hub's "resolvers"
     quota). The URL names the content (sha256 or Xet hash), so its bytes cannot change; it
-    expires (reference/hf-hub-api.md 3.4), so it is used for a minute at most, and any refusal
+    expires (huggingface_hub file_download.py), so it is used for a minute at most, and any refusal
     (401/403/404/410) sends the read back through the Hub.
     """
 

@@ -2,7 +2,7 @@
 
 Parsing is defensive: the JSON comes from a server (or a mirror) we do not control, so a field of
 the wrong type is dropped, never trusted (the shapes are those of huggingface_hub 2.4's
-``ModelInfo`` / ``RepoFile``, ``hf_api.py``, and reference/hf-hub-api.md sections 1.4 and 2.2).
+``ModelInfo`` / ``RepoFile``, ``hf_api.py``, and the JSON the Hub answers to them).
 """
 
 from __future__ import annotations

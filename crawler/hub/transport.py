@@ -2,7 +2,7 @@
 HTTP session (huggingface_hub ``get_session``: httpx2, redirects followed).
 
 huggingface_hub's own ``http_backoff`` retries listings but not ``model_info``, sleeps in real
-time and knows no budget (reference/hf-hub-api.md 4.3), so every call of the crawler goes
+time and knows no budget (huggingface_hub utils/_http.py), so every call of the crawler goes
 through Transport.fetch instead, with the same statuses and backoff schedule.
 """
 
@@ -341,8 +341,8 @@ class Transport:
         return len(hops)
 
     def _observe_ratelimit(self, bucket: str, headers: httpx2.Headers) -> None:
-        # The Hub sends RateLimit on every response (reference/hf-hub-api.md 4.1): when a window
-        # is spent (r=0), hold the bucket until it resets instead of collecting 429s.
+        # The Hub sends RateLimit on every response (huggingface.co/docs/hub/rate-limits): when a
+        # window is spent (r=0), hold the bucket until it resets instead of collecting 429s.
         info = parse_ratelimit_headers(headers)
         if info is not None and info.remaining == 0:
             # The header names its bucket ("api", "resolvers", "pages"); trust it over the URL.

@@ -154,7 +154,7 @@ class QuantAnalysis:
 
 def _gguf_base_model(header: GGUFHeader) -> str | None:
     # convert_hf_to_gguf.py writes general.base_model.{i}.repo_url for HF sources; cards copied
-    # by re-uploaders (QuantFactory) can be wrong, so the file's own key wins (DESIGN.md 2).
+    # by re-uploaders (QuantFactory) can be wrong, so the file's own key wins (docs/models.md).
     url = header.metadata.get("general.base_model.0.repo_url")
     if isinstance(url, str):
         for prefix in ("https://huggingface.co/", "http://huggingface.co/"):

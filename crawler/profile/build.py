@@ -1,6 +1,6 @@
 """Precision profile of a GGUF, built from its header: groups, bits, verdicts (pure: no I/O).
 
-Roles and groups follow shared/DESIGN.md section 3. Layer kinds (full attention, recurrent,
+Roles and groups are those of docs/inspect.md. Layer kinds (full attention, recurrent,
 MTP) come from metadata: ``{arch}.nextn_predict_layers`` (the last N of ``block_count`` blocks
 are MTP blocks, llama.cpp ``src/models/qwen35.cpp`` / ``glm4-moe.cpp``),
 ``{arch}.full_attention_interval`` (layer *il* is full attention when ``(il + 1) % interval ==

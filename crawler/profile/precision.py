@@ -1,7 +1,7 @@
 """The precision profile's model (pure: no I/O): tensor roles and groups, tensor rows, group and
 layer statistics, the MTP verdict and the profile itself.
 
-Roles and groups follow shared/DESIGN.md section 3; crawler.profile.build builds a
+Roles and groups are those of docs/inspect.md; crawler.profile.build builds a
 PrecisionProfile from a header.
 """
 
@@ -29,7 +29,7 @@ __all__ = [
     "tensor_role",
 ]
 
-#: Coarse groups in display order (DESIGN.md section 3).
+#: Coarse groups in display order (docs/inspect.md).
 GROUPS = (
     "token_embd",
     "output",
@@ -271,7 +271,7 @@ class PrecisionProfile:
         requests: int | None = None,
         include_tensors: bool = False,
     ) -> dict[str, Any]:
-        """The JSON object of ``quants inspect --json`` (DESIGN.md section 3), key for key.
+        """The JSON object of ``quants inspect --json`` (docs/inspect.md), key for key.
 
         The fetch facts (``source`` .. ``requests``) belong to the caller that read the bytes.
         """

@@ -8,7 +8,8 @@ through the type holding most of the bulk FFN's weight bytes (``ffn``/``ffn_exps
 quant scheme is named for; embeddings and output get more bits by design in every recipe).
 
 "More bits than the name says" is not raised for UD / ``_L`` / ``_XL`` names, whose recipes put
-FFN bytes in wider types on purpose (shared/reference/quant-ecosystem.md section 2).
+FFN bytes in wider types on purpose (docs.unsloth.ai, 'Unsloth Dynamic 2.0 GGUFs'; bartowski's
+model cards).
 """
 
 from __future__ import annotations

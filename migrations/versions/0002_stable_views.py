@@ -1,4 +1,4 @@
-"""stable views v_quants and v_tensor_groups (DESIGN.md section 3; documented in README.md)
+"""stable views v_quants and v_tensor_groups (documented in docs/catalog.md)
 
 Revision ID: 0002
 Revises: 0001

@@ -50,7 +50,7 @@ def test_changes_report_exactly_the_mutations(
     tmp_path: Path,
 ) -> None:
     # Every base model of the world from the first pass on: the default crawl also lists the
-    # children of the base models the catalog holds (issue 13), so without this its scope would
+    # children of the base models the catalog holds, so without this its scope would
     # grow between the two passes and new uploaders' quants would show up as changes too.
     bases = sorted(
         {

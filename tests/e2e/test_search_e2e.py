@@ -137,7 +137,7 @@ def test_vram_24_ctx_262144_returns_exactly_the_quants_whose_estimate_fits(
 
 
 def test_seed_default_search_lists_the_ud_q3_k_xl_with_a_quantized_cache_and_mtp(catalog_db):
-    """Issue 14's question, asked as a new user would (no cache or MTP flag, default limit)."""
+    """The seed question, asked as a new user would (no cache or MTP flag, default limit)."""
     db, tmp = catalog_db
     out = quants("search", "--vram", "24", "--ctx", str(CTX), "--db", db, "--json", tmp=tmp)
     assert out.returncode == 0, out.stderr
@@ -721,7 +721,7 @@ def test_bad_search_options_are_one_line_usage_errors(catalog_db, argv, message)
     assert out.returncode == 2 and "Traceback" not in out.stderr
 
 
-# --- tiers (issue 14) -------------------------------------------------------------------------
+# --- tiers ------------------------------------------------------------------------------------
 
 
 def test_tier_partial_lists_the_27b_with_ngl_auto_and_a_speed(catalog_db):

@@ -1,4 +1,4 @@
-"""The default crawl also lists the quantized children of known base models (issue 13)."""
+"""The default crawl also lists the quantized children of known base models."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The emulator against the real huggingface_hub 2.4 client: shapes, pagination, redirects,
-ranges, errors and faults behave as reference/hf-hub-api.md describes the live Hub."""
+ranges, errors and faults behave as the live Hub does (huggingface_hub 2.4's calls)."""
 
 from __future__ import annotations
 

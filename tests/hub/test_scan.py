@@ -150,7 +150,7 @@ def test_reupload_under_the_same_name_is_detected_and_reread(
 ) -> None:
     _crawl(hub, url, make_client(hub))
     path = "Qwen3.6-27B-UD-Q4_K_XL.gguf"
-    # The silent re-upload of DESIGN.md section 2, reversed: same name, MXFP4 attention.
+    # A silent re-upload, reversed: same name, MXFP4 attention.
     reupload(hub.state, world_cache, UNSLOTH, Quant(path, "qwen35", "UD-Q4_K_XL-mxfp4"))
     hub.clear_log()
     summary = _crawl(hub, url, make_client(hub))

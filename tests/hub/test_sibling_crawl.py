@@ -1,4 +1,4 @@
-"""The crawl reads a repo's later quants as siblings: a fraction of their headers (issue 13)."""
+"""The crawl reads a repo's later quants as siblings: a fraction of their headers."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ Every shape below is read from huggingface_hub 2.4's source (the client these ro
 - ``POST /api/datasets/{repo}/commit/{rev}`` ndjson lines ``{key: header|file|lfsFile|deletedFile,
   value}`` (_commit_api.py ``_prepare_commit_payload`` / ``_send_commit``) ->
   ``{commitUrl, commitOid}``.
-- ``GET|HEAD /datasets/{repo}/resolve/{rev}/{path}``: as for models (reference/hf-hub-api.md 3.1):
+- ``GET|HEAD /datasets/{repo}/resolve/{rev}/{path}``: as for models (file_download.py):
   LFS files 302 to the CDN, git files 307 to ``/api/resolve-cache/datasets/...``.
 
 Not emulated: Xet. huggingface_hub uploads through Xet whenever ``hf_xet`` is installed

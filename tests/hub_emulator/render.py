@@ -1,6 +1,6 @@
 """JSON shapes of the emulated Hub: listing items, model info, tree entries, keyset cursors.
 
-Shapes follow reference/hf-hub-api.md sections 1.4, 1.5 and 2.2 (live captures) and what
+Shapes follow the Hub's JSON (live captures, huggingface_hub hf_api.py) and what
 huggingface_hub 2.4 parses (``hf_api.py`` ``ModelInfo``, ``RepoFile``, ``RepoFolder``).
 """
 

@@ -1,6 +1,6 @@
 """Routes of the emulated Hub and CDN: request -> Reply, with the Hub's access rules.
 
-Access (reference/hf-hub-api.md 4.2, live contract of 2026-09): a missing or private repo is a
+Access (huggingface_hub utils/_http.py, live contract of 2026-09): a missing or private repo is a
 401 without error code for anonymous callers and ``404 RepoNotFound`` with a token; a gated repo's
 metadata and tree are public, its files answer ``401 GatedRepo`` (anonymous) or ``403 GatedRepo``
 (token without access); a token the Hub does not know gets 401 "Invalid credentials in
@@ -178,7 +178,7 @@ def _list_models(emu: HubEmulator, req: Request) -> Reply:
             return error_reply(400, "Invalid cursor")
         # ``direction``: "-1 sorts by descending order while all other values sort by ascending
         # order" (huggingface_hub hf_api.py list_models docstring, 0.x); absent = descending, as
-        # the Hub's own Link URLs show (reference/hf-hub-api.md 1.4: ``sort=likes&direction=-1``).
+        # the Hub's own Link URLs show (``sort=likes&direction=-1``).
         direction = req.get("direction")
         descending = direction is None or direction == "-1"
         ordered = render.after_cursor(repos, sort, decoded, descending=descending)

@@ -2,7 +2,7 @@
 
 Stdlib ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive, so faults can act at the socket
 level (reset, truncated body, slow body). Every request is logged (RequestRecord).
-Routes and answers follow reference/hf-hub-api.md section 7 (the emulator checklist).
+Routes and answers are those huggingface_hub 2.4 calls (hf_api.py, file_download.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Size presets of the synthetic architectures: ``"tiny"`` (loads in llama.cpp in milliseconds)
 and ``"real"`` (the real model's dims; written sparse, so a "15 GB" file costs no disk).
 
-Real dims come from the models' config.json as summarised in /work/shared/reference
-(quant-ecosystem.md §4-5, llamacpp-oracle.md §4) and from the llama.cpp type switches in
+Real dims come from the models' config.json on the Hub and from the llama.cpp type switches in
 ``src/models/<arch>.cpp`` (e.g. qwen35 ``case 64: LLM_TYPE_27B``, glm4moe ``case 46`` = Air).
 """
 

@@ -149,7 +149,7 @@ def fallback(tid: int, ne0: int) -> int:
 class TensorSlot:
     """Where a tensor sits, which is what a recipe decides on.
 
-    ``role`` is the fine role of DESIGN.md (name without ``blk.N.`` and ``.weight``: ``attn_q``,
+    ``role`` is the fine role (docs/inspect.md: name without ``blk.N.`` and ``.weight``: ``attn_q``,
     ``ffn_down_exps``, ``nextn.eh_proj``, ``ssm_dt.bias``). ``kind`` is the layer kind: ``global``
     (token_embd, output, output_norm), ``attention``, ``swa``, ``mla``, ``linear_attention`` or
     ``mtp`` (every tensor of an MTP block, its ordinary layer tensors included). ``role_index`` /

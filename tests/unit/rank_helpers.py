@@ -1,6 +1,6 @@
 """Hand-built candidates for the ranking tests: real-model dimensions, no catalog, no files.
 
-Dims follow shared/reference/llamacpp-oracle.md section 4 (Qwen3.6-27B: 64 trunk layers, 16 with
+Dims follow the models' config.json (Qwen3.6-27B: 64 trunk layers, 16 with
 full attention of 4 KV heads x 256, 48 Gated-DeltaNet layers, one MTP block) and the Qwen3.5-35B-A3B
 layout of quant-ecosystem.md (40 layers, 256 experts, 8 used).
 """

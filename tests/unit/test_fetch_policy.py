@@ -1,4 +1,4 @@
-"""Cold header reads take at most two reads, SentencePiece vocabularies included (issue 13)."""
+"""Cold header reads take at most two reads, SentencePiece vocabularies included."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What quants says around the tensor table, on files the fixtures build (issue 18): fork-type
+"""What quants says around the tensor table, on files the fixtures build: fork-type
 sizes, header-only and byte-split files, vocabulary-only files, GGUF v2, estimate wording, claims.
 
 Every case runs the real CLI in a subprocess on a file written by tests/synth.

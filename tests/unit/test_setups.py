@@ -1,4 +1,4 @@
-"""Partial offload, expert offload and vision against the real llama-server (issue 14).
+"""Partial offload, expert offload and vision against the real llama-server.
 
 Every single-GPU row of ``tests/fixtures/llamacpp/server-measurements.jsonl`` (llama.cpp
 0c1e57098 on an H200, branch ``measure``) is predicted from the measured model's header and must be
