@@ -262,53 +262,10 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
     head_v_swa = m.num("attention.value_length_swa", head_v)
     mla = m.num("attention.key_length_mla", 0) > 0 and m.num("attention.value_length_mla", 0) > 0
 
-    # --- recurrent layers (hybrid) --------------------------------------------------------
-    has_ssm = any(k.startswith(f"{arch}.ssm.") for k in header.metadata)
-    recurrent = [False] * n_layer_all
-    rec_r = rec_s = conv_dim = d_inner = d_state = 0
-    if has_ssm or m.has("attention.recurrent_layers"):
-        if arch not in _GDN_HYBRIDS:
-            raise Unknown(f"{arch}: recurrent/hybrid memory rules not modelled for this arch")
-        arr = m.md.get(f"{arch}.attention.recurrent_layers")
-        if isinstance(arr, Sequence) and not isinstance(arr, str):
-            if len(arr) != n_layer_all:
-                raise Unknown(f"{arch}.attention.recurrent_layers has {len(arr)} entries")
-            recurrent = [bool(v) for v in arr]
-        else:
-            interval = m.num("full_attention_interval", 4)
-            if interval <= 0:
-                raise Unknown(f"{arch}.full_attention_interval is {interval}")
-            recurrent = [il < n_layer and (il + 1) % interval != 0 for il in range(n_layer_all)]
-        d_conv = m.num("ssm.conv_kernel")
-        d_inner = m.num("ssm.inner_size")
-        d_state = m.num("ssm.state_size")
-        n_group = m.num("ssm.group_count")
-        conv_dim = d_inner + 2 * n_group * d_state
-        rec_r = max(d_conv - 1, 0) * conv_dim  # n_embd_r()
-        rec_s = d_state * d_inner  # n_embd_s()
+    rec = _recurrent_layout(m, header, n_layer, n_layer_all)
+    recurrent = rec.layers
 
-    # --- sliding window ---------------------------------------------------------------------
-    n_swa = m.num("attention.sliding_window", 0)
-    swa = [False] * n_layer_all
-    if arch in _SWA_DEFAULTS:
-        pattern_default, swa_default = _SWA_DEFAULTS[arch]
-        if swa_default is not None and not n_swa:
-            n_swa = swa_default
-        if n_swa > 0:
-            raw = m.md.get(f"{arch}.attention.sliding_window_pattern", pattern_default)
-            if isinstance(raw, Sequence) and not isinstance(raw, str):
-                if len(raw) != n_layer_all:
-                    raise Unknown(f"{arch}.attention.sliding_window_pattern length {len(raw)}")
-                swa = [bool(v) and il < n_layer for il, v in enumerate(raw)]
-            else:
-                n_pat = int(raw)
-                # llama_hparams::set_swa_pattern: every n_pat-th layer is full; nextn never SWA.
-                swa = [
-                    il < n_layer and (n_pat == 0 or il % n_pat < n_pat - 1)
-                    for il in range(n_layer_all)
-                ]
-    elif n_swa > 0 or m.has("attention.sliding_window_pattern"):
-        raise Unknown(f"{arch}: sliding-window layout rules not modelled for this arch")
+    n_swa, swa = _swa_layout(m, n_layer, n_layer_all)
 
     def group(il: int) -> KVGroup:
         hk = head_k_swa if swa[il] else head_k
@@ -338,69 +295,12 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
     mtp_layers = [il for il in range(n_layer, n_layer_all) if n_head_kv[il] > 0]
     v_width_max = max((0 if mla else head_v) * h for h in n_head_kv) if n_head_kv else 0
 
-    # --- weights ----------------------------------------------------------------------------
-    names = {t.name for t in header.tensors}
-    if n_nextn and not any(n.startswith("blk.0.") for n in names):
-        # An MTP head on its own (convert_hf_to_gguf.py --mtp, "mtp-*.gguf"): llama.cpp loads it
-        # only beside its main model, whose memory it adds to.
-        raise Unknown(f"{arch}: MTP-only file (no trunk layers); estimate its main model")
-    weights = mtp_weights = experts = host = 0
-    expert_layers: dict[int, list[int]] = {}
-    layer_weights: dict[int, list[int]] = {}
-    output_dev = output_host = largest = 0
-    float_bytes = quant_bytes = 0
-    vocab = 0
-    expert_sizes: list[int] = []
-    q_rows = {t.name: t.shape[1] for t in header.tensors if t.name.endswith(".attn_q.weight")}
-    for t in header.tensors:
-        dev, nbytes = cuda_tensor_bytes(t)
-        if t.name == "token_embd.weight":
-            # llama.cpp keeps the input embedding on the host (LLM_TENSOR_LAYER_INPUT -> CPU buft);
-            # a tied output (no output.weight) is a device copy of it (TENSOR_DUPLICATED).
-            host += nbytes
-            vocab = t.shape[1] if len(t.shape) > 1 else 0
-            if "output.weight" not in names:
-                weights += dev
-                output_dev += dev
-                output_host += nbytes
-            continue
-        blk = _BLK.match(t.name)
-        layer = int(blk.group(1)) if blk else -1
-        if _EXPS.search(t.name) and layer >= 0:
-            expert_layers.setdefault(layer, [0, 0])
-            expert_layers[layer][0] += dev
-            expert_layers[layer][1] += nbytes
-            expert_sizes.append(nbytes)
-            if layer >= n_layer:
-                mtp_weights += dev
-            else:
-                experts += dev
-        elif layer >= n_layer:
-            mtp_weights += dev
-        else:
-            weights += dev
-        if not _EXPS.search(t.name):
-            if layer >= 0:
-                row = layer_weights.setdefault(layer, [0, 0])
-                row[0] += dev
-                row[1] += nbytes
-                if len(t.shape) >= 2:
-                    largest = max(largest, nbytes)
-            elif t.name.startswith("output"):  # output.weight, output_norm.weight (+ bias)
-                output_dev += dev
-                output_host += nbytes
-        if len(t.shape) >= 2:
-            if t.type_id in _FLOAT_TYPES:
-                float_bytes += nbytes
-            else:
-                quant_bytes += nbytes
-    if not vocab:
-        raise Unknown("no token_embd.weight tensor")
+    w = _weight_totals(header, n_layer, n_nextn)
 
     n_ff = max(m.per_layer("feed_forward_length", n_layer_all, default=0), default=0)
-    mtp_available = n_nextn > 0 and f"blk.{n_layer_all - 1}.nextn.eh_proj.weight" in names
+    mtp_available = n_nextn > 0 and f"blk.{n_layer_all - 1}.nextn.eh_proj.weight" in w.names
     first_kv = kv_layers[0] if kv_layers else 0
-    q_dim = q_rows.get(f"blk.{first_kv}.attn_q.weight", n_head[first_kv] * head_k)
+    q_dim = w.q_rows.get(f"blk.{first_kv}.attn_q.weight", n_head[first_kv] * head_k)
     if mla:
         q_dim = n_head[first_kv] * head_k  # absorbed MLA attends with kv_lora + rope per head
     return MemoryCoefficients(
@@ -409,39 +309,186 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
         n_layer=n_layer,
         n_nextn=n_nextn,
         n_embd=n_embd,
-        n_vocab=vocab,
+        n_vocab=w.vocab,
         n_head=max(n_head),
         n_ff=n_ff,
         n_ff_exp=m.num("expert_feed_forward_length", 0),
         n_expert=m.num("expert_count", 0),
         n_expert_used=m.num("expert_used_count", 0),
         n_ctx_train=m.num("context_length", 0),
-        weights_bytes=weights,
-        mtp_weights_bytes=mtp_weights,
-        expert_bytes=experts,
-        host_bytes=host,
-        expert_layers=tuple((il, d, h) for il, (d, h) in sorted(expert_layers.items())),
-        weights_quantized=quant_bytes >= float_bytes,
+        weights_bytes=w.weights,
+        mtp_weights_bytes=w.mtp_weights,
+        expert_bytes=w.experts,
+        host_bytes=w.host,
+        expert_layers=tuple((il, d, h) for il, (d, h) in sorted(w.expert_layers.items())),
+        weights_quantized=w.quant_bytes >= w.float_bytes,
         kv_groups=kv_groups,
         mtp_kv_groups=merge(mtp_layers),
         n_swa=n_swa if any(swa) else 0,
         mla=mla,
         v_width_max=v_width_max,
         recurrent_layers=sum(recurrent),
-        recurrent_r=rec_r,
-        recurrent_s=rec_s,
+        recurrent_r=rec.r,
+        recurrent_s=rec.s,
         rs_rollback=arch in _RS_ROLLBACK,
-        conv_dim=conv_dim,
-        ssm_d_inner=d_inner,
-        ssm_d_state=d_state,
+        conv_dim=rec.conv_dim,
+        ssm_d_inner=rec.d_inner,
+        ssm_d_state=rec.d_state,
         q_dim=q_dim,
         mla_kv_lora=head_v if mla else 0,
-        expert_copy_bytes=5 * sum(expert_sizes) // (4 * len(expert_sizes)) if expert_sizes else 0,
+        expert_copy_bytes=(
+            5 * sum(w.expert_sizes) // (4 * len(w.expert_sizes)) if w.expert_sizes else 0
+        ),
         mtp_available=mtp_available,
-        layer_weights=tuple((il, d, h) for il, (d, h) in sorted(layer_weights.items())),
-        output_weights=(output_dev, output_host),
+        layer_weights=tuple((il, d, h) for il, (d, h) in sorted(w.layer_weights.items())),
+        output_weights=(w.output_dev, w.output_host),
         kv_layer_group=tuple(
             _group_index(kv_groups, group(il)) if il in kv_set else -1 for il in range(n_layer)
         ),
-        largest_layer_tensor=largest,
+        largest_layer_tensor=w.largest,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Recurrent:
+    """Which layers are recurrent (hybrid models) and their state sizes."""
+
+    layers: list[bool]
+    r: int = 0  # n_embd_r()
+    s: int = 0  # n_embd_s()
+    conv_dim: int = 0
+    d_inner: int = 0
+    d_state: int = 0
+
+
+def _recurrent_layout(m: Meta, header: GGUFHeader, n_layer: int, n_layer_all: int) -> _Recurrent:
+    arch = m.arch
+    has_ssm = any(k.startswith(f"{arch}.ssm.") for k in header.metadata)
+    if not (has_ssm or m.has("attention.recurrent_layers")):
+        return _Recurrent([False] * n_layer_all)
+    if arch not in _GDN_HYBRIDS:
+        raise Unknown(f"{arch}: recurrent/hybrid memory rules not modelled for this arch")
+    arr = m.md.get(f"{arch}.attention.recurrent_layers")
+    if isinstance(arr, Sequence) and not isinstance(arr, str):
+        if len(arr) != n_layer_all:
+            raise Unknown(f"{arch}.attention.recurrent_layers has {len(arr)} entries")
+        recurrent = [bool(v) for v in arr]
+    else:
+        interval = m.num("full_attention_interval", 4)
+        if interval <= 0:
+            raise Unknown(f"{arch}.full_attention_interval is {interval}")
+        recurrent = [il < n_layer and (il + 1) % interval != 0 for il in range(n_layer_all)]
+    d_conv = m.num("ssm.conv_kernel")
+    d_inner = m.num("ssm.inner_size")
+    d_state = m.num("ssm.state_size")
+    conv_dim = d_inner + 2 * m.num("ssm.group_count") * d_state
+    return _Recurrent(
+        recurrent, max(d_conv - 1, 0) * conv_dim, d_state * d_inner, conv_dim, d_inner, d_state
+    )
+
+
+def _swa_layout(m: Meta, n_layer: int, n_layer_all: int) -> tuple[int, list[bool]]:
+    """The sliding window and which layers use it."""
+    arch = m.arch
+    n_swa = m.num("attention.sliding_window", 0)
+    swa = [False] * n_layer_all
+    if arch in _SWA_DEFAULTS:
+        pattern_default, swa_default = _SWA_DEFAULTS[arch]
+        if swa_default is not None and not n_swa:
+            n_swa = swa_default
+        if n_swa > 0:
+            raw = m.md.get(f"{arch}.attention.sliding_window_pattern", pattern_default)
+            if isinstance(raw, Sequence) and not isinstance(raw, str):
+                if len(raw) != n_layer_all:
+                    raise Unknown(f"{arch}.attention.sliding_window_pattern length {len(raw)}")
+                swa = [bool(v) and il < n_layer for il, v in enumerate(raw)]
+            else:
+                n_pat = int(raw)
+                # llama_hparams::set_swa_pattern: every n_pat-th layer is full; nextn never SWA.
+                swa = [
+                    il < n_layer and (n_pat == 0 or il % n_pat < n_pat - 1)
+                    for il in range(n_layer_all)
+                ]
+    elif n_swa > 0 or m.has("attention.sliding_window_pattern"):
+        raise Unknown(f"{arch}: sliding-window layout rules not modelled for this arch")
+    return n_swa, swa
+
+
+@dataclass(slots=True)
+class _Weights:
+    """The tensor table's bytes, by where llama.cpp puts them."""
+
+    names: set[str]
+    q_rows: dict[str, int]
+    weights: int = 0
+    mtp_weights: int = 0
+    experts: int = 0
+    host: int = 0
+    output_dev: int = 0
+    output_host: int = 0
+    largest: int = 0
+    float_bytes: int = 0
+    quant_bytes: int = 0
+    vocab: int = 0
+    expert_layers: dict[int, list[int]] = field(default_factory=dict)
+    layer_weights: dict[int, list[int]] = field(default_factory=dict)
+    expert_sizes: list[int] = field(default_factory=list)
+
+
+def _weight_totals(header: GGUFHeader, n_layer: int, n_nextn: int) -> _Weights:
+    names = {t.name for t in header.tensors}
+    if n_nextn and not any(n.startswith("blk.0.") for n in names):
+        # An MTP head on its own (convert_hf_to_gguf.py --mtp, "mtp-*.gguf"): llama.cpp loads it
+        # only beside its main model, whose memory it adds to.
+        raise Unknown(
+            f"{header.architecture}: MTP-only file (no trunk layers); estimate its main model"
+        )
+    w = _Weights(
+        names, {t.name: t.shape[1] for t in header.tensors if t.name.endswith(".attn_q.weight")}
+    )
+    for t in header.tensors:
+        dev, nbytes = cuda_tensor_bytes(t)
+        if t.name == "token_embd.weight":
+            # llama.cpp keeps the input embedding on the host (LLM_TENSOR_LAYER_INPUT -> CPU buft);
+            # a tied output (no output.weight) is a device copy of it (TENSOR_DUPLICATED).
+            w.host += nbytes
+            w.vocab = t.shape[1] if len(t.shape) > 1 else 0
+            if "output.weight" not in names:
+                w.weights += dev
+                w.output_dev += dev
+                w.output_host += nbytes
+            continue
+        blk = _BLK.match(t.name)
+        layer = int(blk.group(1)) if blk else -1
+        expert = bool(_EXPS.search(t.name))
+        if expert and layer >= 0:
+            row = w.expert_layers.setdefault(layer, [0, 0])
+            row[0] += dev
+            row[1] += nbytes
+            w.expert_sizes.append(nbytes)
+            if layer >= n_layer:
+                w.mtp_weights += dev
+            else:
+                w.experts += dev
+        elif layer >= n_layer:
+            w.mtp_weights += dev
+        else:
+            w.weights += dev
+        if not expert:
+            if layer >= 0:
+                row = w.layer_weights.setdefault(layer, [0, 0])
+                row[0] += dev
+                row[1] += nbytes
+                if len(t.shape) >= 2:
+                    w.largest = max(w.largest, nbytes)
+            elif t.name.startswith("output"):  # output.weight, output_norm.weight (+ bias)
+                w.output_dev += dev
+                w.output_host += nbytes
+        if len(t.shape) >= 2:
+            if t.type_id in _FLOAT_TYPES:
+                w.float_bytes += nbytes
+            else:
+                w.quant_bytes += nbytes
+    if not w.vocab:
+        raise Unknown("no token_embd.weight tensor")
+    return w
