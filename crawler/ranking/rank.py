@@ -94,11 +94,8 @@ def rank_candidates(
             accepted.sort(key=lambda c: (pre[c.quant_id], c.repo_id, c.path))
         batches = _batches(iter(accepted), limit)
     fitting: list[Ranked] = []
-    # Per coefficient object (keyed by id, holding the object): estimate, and max ctx per config.
-    evaluations: dict[tuple[int, bool, int | None], tuple[MemoryCoefficients, Outcome]] = {}
-    max_ctxs: dict[tuple[int, RunConfig, int], tuple[MemoryCoefficients, int]] = {}
-    unknown = invalid = too_big = estimated = seen = n_fitting = 0
-    smallest: int | None = None
+    tally = _Tally(spec, budget, qualities, with_ctx=sort == "ctx")
+    seen = 0
     key_of = sort_key(sort)
     for batch in batches:
         seen += len(batch)
@@ -119,53 +116,9 @@ def rank_candidates(
                 # result cannot enter the results: it is not completed or estimated.
                 batch = [c for c in batch if not beaten(optimistic_key(sort, c), last)]
         for c in materialize(batch) if materialize is not None else batch:
-            estimated += 1
-            if c.coefficients.status != "ok":
-                unknown += 1
-                continue
-            # Quants with one coefficient object (the catalog shares it between identical
-            # memory models: re-uploads, mirrors) are estimated once. The memo keeps the object,
-            # so its id cannot be reused by another while the memo lives.
-            memo_key = (id(c.coefficients), mtp_usable(c), c.projector_bytes)
-            memo = evaluations.get(memo_key)
-            if memo is not None and memo[0] is c.coefficients:
-                outcome = memo[1]
-            else:
-                try:
-                    outcome = evaluate(c, spec, budget)
-                except EstimateError as exc:
-                    outcome = exc
-                evaluations[memo_key] = (c.coefficients, outcome)
-            if isinstance(outcome, EstimateError):
-                invalid += 1
-                continue
-            cfg, est = outcome
-            if cfg is None:
-                too_big += 1
-                if est is not None and (smallest is None or est.total < smallest):
-                    smallest = est.total
-                continue
-            assert est is not None
-            margin, shares = margin_of(c, cfg, est, budget)
-            ranked = Ranked(
-                rank=0,
-                candidate=c,
-                config=cfg,
-                estimate=est,
-                margin_bytes=margin,
-                devices=shares,
-                max_ctx=None,
-                # The catalog's stored score ranks; the full estimate is made for the results.
-                quality=qualities.get(c.quant_id)
-                or (None if c.quality_hint is not None else quality_of(c)),
-                speed=speed_of(c, est, budget),
-                command="",
-            )
-            # --sort ctx needs every fitting row's largest context (~20 estimates each).
-            fitting.append(
-                with_max_ctx(ranked, spec, budget, max_ctxs) if sort == "ctx" else ranked
-            )
-            n_fitting += 1
+            ranked = tally.consider(c)
+            if ranked is not None:
+                fitting.append(ranked)
         if bounded and limit is not None and len(fitting) >= limit:
             # Only the best `limit` can be answered: keeping just those keeps each batch's
             # comparison with the next bound O(limit), not O(everything that fitted so far).
@@ -174,25 +127,21 @@ def rank_candidates(
     fitting.sort(key=key_of)
     top = fitting if limit is None else fitting[:limit]
     files = siblings(sorted({r.candidate.repo_id for r in top})) if siblings else {}
-    results = []
-    for i, r in enumerate(top, 1):
-        if r.max_ctx is None:
-            r = with_max_ctx(r, spec, budget, max_ctxs)
-        paths = files.get(r.candidate.repo_id, r.candidate.sibling_paths)
-        if r.quality is None:
-            r = replace_ranked(r, quality=quality_of(r.candidate))
-        results.append(finish(r, i, spec, budget, paths))
+    results = [
+        tally.finished(r, i, files.get(r.candidate.repo_id, r.candidate.sibling_paths))
+        for i, r in enumerate(top, 1)
+    ]
     # A presorted stream is read only up to the stop: what was not read is not counted.
     total = seen if lazy else len(accepted)
     return SearchOutcome(
         results=tuple(results),
         considered=total,
-        fitting=n_fitting,
-        unknown_memory=unknown,
-        invalid_config=invalid,
-        too_big=too_big,
-        smallest_total=smallest,
-        unevaluated=total - estimated,
+        fitting=tally.fitting,
+        unknown_memory=tally.unknown,
+        invalid_config=tally.invalid,
+        too_big=tally.too_big,
+        smallest_total=tally.smallest,
+        unevaluated=total - tally.estimated,
     )
 
 
@@ -205,3 +154,87 @@ def _batches(items: Iterator[Candidate], limit: int | None) -> Iterator[list[Can
             return
         yield batch
         step = min(step * 2, _MAX_BATCH)
+
+
+class _Tally:
+    """Estimates candidates one by one and counts what happened to each.
+
+    Quants with one coefficient object (the catalog shares it between identical memory models:
+    re-uploads, mirrors) are estimated once; the memo keeps the object, so its id cannot be
+    reused by another while the memo lives. Largest contexts are memoised per configuration.
+    """
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        budget: Budget,
+        qualities: Mapping[int, QualityEstimate | None],
+        *,
+        with_ctx: bool,
+    ) -> None:
+        self.spec, self.budget, self.qualities, self.with_ctx = spec, budget, qualities, with_ctx
+        self.evaluations: dict[tuple[int, bool, int | None], tuple[MemoryCoefficients, Outcome]]
+        self.evaluations = {}
+        self.max_ctxs: dict[tuple[int, RunConfig, int], tuple[MemoryCoefficients, int]] = {}
+        self.unknown = self.invalid = self.too_big = self.estimated = self.fitting = 0
+        self.smallest: int | None = None
+
+    def _outcome(self, c: Candidate) -> Outcome:
+        memo_key = (id(c.coefficients), mtp_usable(c), c.projector_bytes)
+        memo = self.evaluations.get(memo_key)
+        if memo is not None and memo[0] is c.coefficients:
+            return memo[1]
+        outcome: Outcome
+        try:
+            outcome = evaluate(c, self.spec, self.budget)
+        except EstimateError as exc:
+            outcome = exc
+        self.evaluations[memo_key] = (c.coefficients, outcome)
+        return outcome
+
+    def consider(self, c: Candidate) -> Ranked | None:
+        """``c`` ranked when it fits, else None (counted as unknown, invalid or too big)."""
+        self.estimated += 1
+        if c.coefficients.status != "ok":
+            self.unknown += 1
+            return None
+        outcome = self._outcome(c)
+        if isinstance(outcome, EstimateError):
+            self.invalid += 1
+            return None
+        cfg, est = outcome
+        if cfg is None:
+            self.too_big += 1
+            if est is not None and (self.smallest is None or est.total < self.smallest):
+                self.smallest = est.total
+            return None
+        assert est is not None
+        margin, shares = margin_of(c, cfg, est, self.budget)
+        ranked = Ranked(
+            rank=0,
+            candidate=c,
+            config=cfg,
+            estimate=est,
+            margin_bytes=margin,
+            devices=shares,
+            max_ctx=None,
+            # The catalog's stored score ranks; the full estimate is made for the results.
+            quality=self.qualities.get(c.quant_id)
+            or (None if c.quality_hint is not None else quality_of(c)),
+            speed=speed_of(c, est, self.budget),
+            command="",
+        )
+        self.fitting += 1
+        # --sort ctx needs every fitting row's largest context (~20 estimates each).
+        return self._with_ctx(ranked) if self.with_ctx else ranked
+
+    def _with_ctx(self, r: Ranked) -> Ranked:
+        return with_max_ctx(r, self.spec, self.budget, self.max_ctxs)
+
+    def finished(self, r: Ranked, rank: int, paths: Sequence[str]) -> Ranked:
+        """A returned row, complete: its largest context, quality, command."""
+        if r.max_ctx is None:
+            r = self._with_ctx(r)
+        if r.quality is None:
+            r = replace_ranked(r, quality=quality_of(r.candidate))
+        return finish(r, rank, self.spec, self.budget, paths)
