@@ -8,7 +8,7 @@ import pytest
 
 from crawler.catalog import Catalog
 from crawler.catalog.reader import SCHEMA_HEAD, Reader
-from crawler.catalog.reading import reading
+from crawler.crawl.catalogs import reading
 from crawler.errors import CatalogError, SchemaOutOfDate
 
 
@@ -42,6 +42,19 @@ def test_an_older_schema_is_refused_and_reading_migrates_it(catalog_url):
         assert reader.rows("SELECT COUNT(*) FROM quants") == [(0,)]
     with Reader.open(catalog_url) as reader:
         assert reader.revision() == SCHEMA_HEAD
+
+
+def test_the_catalog_alone_never_migrates_into_empty_search_columns(catalog_url):
+    """The catalog computes no search column: across 0003/0004 it needs its opener's function,
+    and without one it refuses and stays at the old revision."""
+    from alembic import command
+
+    with Catalog.open(catalog_url) as catalog:
+        command.downgrade(catalog._alembic_config(), "0003")
+    with pytest.raises(CatalogError, match="search columns"):
+        Catalog.open(catalog_url)
+    with Catalog.open(catalog_url, upgrade=False, check=False) as catalog:
+        assert catalog.current_revision() == "0003"
 
 
 def test_it_cannot_write(catalog_url):
