@@ -10,7 +10,8 @@ from __future__ import annotations
 from crawler.gguf import GGUFHeader
 from crawler.labels import NameClaims
 from crawler.precision import PrecisionProfile
-from crawler.type_claims import TypedBytes, type_claims
+from crawler.recipes import RecipeTensor, model_facts
+from crawler.type_claims import type_claims
 
 __all__ = ["with_claims"]
 
@@ -40,10 +41,12 @@ def with_claims(
         )
     if claims.dynamic and mtp.present and not mtp.preserved:
         found.append(f"named UD/Dynamic but the MTP block is {_bits(mtp.min_bits)}")
+    tensors = [RecipeTensor(r.name, r.shape, r.type_name, r.n_bytes) for r in profile.tensors]
     found += type_claims(
         claims.label,
         profile.file_type,
-        (TypedBytes(r.group, r.type_name, r.n_bytes, r.is_matrix) for r in profile.tensors),
+        tensors,
+        model_facts(header.metadata, (t.name for t in tensors)),
     )
     if header.data_truncated:
         have = "?" if header.file_size is None else f"{header.file_size:,}"
