@@ -7,6 +7,7 @@ name (:mod:`crawler.labels`) against a built :class:`~crawler.precision.Precisio
 
 from __future__ import annotations
 
+from crawler.ggml import GGML_TYPES
 from crawler.gguf import GGUFHeader
 from crawler.labels import NameClaims
 from crawler.precision import PrecisionProfile
@@ -57,7 +58,7 @@ def with_claims(
         )
     if claims.imatrix and not any(k.startswith("quantize.imatrix") for k in header.metadata):
         found.append("named i1/imatrix but the file records no quantize.imatrix.* keys")
-    if not profile.loadable_by_mainline and profile.n_tensors:
+    if profile.unknown_types or any(not GGML_TYPES[r.type_id].mainline for r in profile.tensors):
         ids = ", ".join(str(i) for i in profile.unknown_types) or "ik_llama.cpp-only"
         found.append(f"uses ggml types mainline llama.cpp cannot load ({ids})")
     return replace(profile, claims=tuple(found))

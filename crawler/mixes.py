@@ -68,7 +68,6 @@ class Mix:
         return f"llama-quantize's {base} recipe"
 
 
-
 def mix_for(label: QuantLabel) -> Mix | None:
     """The mix a parsed name label stands for, or None when no recipe is known for it."""
     scheme = label.scheme.upper()

@@ -304,15 +304,11 @@ def _impl(
             new = "Q4_K"
         elif ftype == "IQ3_XXS":
             new = "Q4_K" if c.n_gqa >= 4 else ("IQ3_XXS" if c.has_imatrix else "IQ3_S")
-        elif ftype in ("IQ3_XS", "IQ3_S") and c.n_gqa >= 4:
-            new = "Q4_K"
-        elif ftype == "IQ3_M":
+        elif (ftype in ("IQ3_XS", "IQ3_S") and c.n_gqa >= 4) or ftype == "IQ3_M":
             new = "Q4_K"
         elif ftype == "Q3_K_M":
             new = "Q5_K" if i_wv < 2 else "Q4_K"
-        elif ftype == "Q3_K_L":
-            new = "Q5_K"
-        elif ftype in ("IQ4_NL", "IQ4_XS") and c.n_gqa >= 4:
+        elif ftype == "Q3_K_L" or (ftype in ("IQ4_NL", "IQ4_XS") and c.n_gqa >= 4):
             new = "Q5_K"
         elif ftype in ("Q4_K_M", "Q5_K_M") and _use_more_bits(i_wv, n_wv):
             new = "Q6_K"

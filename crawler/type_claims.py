@@ -138,9 +138,7 @@ def _judge(
     return found
 
 
-def _dynamic(
-    who: str, mix: Mix, tensors: Sequence[RecipeTensor], model: ModelFacts
-) -> list[str]:
+def _dynamic(who: str, mix: Mix, tensors: Sequence[RecipeTensor], model: ModelFacts) -> list[str]:
     """A dynamic mix: fewer bits than named on the named type's tensors; or no dynamic choice."""
     plan = _plan(mix.ftypes, tensors, model)
     if plan is None:

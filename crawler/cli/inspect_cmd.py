@@ -60,6 +60,8 @@ def _json(read: HeaderRead, profile: PrecisionProfile, tensors: bool) -> dict[st
 def _mainline(p: PrecisionProfile) -> str:
     if p.vocab_only:
         return "n/a (vocabulary only, no tensors)"
+    if p.data_truncated:
+        return "CANNOT load (the file ends before its tensors' data)"
     return "loads" if p.loadable_by_mainline else "CANNOT load"
 
 

