@@ -19,7 +19,13 @@ from typing import Any
 from crawler.fit.header import Meta, Unknown, cuda_tensor_bytes
 from crawler.gguf import GGUFHeader
 
-__all__ = ["SCHEMA_VERSION", "KVGroup", "MemoryCoefficients", "coefficients"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "KVGroup",
+    "MemoryCoefficients",
+    "coefficients",
+    "sliding_window_layers",
+]
 
 SCHEMA_VERSION = 1
 
@@ -235,6 +241,49 @@ def coefficients(header: GGUFHeader) -> MemoryCoefficients:
         return _unknown(str(exc), arch)
 
 
+def _swa_flags(m: Meta, arch: str, n_layer: int, n_layer_all: int) -> list[bool]:
+    """Which layers use the sliding window (llama_hparams::set_swa_pattern; nextn never SWA)."""
+    n_swa = m.num("attention.sliding_window", 0)
+    swa = [False] * n_layer_all
+    if arch in _SWA_DEFAULTS:
+        pattern_default, swa_default = _SWA_DEFAULTS[arch]
+        if swa_default is not None and not n_swa:
+            n_swa = swa_default
+        if n_swa > 0:
+            raw = m.md.get(f"{arch}.attention.sliding_window_pattern", pattern_default)
+            if isinstance(raw, Sequence) and not isinstance(raw, str):
+                if len(raw) != n_layer_all:
+                    raise Unknown(f"{arch}.attention.sliding_window_pattern length {len(raw)}")
+                swa = [bool(v) and il < n_layer for il, v in enumerate(raw)]
+            else:
+                n_pat = int(raw)
+                # Every n_pat-th layer is full.
+                swa = [
+                    il < n_layer and (n_pat == 0 or il % n_pat < n_pat - 1)
+                    for il in range(n_layer_all)
+                ]
+    elif n_swa > 0 or m.has("attention.sliding_window_pattern"):
+        raise Unknown(f"{arch}: sliding-window layout rules not modelled for this arch")
+    return swa
+
+
+def sliding_window_layers(header: GGUFHeader) -> list[bool] | None:
+    """Per block: does it attend through the sliding window? None where the rules are not known
+    (the estimate refuses such a file the same way)."""
+    arch = header.architecture
+    if arch is None:
+        return None
+    m = Meta(header.metadata, arch)
+    try:
+        n_layer_all = m.num("block_count")
+        n_layer = n_layer_all - m.num("nextn_predict_layers", 0)
+        if not 0 < n_layer <= n_layer_all <= LLAMA_MAX_LAYERS:
+            return None
+        return _swa_flags(m, arch, n_layer, n_layer_all)
+    except Unknown:
+        return None
+
+
 def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
     m = Meta(header.metadata, arch)
     for key in _UNMODELLED_KEYS:
@@ -288,27 +337,7 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
         rec_s = d_state * d_inner  # n_embd_s()
 
     # --- sliding window ---------------------------------------------------------------------
-    n_swa = m.num("attention.sliding_window", 0)
-    swa = [False] * n_layer_all
-    if arch in _SWA_DEFAULTS:
-        pattern_default, swa_default = _SWA_DEFAULTS[arch]
-        if swa_default is not None and not n_swa:
-            n_swa = swa_default
-        if n_swa > 0:
-            raw = m.md.get(f"{arch}.attention.sliding_window_pattern", pattern_default)
-            if isinstance(raw, Sequence) and not isinstance(raw, str):
-                if len(raw) != n_layer_all:
-                    raise Unknown(f"{arch}.attention.sliding_window_pattern length {len(raw)}")
-                swa = [bool(v) and il < n_layer for il, v in enumerate(raw)]
-            else:
-                n_pat = int(raw)
-                # llama_hparams::set_swa_pattern: every n_pat-th layer is full; nextn never SWA.
-                swa = [
-                    il < n_layer and (n_pat == 0 or il % n_pat < n_pat - 1)
-                    for il in range(n_layer_all)
-                ]
-    elif n_swa > 0 or m.has("attention.sliding_window_pattern"):
-        raise Unknown(f"{arch}: sliding-window layout rules not modelled for this arch")
+    swa = _swa_flags(m, arch, n_layer, n_layer_all)
 
     def group(il: int) -> KVGroup:
         hk = head_k_swa if swa[il] else head_k
