@@ -241,8 +241,8 @@ def coefficients(header: GGUFHeader) -> MemoryCoefficients:
         return _unknown(str(exc), arch)
 
 
-def _swa_flags(m: Meta, arch: str, n_layer: int, n_layer_all: int) -> list[bool]:
-    """Which layers use the sliding window (llama_hparams::set_swa_pattern; nextn never SWA)."""
+def _swa_flags(m: Meta, arch: str, n_layer: int, n_layer_all: int) -> tuple[int, list[bool]]:
+    """The window and which layers use it (llama_hparams::set_swa_pattern; nextn never SWA)."""
     n_swa = m.num("attention.sliding_window", 0)
     swa = [False] * n_layer_all
     if arch in _SWA_DEFAULTS:
@@ -264,7 +264,7 @@ def _swa_flags(m: Meta, arch: str, n_layer: int, n_layer_all: int) -> list[bool]
                 ]
     elif n_swa > 0 or m.has("attention.sliding_window_pattern"):
         raise Unknown(f"{arch}: sliding-window layout rules not modelled for this arch")
-    return swa
+    return n_swa, swa
 
 
 def sliding_window_layers(header: GGUFHeader) -> list[bool] | None:
@@ -279,7 +279,7 @@ def sliding_window_layers(header: GGUFHeader) -> list[bool] | None:
         n_layer = n_layer_all - m.num("nextn_predict_layers", 0)
         if not 0 < n_layer <= n_layer_all <= LLAMA_MAX_LAYERS:
             return None
-        return _swa_flags(m, arch, n_layer, n_layer_all)
+        return _swa_flags(m, arch, n_layer, n_layer_all)[1]
     except Unknown:
         return None
 
@@ -337,7 +337,7 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
         rec_s = d_state * d_inner  # n_embd_s()
 
     # --- sliding window ---------------------------------------------------------------------
-    swa = _swa_flags(m, arch, n_layer, n_layer_all)
+    n_swa, swa = _swa_flags(m, arch, n_layer, n_layer_all)
 
     def group(il: int) -> KVGroup:
         hk = head_k_swa if swa[il] else head_k
