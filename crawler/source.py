@@ -245,16 +245,16 @@ def _read_url(url: str, settings: Settings, cap: int, size_hint: int | None) -> 
     come from a one-byte range read each."""
     parts = urlsplit(url)
     name = unquote(parts.path).rsplit("/", 1)[-1]
+    si = split_info(name)
+    names = byte_parts(name, ()) if si is not None and si[0] == "part" and si[2] else [name]
+    if names[0] != name:
+        raise UsageError(f"{name} is not the first part: the header is in {names[0]}")
     with UrlReader(url, timeout_s=settings.timeout_s) as reader:
         header = read_header(reader, max_header_bytes=cap, size_hint=size_hint, source=url)
         size, requests, fetched = reader.size, reader.requests, reader.bytes_fetched
     shards: tuple[str, ...] = ()
-    si = split_info(name)
-    if si is not None and si[0] == "part" and si[2] and size is not None:
+    if len(names) > 1 and size is not None:
         folder = parts.path.rsplit("/", 1)[0]
-        names = byte_parts(name, ())
-        if names[0] != name:
-            raise UsageError(f"{name} is not the first part: the header is in {names[0]}")
         shards = tuple(
             parts._replace(path=f"{folder}/{quote(n)}").geturl() if n != name else url
             for n in names
