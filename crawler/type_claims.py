@@ -91,12 +91,8 @@ def _judge(
     if plan is None:
         return []
     if mix.kind == "embed8":
-        plan = {
-            n: a | {"Q8_0"} if _edge(t) else a
-            for t in tensors
-            if (n := t.name) in plan
-            for a in (plan[n],)
-        }
+        edges = ("token_embd", "output")
+        plan = {n: a | {"Q8_0"} if tensor_category(n) in edges else a for n, a in plan.items()}
     judged = [t for t in tensors if t.name in plan and t.n_bytes]
     body = [t for t in judged if not _edge(t)]
     body_bytes = sum(t.n_bytes or 0 for t in body)
@@ -109,9 +105,9 @@ def _judge(
     share = sum(d.tensor.n_bytes or 0 for d in devs) / body_bytes if body_bytes else 0.0
     if devs and share >= MIN_SHARE:
         counts = [
-            f"{n} {_WORDS[w]}"
+            f"{count} {_WORDS[w]}"
             for w in ("fewer", "more", "other")
-            if (n := sum(1 for d in devs if d.direction == w))
+            if (count := sum(1 for x in devs if x.direction == w))
         ]
         first = sorted(devs, key=lambda d: ("fewer", "more", "other").index(d.direction))[0]
         found.append(

@@ -40,6 +40,8 @@ PURE = [
     "cron",
     "query",
     "type_claims",
+    "recipes",
+    "mixes",
     "llamalog",
     "checklog",
     "charts",

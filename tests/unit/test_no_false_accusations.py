@@ -113,6 +113,26 @@ def test_check_log_on_an_ngl0_run_predicts_the_host_buffers(llama8b, env):
     assert data["total"]["scope"] == "GPU" and data["total"]["within_tolerance"] is True
 
 
+def test_check_log_without_any_gpu_buffer_is_a_cpu_run(llama8b, tmp_path, env):
+    # The real -ngl 0 log with every GPU line taken out (devices, offload lines, the GPU's
+    # compute buffers and breakdown row): what is left is host buffers only, as a CPU build logs.
+    lines = (LOGS / "p2-lv4-llama8b-ngl0.log").read_text().splitlines()
+    kept = [ln for ln in lines if "CUDA" not in ln and "offload" not in ln]
+    log = tmp_path / "cpu.log"
+    log.write_text("\n".join(kept) + "\n")
+    data = _json(env, "check-log", str(log), "--model", str(llama8b))
+    assert data["config"]["n_gpu_layers"] is None
+    assert data["total"]["scope"] == "host" and data["total"]["n_compared"] == 3
+    rows = {(b["name"], b["device"]): b for b in data["buffers"]}
+    assert set(rows) == {("model", "CPU_Mapped"), ("kv", "CPU"), ("output", "CPU")}
+    assert all(abs(b["predicted_bytes"] - b["logged_bytes"]) < 0.01 * MIB for b in rows.values())
+    assert data["total"]["within_tolerance"] is True
+    assert any("CPU-only run (-ngl 0" in n for n in data["notes"])
+    text = run_quants("check-log", str(log), "--model", str(llama8b), env=env).stdout
+    assert "None/None" not in text and "-ngl 0 (no GPU buffer logged)" in text
+    assert "total (host)" in text
+
+
 def test_no_verdict_on_an_empty_comparison():
     cfg = LogConfig()
     empty = CheckReport(cfg, RunConfig(ctx=4096), (), 0, 0, n_compared=0)

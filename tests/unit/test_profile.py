@@ -160,7 +160,8 @@ def test_label_contradicting_the_tensors():
     assert any(
         c.startswith("named Q8_0 but")
         and "(100% of the weight bytes outside token_embd/output) are not what llama-quantize's"
-        " Q8_0 recipe gives them" in c
+        " Q8_0 recipe gives them"
+        in c
         and "hold fewer bits" in c
         for c in p.claims
     )
