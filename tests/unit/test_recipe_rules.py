@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from crawler.gguf import parse_header_bytes
-from crawler.mixes import mix_for
 from crawler.labels import parse_quant_label
+from crawler.mixes import mix_for
 from crawler.profile import build_profile
 from tests import synth
 from tests.synth.recipe import Recipe, TensorSlot
