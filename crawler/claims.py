@@ -38,7 +38,7 @@ def with_claims(
     if claims.dynamic and profile.attention_preserved is False:
         found.append(
             f"named UD/Dynamic but attention is {_bits(profile.attention_min_bits)}"
-            f" (below {profile.preserved_bits}-bit)"
+            f" (below {profile.preserved_bits}-bit, the precision a dynamic mix keeps attention at)"
         )
     if claims.dynamic and mtp.present and not mtp.preserved:
         found.append(f"named UD/Dynamic but the MTP block is {_bits(mtp.min_bits)}")

@@ -96,7 +96,10 @@ def test_bad_mxfp4_attention_is_called_out():
     p = _profile("qwen35", synth.ud_bad_mxfp4_attn(), "Qwen3.5-35B-A3B-UD-Q4_K_XL.gguf")
     assert p.attention_min_bits == 4 and p.attention_preserved is False
     assert not p.dynamic
-    assert "named UD/Dynamic but attention is 4-bit (below 6-bit)" in p.claims
+    assert (
+        "named UD/Dynamic but attention is 4-bit (below 6-bit, the precision a dynamic mix keeps"
+        " attention at)"
+    ) in p.claims
     assert p.file_type == "Q4_K_M"  # general.file_type says nothing about the mix
 
 

@@ -236,7 +236,10 @@ def test_inspect_command_json_and_table(tmp_path):
     data = json.loads(out.stdout)
     assert data["quant_label"] == "UD-Q4_K_XL" and data["attention"]["preserved"] is False
     assert data["tensors"] and data["requests"] >= 1
-    assert "named UD/Dynamic but attention is 4-bit (below 6-bit)" in data["claims"]
+    assert (
+        "named UD/Dynamic but attention is 4-bit (below 6-bit, the precision a dynamic mix keeps"
+        " attention at)"
+    ) in data["claims"]
     table = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert table.startswith("! named UD/Dynamic but attention is 4-bit")
     assert "linear_attn" in table and "MXFP4" in table
