@@ -14,6 +14,7 @@ from crawler.llamalog import LogConfig
 from crawler.units import MIB
 from tests import synth
 from tests.cli import clean_env, run_quants
+from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.unit.test_source import RangeServer
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp" / "logs"
@@ -169,3 +170,32 @@ def test_tensors_show_recurrent_layers(tmp_path, env):
     table = text.split("layer  attention")[1].split("\n\n")[0]
     kinds = {line.split()[1] for line in table.splitlines()[2:]}
     assert {"recurrent", "full"} <= kinds and "attention" not in kinds
+
+
+def test_hub_split_named_whole_file_is_read_as_one(hub, tmp_path):  # noqa: F811
+    from crawler.config import Settings
+    from crawler.errors import HubNotFound
+    from crawler.hub import HubClient
+    from crawler.source import read_target
+    from tests.hub_emulator.state import Blob
+
+    (whole,) = synth.write_gguf(tmp_path / "w.gguf", synth.preset("llama"), synth.q4_k_m_like())
+    shards = synth.write_gguf(
+        tmp_path / "S-Q4_K_M.gguf", synth.preset("llama"), synth.q4_k_m_like(), split=2
+    )
+    hub.state.create_repo(
+        "someone/Split-Named-GGUF",
+        {
+            "M-Q4_K_M-00001-of-00002.gguf": Blob.from_bytes(whole.read_bytes(), lfs=True),
+            shards[0].name: Blob.from_bytes(shards[0].read_bytes(), lfs=True),
+        },
+    )
+    settings = Settings(hf_endpoint=hub.endpoint)
+    client = HubClient(settings, sleep=lambda s: None)
+    read = read_target(
+        "someone/Split-Named-GGUF/M-Q4_K_M-00001-of-00002.gguf", settings, hub=client
+    )
+    assert read.shards == ("M-Q4_K_M-00001-of-00002.gguf",)
+    assert read.size_bytes == whole.stat().st_size and not read.header.data_truncated
+    with pytest.raises(HubNotFound, match="missing shard"):
+        read_target(f"someone/Split-Named-GGUF/{shards[0].name}", settings, hub=client)
