@@ -30,7 +30,7 @@ from typing import Any
 from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, estimate
 from crawler.fit.estimate import SERVER_AUTO_PARALLEL
 from crawler.fit.llamalog import LogConfig, LoggedBuffer, ParsedLog
-from crawler.fit.offload import device_estimate
+from crawler.fit.offload import device_estimate, estimate_offload
 from crawler.units import MIB
 
 __all__ = [
@@ -79,6 +79,10 @@ class CheckReport:
     source: str = "buffers"  # "buffers" (the ... buffer size lines) or "breakdown"
     #: The GGUF the estimate was computed from (a path, URL, or repo/path from the catalog).
     estimated_from: str = ""
+    #: Where the total was taken: "GPU" (device buffers) or "host" (a run with no GPU buffer).
+    scope: str = "GPU"
+    #: Buffers with both a logged and a predicted size in the total.
+    n_compared: int = 0
 
     @property
     def diff_bytes(self) -> int:
@@ -96,8 +100,11 @@ class CheckReport:
         return max(int(self.logged_total * TOLERANCE_PCT / 100), TOLERANCE_BYTES)
 
     @property
-    def within_tolerance(self) -> bool:
-        """Whether the estimate agrees with the log."""
+    def within_tolerance(self) -> bool | None:
+        """Whether the estimate agrees with the log; None when nothing was compared (no buffer
+        with both sizes: 0 = 0 is no agreement)."""
+        if not self.n_compared or not self.logged_total:
+            return None
         return abs(self.diff_bytes) <= self.tolerance_bytes
 
     def to_json(self) -> dict[str, Any]:
@@ -125,6 +132,8 @@ class CheckReport:
                 "diff_pct": None if pct is None else round(pct, 2),
                 "tolerance_bytes": self.tolerance_bytes,
                 "within_tolerance": self.within_tolerance,
+                "scope": self.scope,
+                "n_compared": self.n_compared,
             },
             "notes": list(self.notes),
         }
@@ -136,8 +145,13 @@ def run_config(
     model_path: str,
     *,
     n_cpu_moe: int | None = None,
+    cpu_only: bool = False,
 ) -> tuple[RunConfig, list[str]]:
-    """The estimate's configuration for the logged run, and notes on what it cannot reproduce."""
+    """The estimate's configuration for the logged run, and notes on what it cannot reproduce.
+
+    ``cpu_only``: the log has no GPU buffer at all (a CPU build, or no device): the run is
+    estimated as ``-ngl 0``, every weight and cache in host memory.
+    """
     notes: list[str] = []
     n_seq = cfg.n_seq or 1
     if cfg.kv_unified and n_seq == SERVER_AUTO_PARALLEL:
@@ -152,6 +166,13 @@ def run_config(
     # "offloaded N/M layers": M is llama.cpp's n_layer + 1 slots (the output layer counts), the
     # -ngl of the run is N (src/llama-model.cpp load_tensors); fewer than all is a partial run.
     partial = cfg.n_gpu_layers is not None and cfg.n_layers and cfg.n_gpu_layers < cfg.n_layers
+    n_gpu_layers = cfg.n_gpu_layers if partial else None
+    if cpu_only:
+        n_gpu_layers = 0
+        notes.append(
+            "no GPU buffer in the log: estimated as a CPU-only run (-ngl 0: weights, cache and"
+            " compute in host memory); the total compares host buffers"
+        )
     if cfg.n_ctx_train and cfg.ctx and cfg.ctx > cfg.n_ctx_train:
         notes.append(
             f"n_ctx {cfg.ctx} is above the trained context {cfg.n_ctx_train}: llama.cpp allocated"
@@ -186,7 +207,7 @@ def run_config(
         cpu_moe=cpu_moe,
         n_cpu_moe=0 if cpu_moe else n_cpu_moe,
         model_path=model_path,
-        n_gpu_layers=cfg.n_gpu_layers if partial else None,
+        n_gpu_layers=n_gpu_layers,
     )
     return run, notes
 
@@ -199,24 +220,47 @@ def estimate_run(c: MemoryCoefficients, run: RunConfig) -> FitEstimate:
     return device_estimate(c, run, run.n_gpu_layers)
 
 
-def _predictions(c: MemoryCoefficients, est: FitEstimate) -> dict[tuple[str, bool], int]:
-    """Estimate components by (logged kind, on host)."""
+def _predictions(
+    c: MemoryCoefficients, est: FitEstimate, *, cpu_only: bool = False
+) -> dict[tuple[str, bool], int]:
+    """Estimate components by (logged kind, on host).
+
+    With ``-ngl N`` below all layers the host holds the CPU layers' weights and their caches
+    (crawler.fit.offload): the host rows get those shares. A CPU-only run (no GPU backend) has
+    no pinned CUDA_Host buffer: its compute buffer is the CPU backend's own, estimated as the
+    graph's compute buffer (the same allocator sizes the same graph).
+    """
     n_seq = est.n_stream if est.config.parallel is not None else SERVER_AUTO_PARALLEL
     contexts = 2 if est.config.mtp else 1
     # src/llama-context.cpp output_reserve: logits of n_outputs_max = n_seq_max rows at f32.
     output = c.n_vocab * 4 * max(1, n_seq) * contexts
-    return {
+    host_kv = host_rs = cpu_compute = 0
+    host_model = est.host_bytes - est.host_buffers
+    if est.config.n_gpu_layers is not None:
+        off = estimate_offload(c, est.config.replace(n_gpu_layers=None), est.config.n_gpu_layers)
+        full = off.full
+        host_kv = full.kv + full.mtp_kv - off.kv - off.mtp_kv
+        host_rs = full.recurrent - off.recurrent
+        if off.partial:
+            cpu_compute = full.compute  # estimate_offload's CPU backend compute buffer
+        host_model = off.host_bytes - full.host_buffers - host_kv - host_rs - cpu_compute
+    pred = {
         ("model", False): est.weights,
-        ("model", True): est.host_bytes - est.host_buffers,
+        ("model", True): host_model,
         ("kv", False): est.kv + est.mtp_kv,
         ("rs", False): est.recurrent,
         ("compute", False): est.compute,
         ("output", True): output,
-        ("compute", True): est.host_buffers - output,
+        ("compute", True): cpu_compute if cpu_only else est.host_buffers - output,
         # memory breakdown rows
         ("context", False): est.kv + est.mtp_kv + est.recurrent,
-        ("context", True): 0,
+        ("context", True): host_kv + host_rs,
     }
+    if host_kv:
+        pred[("kv", True)] = host_kv
+    if host_rs:
+        pred[("rs", True)] = host_rs
+    return pred
 
 
 def _rows(
@@ -262,12 +306,23 @@ def compare(
     estimated_from: str = "",
 ) -> CheckReport:
     """Line the estimate up with the log's buffers (or, without them, its memory breakdown)."""
-    pred = _predictions(c, est)
+    logged = log.buffers or log.breakdown
+    cpu_only = bool(logged) and all(b.on_host for b in logged)
+    pred = _predictions(c, est, cpu_only=cpu_only)
     source = "buffers" if log.buffers else "breakdown"
-    rows, more = _rows(log.buffers or log.breakdown, pred)
-    device_rows = [r for r in rows if r.device not in ("-",) and not _host_name(r.device)]
-    logged_total = sum(r.logged_bytes for r in device_rows)
-    predicted_total = sum(r.predicted_bytes or 0 for r in rows if not _host_name(r.device))
+    rows, more = _rows(logged, pred)
+    # A run with GPU buffers is judged on them; one without any, on its host buffers.
+    in_scope = [r for r in rows if r.device != "-" and _host_name(r.device) == cpu_only]
+    logged_total = sum(r.logged_bytes for r in in_scope)
+    predicted_total = sum(
+        r.predicted_bytes or 0
+        for r in rows
+        if (r.device == "-" and not cpu_only)
+        or (r.device != "-" and _host_name(r.device) == cpu_only)
+    )
+    n_compared = sum(1 for r in in_scope if r.predicted_bytes is not None)
+    if not n_compared:
+        more.append("no logged buffer has a prediction to compare with: no verdict")
     return CheckReport(
         config=log.config,
         run=est.config,
@@ -277,6 +332,8 @@ def compare(
         notes=tuple(notes + more),
         source=source,
         estimated_from=estimated_from,
+        scope="host" if cpu_only else "GPU",
+        n_compared=n_compared,
     )
 
 

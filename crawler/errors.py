@@ -109,6 +109,11 @@ class NotGGUF(GGUFError):
     """The magic bytes are not ``GGUF`` (or the file is big-endian)."""
 
 
+class BigEndianGGUF(NotGGUF):
+    """A big-endian GGUF (gguf-py ``--bigendian``): whole, but not readable here or by llama.cpp
+    on a little-endian host."""
+
+
 class UnsupportedGGUFVersion(GGUFError):
     """GGUF version other than 2 or 3."""
 
@@ -131,6 +136,10 @@ class UnknownArchitecture(EstimateError):
 
 class NothingToEstimate(EstimateError):
     """The file holds no model weights (a vocabulary-only GGUF): nothing to estimate."""
+
+
+class TruncatedModel(EstimateError):
+    """The file ends before its tensors' data: llama.cpp refuses to load it, so no estimate."""
 
 
 class InvalidConfig(EstimateError):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crawler.errors import InvalidConfig, UsageError
+from crawler.errors import InvalidConfig, TruncatedModel, UsageError
 from crawler.fit import (
     FitEstimate,
     MemoryCoefficients,
@@ -135,7 +135,15 @@ def estimate_report(
     ``--vram`` wins for one GPU and is per device with ``-ts``)."""
     from crawler.fit import coefficients
 
-    coeffs = coefficients(read.header)
+    header = read.header
+    if header.data_truncated:
+        have = "?" if header.file_size is None else f"{header.file_size:,}"
+        raise TruncatedModel(
+            f"{read.file_name} is truncated: it has {have} bytes, its tensors' data needs"
+            f" {header.data_end:,}; llama.cpp refuses such a file ('data is not within the file"
+            " bounds'), so there is nothing to run"
+        )
+    coeffs = coefficients(header)
     est = estimate(coeffs, cfg)
     matches = resolve_gpus(gpus)
     several = len(matches) > 1 or tensor_split is not None

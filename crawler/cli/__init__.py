@@ -43,9 +43,12 @@ _HINTS: dict[str, str] = {
     "HubBudgetExhausted": "raise QUANTS_MAX_REQUESTS / QUANTS_MAX_BYTES or crawl less",
     "GGUFError": "the error names where the header fails; a download cut inside its header must be"
     " fetched again (one cut after the header still inspects)",
+    "BigEndianGGUF": "the file is whole but big-endian; llama.cpp on a little-endian machine does"
+    " not load it either: get (or convert to) the little-endian file",
     "HeaderTooLarge": "raise QUANTS_MAX_HEADER_BYTES if you trust the file",
     "UnknownArchitecture": "this architecture's memory rules are not modelled yet",
     "NothingToEstimate": "estimate the model file this vocabulary belongs to",
+    "TruncatedModel": "download the whole file (or every part of a split one) and estimate that",
     "InvalidConfig": "llama.cpp would reject this configuration; change the flags",
     "SchemaOutOfDate": "run `quants db upgrade`",
     "ReadOnlyViolation": "`quants sql` is read-only; it cannot change the catalog",

@@ -71,7 +71,9 @@ def check_log(
         source, header = read.source, read.header
     coeffs = coefficients(header)
     moe = (1 << 30) if cpu_moe else n_cpu_moe
-    run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe)
+    logged = parsed.buffers or parsed.breakdown
+    cpu_only = bool(logged) and all(b.on_host for b in logged)
+    run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe, cpu_only=cpu_only)
     report = compare(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
     if as_json:
         print_json(report.to_json())
@@ -104,7 +106,13 @@ def _render(r: CheckReport) -> str:
     head = (
         f"{safe_text(c.model_path or '-')}  ctx {c.ctx}  K {r.run.type_k} / V {r.run.type_v}"
         f"  FA {r.run.flash_attn}  n_seq {c.n_seq}  ubatch {r.run.ubatch}"
-        f"  offloaded {c.n_gpu_layers}/{c.n_layers} layers"
+        + (
+            f"  offloaded {c.n_gpu_layers}/{c.n_layers} layers"
+            if c.n_gpu_layers is not None
+            else f"  -ngl {r.run.n_gpu_layers} (no GPU buffer logged)"
+            if r.scope == "host"
+            else ""
+        )
     )
 
     def diff(logged: int, predicted: int | None) -> str:
@@ -125,7 +133,7 @@ def _render(r: CheckReport) -> str:
     ]
     rows.append(
         (
-            "total (GPU)",
+            f"total ({r.scope})",
             "",
             human_bytes(r.logged_total),
             human_bytes(r.predicted_total),
@@ -141,14 +149,14 @@ def _render(r: CheckReport) -> str:
     verdict = (
         f"{'agrees' if r.within_tolerance else 'DISAGREES'}: {pct:+.2f}% "
         f"(tolerance {human_bytes(r.tolerance_bytes)})"
-        if pct is not None
-        else "nothing logged on the GPU"
+        if pct is not None and r.within_tolerance is not None
+        else "no verdict: no logged buffer could be compared with a prediction"
     )
     lines = [head, f"estimated from {safe_text(r.estimated_from)}", "", table, "", verdict]
     if r.source == "breakdown":
         lines.append("(from the memory breakdown at exit; MiB rounded by llama.cpp)")
     lines += [f"note: {safe_text(n)}" for n in r.notes]
-    if not r.within_tolerance:
+    if r.within_tolerance is False:
         lines.append("the estimate is off: see docs/check-log.md to send this log as a receipt")
     return "\n".join(lines)
 

@@ -60,7 +60,16 @@ def _json(read: HeaderRead, profile: PrecisionProfile, tensors: bool) -> dict[st
 def _mainline(p: PrecisionProfile) -> str:
     if p.vocab_only:
         return "n/a (vocabulary only, no tensors)"
+    if p.data_truncated:
+        return "CANNOT load (the file ends before its tensors' data)"
     return "loads" if p.loadable_by_mainline else "CANNOT load"
+
+
+def _attention_kind(kind: str, index: int, swa: list[bool]) -> str:
+    """A block's attention: full, sliding-window (llama.cpp's SWA pattern), recurrent, mtp."""
+    if kind != "attention":
+        return kind
+    return "sliding-window" if index < len(swa) and swa[index] else "full"
 
 
 def _yes(value: bool | None) -> str:
@@ -130,11 +139,14 @@ def _render(read: HeaderRead, p: PrecisionProfile, tensors: bool) -> str:
             " bits unknown"
         )
     if tensors:
+        from crawler.fit import sliding_window_layers
+
+        swa = sliding_window_layers(read.header) or []
         lines.append("")
         lrows = [
             (
                 layer.index,
-                layer.kind,
+                _attention_kind(layer.kind, layer.index, swa),
                 layer.stats.n_tensors,
                 " ".join(f"{t}x{n}" for t, n in layer.stats.types.items()),
                 "-" if layer.stats.bpw is None else f"{layer.stats.bpw:.2f}",
@@ -142,7 +154,7 @@ def _render(read: HeaderRead, p: PrecisionProfile, tensors: bool) -> str:
             )
             for layer in p.layers
         ]
-        lcols = ("layer", "kind", "tensors", "types", "bpw", "bytes")
+        lcols = ("layer", "attention", "tensors", "types", "bpw", "bytes")
         lines.append(format_table(lcols, lrows, align_right=("layer", "tensors", "bpw", "bytes")))
         lines.append("")
         trows = [

@@ -29,7 +29,12 @@ compute buffers and runtime overhead. Rules: llama.cpp ``0c1e57098``; see the mo
 from __future__ import annotations
 
 from crawler.fit.cache import CACHE_TYPES, CacheType, cache_type
-from crawler.fit.coefficients import KVGroup, MemoryCoefficients, coefficients
+from crawler.fit.coefficients import (
+    KVGroup,
+    MemoryCoefficients,
+    coefficients,
+    sliding_window_layers,
+)
 from crawler.fit.estimate import (
     CACHE_LADDER,
     FitEstimate,
@@ -54,4 +59,5 @@ __all__ = [
     "command",
     "estimate",
     "max_ctx",
+    "sliding_window_layers",
 ]

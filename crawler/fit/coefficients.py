@@ -19,7 +19,13 @@ from typing import Any
 from crawler.fit.header import Meta, Unknown, cuda_tensor_bytes
 from crawler.gguf.parse import GGUFHeader
 
-__all__ = ["SCHEMA_VERSION", "KVGroup", "MemoryCoefficients", "coefficients"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "KVGroup",
+    "MemoryCoefficients",
+    "coefficients",
+    "sliding_window_layers",
+]
 
 SCHEMA_VERSION = 1
 
@@ -233,6 +239,23 @@ def coefficients(header: GGUFHeader) -> MemoryCoefficients:
         return _coefficients(header, arch)
     except Unknown as exc:
         return _unknown(str(exc), arch)
+
+
+def sliding_window_layers(header: GGUFHeader) -> list[bool] | None:
+    """Per block: does it attend through the sliding window? None where the rules are not known
+    (the estimate refuses such a file the same way)."""
+    arch = header.architecture
+    if arch is None:
+        return None
+    m = Meta(header.metadata, arch)
+    try:
+        n_layer_all = m.num("block_count")
+        n_layer = n_layer_all - m.num("nextn_predict_layers", 0)
+        if not 0 < n_layer <= n_layer_all <= LLAMA_MAX_LAYERS:
+            return None
+        return _swa_layout(m, n_layer, n_layer_all)[1]
+    except Unknown:
+        return None
 
 
 def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:

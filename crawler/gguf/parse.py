@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from crawler.errors import (
+    BigEndianGGUF,
     GGUFError,
     HeaderTooLarge,
     NotGGUF,
@@ -155,7 +156,11 @@ class _Parser(FetchBuffer):
         if version not in (2, 3):
             swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
             if swapped in (2, 3):
-                raise NotGGUF("big-endian GGUF files are not supported", source=self.source)
+                raise BigEndianGGUF(
+                    f"the file is a big-endian GGUF (version {swapped} with its bytes swapped);"
+                    " only little-endian files are supported",
+                    source=self.source,
+                )
             raise UnsupportedGGUFVersion(
                 f"GGUF version {version} is not supported (only 2 and 3)", source=self.source
             )

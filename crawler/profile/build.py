@@ -116,8 +116,11 @@ def build_profile(
     )
     total = GroupTotals.of(rows)
     unknown = tuple(sorted({r.type_id for r in rows if r.type_id not in GGML_TYPES}))
-    # A file without tensors is a vocabulary, not a model llama.cpp "loads".
-    loadable = bool(rows) and not unknown and all(GGML_TYPES[r.type_id].mainline for r in rows)
+    # A file without tensors is a vocabulary, not a model llama.cpp "loads"; a file cut before
+    # its tensors' data is refused by llama-model-loader ("tensor ... data is not within the file
+    # bounds, model is corrupted or incomplete", src/llama-model-loader.cpp).
+    mainline_types = not unknown and all(GGML_TYPES[r.type_id].mainline for r in rows)
+    loadable = bool(rows) and mainline_types and not header.data_truncated
 
     attn = [r for r in rows if r.group == "attn" and r.is_matrix]
     attn_min, attn_ok = _verdict(attn, preserved_bits)

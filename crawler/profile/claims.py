@@ -7,10 +7,12 @@ name (crawler.profile.labels) against a built PrecisionProfile.
 
 from __future__ import annotations
 
+from crawler.gguf.ggml import GGML_TYPES
 from crawler.gguf.parse import GGUFHeader
 from crawler.profile.labels import NameClaims
 from crawler.profile.precision import PrecisionProfile
-from crawler.profile.type_claims import TypedBytes, type_claims
+from crawler.profile.recipes import RecipeTensor, model_facts
+from crawler.profile.type_claims import type_claims
 
 __all__ = ["with_claims"]
 
@@ -36,14 +38,16 @@ def with_claims(
     if claims.dynamic and profile.attention_preserved is False:
         found.append(
             f"named UD/Dynamic but attention is {_bits(profile.attention_min_bits)}"
-            f" (below {profile.preserved_bits}-bit)"
+            f" (below {profile.preserved_bits}-bit, the precision a dynamic mix keeps attention at)"
         )
     if claims.dynamic and mtp.present and not mtp.preserved:
         found.append(f"named UD/Dynamic but the MTP block is {_bits(mtp.min_bits)}")
+    tensors = [RecipeTensor(r.name, r.shape, r.type_name, r.n_bytes) for r in profile.tensors]
     found += type_claims(
         claims.label,
         profile.file_type,
-        (TypedBytes(r.group, r.type_name, r.n_bytes, r.is_matrix) for r in profile.tensors),
+        tensors,
+        model_facts(header.metadata, (t.name for t in tensors)),
     )
     if header.data_truncated:
         have = "?" if header.file_size is None else f"{header.file_size:,}"
@@ -54,7 +58,7 @@ def with_claims(
         )
     if claims.imatrix and not any(k.startswith("quantize.imatrix") for k in header.metadata):
         found.append("named i1/imatrix but the file records no quantize.imatrix.* keys")
-    if not profile.loadable_by_mainline and profile.n_tensors:
+    if profile.unknown_types or any(not GGML_TYPES[r.type_id].mainline for r in profile.tensors):
         ids = ", ".join(str(i) for i in profile.unknown_types) or "ik_llama.cpp-only"
         found.append(f"uses ggml types mainline llama.cpp cannot load ({ids})")
     return replace(profile, claims=tuple(found))

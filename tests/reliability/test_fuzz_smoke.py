@@ -41,7 +41,7 @@ def test_every_seed_goes_through_the_whole_target() -> None:
     outcomes = [check(s) for s in seeds]
     # Real-shaped headers parse; the big-endian seed is refused as such.
     assert outcomes.count("parsed") == len(seeds) - 1
-    assert outcomes.count("NotGGUF") == 1
+    assert outcomes.count("BigEndianGGUF") == 1
 
 
 def test_target_reports_a_property_violation_as_a_finding() -> None:

@@ -167,17 +167,28 @@ def test_nothing_fits_at_any_context_is_exit_3(gemma, env):
 def test_name_file_type_and_tensors_are_compared_both_ways(tmp_path, env):
     (more,) = synth.write_gguf(tmp_path / "L-Q2_K.gguf", synth.preset("llama"), synth.q4_k_m_like())
     claims = _json(env, "inspect", str(more))["claims"]
-    assert "named Q2_K but general.file_type says Q4_K_M" in claims
-    assert any(c.startswith("named Q2_K but") and "more than the name's 2-bit" in c for c in claims)
+    assert (
+        "named Q2_K but general.file_type says Q4_K_M (llama-quantize's Q2_K recipe is written"
+        " as Q2_K)" in claims
+    )
+    assert any(
+        c.startswith("named Q2_K but") and "Q2_K recipe gives them" in c and "hold more bits" in c
+        for c in claims
+    )
     (fewer,) = synth.write_gguf(
         tmp_path / "L-Q8_0.gguf", synth.preset("llama"), synth.uniform("Q4_K")
     )
-    assert any("labelled Q8_0 but" in c for c in _json(env, "inspect", str(fewer))["claims"])
+    assert any(
+        c.startswith("named Q8_0 but") and "hold fewer bits" in c
+        for c in _json(env, "inspect", str(fewer))["claims"]
+    )
     # file_type vs tensors with an honest name: a Q4_K_M file_type over Q8_0 tensors.
     recipe = synth.uniform("Q8_0", file_type=synth.q4_k_m_like().file_type)
     (ft,) = synth.write_gguf(tmp_path / "L.gguf", synth.preset("llama"), recipe)
     assert any(
-        c.startswith("general.file_type says Q4_K_M but") and "(more bits)" in c
+        c.startswith("general.file_type says Q4_K_M but")
+        and "Q4_K_M recipe gives them" in c
+        and "hold more bits" in c
         for c in _json(env, "inspect", str(ft))["claims"]
     )
     (same,) = synth.write_gguf(

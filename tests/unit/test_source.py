@@ -151,9 +151,11 @@ def test_local_split_and_parts(tmp_path):
     read = read_target(str(parts[0]), Settings())
     assert read.size_bytes == synth.layout(spec, recipe).size
     assert read.header.data_offset == synth.layout(spec, recipe).data_offset
-    (tmp_path / "lonely-00001-of-00002.gguf").write_bytes(b"GGUF")
+    # A real first shard (split.count = 3 in its keys) without the others.
+    (tmp_path / "lonely").mkdir()
+    (tmp_path / "lonely" / shards[0].name).write_bytes(shards[0].read_bytes())
     with pytest.raises(UsageError, match="missing shard"):
-        read_target(str(tmp_path / "lonely-00001-of-00002.gguf"), Settings())
+        read_target(str(tmp_path / "lonely" / shards[0].name), Settings())
 
 
 def test_parse_target():
@@ -234,7 +236,10 @@ def test_inspect_command_json_and_table(tmp_path):
     data = json.loads(out.stdout)
     assert data["quant_label"] == "UD-Q4_K_XL" and data["attention"]["preserved"] is False
     assert data["tensors"] and data["requests"] >= 1
-    assert "named UD/Dynamic but attention is 4-bit (below 6-bit)" in data["claims"]
+    assert (
+        "named UD/Dynamic but attention is 4-bit (below 6-bit, the precision a dynamic mix keeps"
+        " attention at)"
+    ) in data["claims"]
     table = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert table.startswith("! named UD/Dynamic but attention is 4-bit")
     assert "linear_attn" in table and "MXFP4" in table
