@@ -16,6 +16,7 @@ from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
 from crawler.fit.devices import DeviceShare
 from crawler.fit.tiers import TIERS
 from crawler.group_stats import GroupStats
+from crawler.measured import MeasuredValue
 from crawler.quality import QualityEstimate
 from crawler.query import QueryMatcher
 from crawler.speed import SpeedEstimate
@@ -279,6 +280,8 @@ class Ranked:
     ollama: str | None = None  # equivalent, where Ollama can express the configuration
     lm_studio: str | None = None
     devices: tuple[DeviceShare, ...] = ()  # several GPUs: each device's share
+    #: Quality the repo publishes for this file (crawler/measured.py), shown beside the estimate.
+    measured: tuple[MeasuredValue, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

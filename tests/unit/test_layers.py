@@ -45,6 +45,8 @@ PURE = [
     "charts",
     "snapshot/manifest",
     "units",
+    "measured",
+    "quality_check",
 ]
 FORBIDDEN = {
     "httpx",
