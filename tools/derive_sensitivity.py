@@ -142,8 +142,8 @@ def main(repo: str) -> None:
     w = csv.writer(sys.stdout, lineterminator="\n")
     print("# Per-group quantization sensitivity relative to the bulk FFN matrix, per weight a")
     print("# token multiplies: the median over models of (group KLD / active weights) / (FFN's).")
-    print("# Derived by tools/derive_sensitivity.py from the per-tensor KLD tables of the GGUF")
-    print("# Tool Suite by Thireus and its contributors (credit asked by its licence):")
+    print("# Derived by tools/derive_sensitivity.py from per-tensor KLD tables. Credit (licence")
+    print("# asks for it): Thireus, GGUF Tool Suite and its contributors,")
     print(f"# github.com/Thireus/GGUF-Tool-Suite commit {rev}, models/*/kld_results.csv.")
     w.writerow(["family", "group", "sensitivity", "n_models", "min", "max", "models"])
     for (family, group), vals in sorted(per_family.items()):
@@ -203,8 +203,9 @@ def heldout(repo: str) -> None:
     rev = subprocess.run(
         ["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
-    print("# Whole-model KLD sweeps (every tensor at one type) from the GGUF Tool Suite by Thireus")
-    print(f"# and its contributors, github.com/Thireus/GGUF-Tool-Suite commit {rev}.")
+    print("# Whole-model KLD sweeps (every tensor at one type). Credit (its licence asks for it):")
+    print("# Thireus, GGUF Tool Suite and its contributors,")
+    print(f"# github.com/Thireus/GGUF-Tool-Suite commit {rev}, models/*/group0/.")
     print("# Not used by any fit in crawler/quality.py: held out. metric = mean KLD vs BF16.")
     w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(["base_model", "quant", "bpw", "metric", "value", "reference", "corpus", "source"])
