@@ -19,6 +19,7 @@ from crawler.fit.setup import parse_ngl
 from crawler.fit.tiers import tier_of
 from crawler.gpus import GPUMatch, device_set, resolve_gpu
 from crawler.measured import order_by_measured
+from crawler.mtp_grade import mtp_grade
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec, SearchOutcome
 from crawler.ranking.rank import rank_candidates
 from crawler.units import GIB
@@ -409,6 +410,9 @@ def result_json(r: Ranked) -> dict[str, Any]:
             "state": c.mtp_state,
             "min_bits": c.mtp_min_bits,
             "enabled": cfg.mtp,
+            # The graded reading with its evidence (crawler/mtp_grade.py); "preserved" stays the
+            # 6-bit check that --mtp and MTP auto use.
+            **mtp_grade(c.mtp_state, c.mtp_min_bits).to_json(),
         },
         "attention": {"min_bits": c.attn_min_bits, "preserved": c.attn_preserved},
         "loadable_by_mainline": c.loadable_by_mainline,

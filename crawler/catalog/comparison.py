@@ -20,6 +20,7 @@ from crawler.catalog.measured_rows import measured_values
 from crawler.catalog.reader import Reader
 from crawler.group_stats import GroupStats
 from crawler.measured import MeasuredValue
+from crawler.mtp_grade import mtp_grade
 
 if TYPE_CHECKING:
     from crawler.query import QueryMatcher
@@ -208,6 +209,7 @@ def _quant_json(q: ComparedQuant) -> dict[str, Any]:
             "state": q.mtp_state,
             "preserved": q.mtp_preserved,
             "min_bits": q.mtp_min_bits,
+            **mtp_grade(q.mtp_state, q.mtp_min_bits).to_json(),
         },
         "attention": {"min_bits": q.attn_min_bits, "preserved": q.attn_preserved},
         "loadable_by_mainline": q.loadable_by_mainline,

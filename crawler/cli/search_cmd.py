@@ -307,6 +307,12 @@ def _footer(res: SearchResult) -> str:
         else "tok/s needs --gpu (memory bandwidth)"
     )
     parts.append("quality: 0-100 estimate from the precision profile (docs/models.md)")
+    if any(r.candidate.mtp_preserved is False for r in o.results):
+        parts.append(
+            "MTP LOW: head below the 6-bit bar; published tests find 4-5 bit heads drafting"
+            " within noise of 8-bit, with the task moving acceptance far more (--json:"
+            " mtp.reading, docs/models.md)"
+        )
     if any(r.measured for r in o.results):
         parts.append(
             "measured: published by the repo for that exact file, beside the estimate (which it"

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from crawler.catalog.reader import Reader
+from crawler.mtp_grade import mtp_grade
 from crawler.units import GIB
 
 if TYPE_CHECKING:
@@ -189,6 +190,7 @@ def _quant_json(q: QuantDetail) -> dict[str, Any]:
             "state": v["mtp_state"],
             "preserved": v["mtp_preserved"],
             "min_bits": v["mtp_min_bits"],
+            **mtp_grade(v["mtp_state"], v["mtp_min_bits"]).to_json(),
         },
         "attention": {"min_bits": v["attn_min_bits"], "preserved": v["attn_preserved"]},
         "claims": list(q.claims),

@@ -100,6 +100,22 @@ def test_search_json_shows_measured_beside_the_estimate(crawled) -> None:
     assert log == {"mean_kld", "p99.9_kld", "ppl"}
 
 
+def test_search_and_compare_carry_the_graded_mtp_reading(crawled) -> None:
+    results = _search(crawled)["results"]
+    by_path = {(r["repo"], r["path"]): r["mtp"] for r in results}
+    q8 = by_path[MQ, "Qwen3.6-27B-MQ-Q8_0_1.gguf"]
+    assert (q8["grade"], q8["preserved"]) == ("at_bar", True)
+    low = [m for m in by_path.values() if m["preserved"] is False]
+    assert low  # the fixture's Q4_0 and Q4_K_M files keep their MTP block at 4 bits
+    for m in low:
+        assert m["min_bits"] == 4 and m["grade"] == "likely_fine"
+        assert "github.com/lablup/mlxcel/pull/1203" in m["reading"]
+    db, tmp, _ = crawled
+    out = quants("compare", "Qwen/Qwen3.6-27B", "--db", db, "--json", tmp=tmp)
+    grades = {q["path"]: q["mtp"]["grade"] for q in json.loads(out.stdout)["quants"]}
+    assert grades["Qwen3.6-27B-MQ-Q8_0_1.gguf"] == "at_bar"
+
+
 def test_sort_quality_orders_only_peers_by_measured_kld(crawled) -> None:
     results = _search(crawled, "--sort", "quality")["results"]
     # One base model (capability equal): the estimate orders by effective bits (the tiny fixture
@@ -126,6 +142,7 @@ def test_search_text_prints_the_measured_lines(crawled) -> None:
     assert any("KLD 0.01087 (magicquant), corpus not stated;" in ln and sha in ln for ln in lines)
     assert any("99.9% KLD 1.834 (llama-perplexity)" in ln for ln in lines)
     assert "does not replace" in out.stderr  # the footer
+    assert "LOW" in out.stdout and "4-5 bit heads drafting within noise" in out.stderr
 
 
 def test_compare_shows_measured_in_json_and_text(crawled) -> None:
@@ -155,6 +172,9 @@ def test_web_app_shows_measured_with_its_source(crawled) -> None:
         assert "measured KLD 0.01087 (magicquant)" in page
         status, _, page = served.get("/", {"vram": 80, "q": "qwen3.6 27b"})
         assert status == 200 and "measured KLD 0.03127 (llama-perplexity)" in page
+        status, _, page = served.get("/quant", {"repo": MQ, "path": "Qwen3.6-27B-MQ-Q8_0_1.gguf"})
+        assert status == 200
+        assert '<span class="mtp-reading">(at the bar: 8-bit head (6-8 bit))</span>' in page
         status, doc = served.json("/api/compare", {"q": "Qwen/Qwen3.6-27B"})
         assert status == 200
         assert any(m["metric"] == "p99.9_kld" for q in doc["quants"] for m in q["measured"])

@@ -47,6 +47,7 @@ PURE = [
     "units",
     "measured",
     "quality_check",
+    "mtp_grade",
 ]
 FORBIDDEN = {
     "httpx",
