@@ -178,3 +178,35 @@ def test_web_app_shows_measured_with_its_source(crawled) -> None:
         status, doc = served.json("/api/compare", {"q": "Qwen/Qwen3.6-27B"})
         assert status == 200
         assert any(m["metric"] == "p99.9_kld" for q in doc["quants"] for m in q["measured"])
+
+
+@pytest.mark.postgres
+def test_postgres_catalog_shows_the_same_measured_values(
+    tmp_path,
+    world_cache: FileCache,  # noqa: F811
+    crawled,
+) -> None:
+    """The same crawl into PostgreSQL: search returns the same measured rows in the same order."""
+    from tests.pg import databases
+
+    with databases("quants_measured") as new:
+        db = new()
+        emulator = HubEmulator()
+        populate(emulator.state, world_cache, MEASURED_WORLD)
+        with emulator:
+            out = quants(
+                "crawl", "--endpoint", emulator.endpoint, "--db", db, "--all", "--json",
+                tmp=tmp_path,
+            )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        pg = _search((db, tmp_path, ""))
+        lite = _search(crawled)
+
+        def measured(doc: dict[str, Any]) -> dict[tuple[str, str], list[tuple[str, float]]]:
+            return {
+                (r["repo"], r["path"]): [(m["metric"], m["value"]) for m in r["measured"]]
+                for r in doc["results"]
+            }
+
+        assert measured(pg) == measured(lite)
+        assert [r["path"] for r in pg["results"]] == [r["path"] for r in lite["results"]]
