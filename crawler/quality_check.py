@@ -1,12 +1,14 @@
 """The quality model's bits -> KLD curve checked on held-out published rows (pure: package data).
 
-The rows (crawler/data/kld_heldout.csv, written by tools/derive_sensitivity.py) are whole-model
-sweeps from Thireus's GGUF Tool Suite (credit: Thireus, GGUF Tool Suite and its contributors;
-github.com/Thireus/GGUF-Tool-Suite, models/*/group0/bpw_kld_results*.csv): every tensor at one
-mainline type, the file's bits per weight and its mean KLD against BF16. No fit in
-crawler/quality.py reads them. A file with one type everywhere has effective bits = its bpw
-whatever the sensitivities, so each row checks the curve itself. Only one metric is compared
-(mean KLD); 99.9 % KLD rows would be a separate table, never mixed in.
+The rows (crawler/data/kld_heldout.csv, written by tools/derive_sensitivity.py) come from two
+sources. Whole-model sweeps from Thireus's GGUF Tool Suite (credit: Thireus, GGUF Tool Suite and
+its contributors; github.com/Thireus/GGUF-Tool-Suite, models/*/group0/bpw_kld_results*.csv): every
+tensor at one mainline type, the file's bits per weight and its mean KLD against BF16; a file with
+one type everywhere has effective bits = its bpw whatever the sensitivities, so these rows check
+the curve itself. And the per-file table of MagicQuant's Qwen3.6-35B-A3B release, whose mixed
+files' bpw (from their sizes) stands in for the effective bits. No fit in crawler/quality.py reads
+them. Only one metric is compared (mean KLD); 99.9 % KLD rows would be a separate table, never
+mixed in.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class HeldOutRow:
 
     @property
     def predicted(self) -> float:
-        """Predicted mean KLD at this file's effective bits (= its bpw: one type everywhere)."""
+        """Predicted mean KLD at this row's bits per weight (the effective bits of a one-type
+        file; for a mixed file, an approximation from above)."""
         return kld_from_bits(self.bpw)
 
     @property

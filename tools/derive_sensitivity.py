@@ -198,15 +198,42 @@ HELDOUT = {
 CORPUS = "imatrix-calibration-corpus-v02.txt, n_ctx 512 (benchmark_each_tensor.sh)"
 
 
+#: A second, independent source: the per-file KLD table of the MagicQuant release of
+#: Qwen3.6-35B-A3B (github.com/magiccodingman/MagicQuant wiki/showcase.md, "Discovery: a 35B MoE
+#: release"; the release's magicquant.final-survivors.json at revision 6e1771746ee4). (file,
+#: decimal GB, mean KLD). Mixed-type files: their bpw is taken from the size relative to the
+#: table's Q8_0 file (8.5 bpw), which approximates the effective bits from above.
+MAGICQUANT_35B = (
+    ("LM-Q8_0", 36.90, 0.004654),
+    ("MQ-Q6_K_1", 31.59, 0.005149),
+    ("MQ-Q5_K_1", 29.19, 0.005523),
+    ("MQ-Q5_K_S_1", 26.33, 0.006730),
+    ("MQ-Q4_K_M_1", 24.82, 0.007799),
+    ("MQ-Q4_K_M_2", 22.32, 0.011007),
+    ("MQ-IQ4_NL_1", 20.89, 0.013277),
+    ("MQ-IQ3_M_1", 17.60, 0.026330),
+    ("UD-IQ3_S", 13.68, 0.068376),
+    ("MQ-IQ2_XXS_1", 9.59, 0.275130),
+)
+MAGICQUANT_SOURCE = (
+    "huggingface.co/magiccodingman/Qwen3.6-35B-A3B-MagicQuant-GGUF (revision 6e1771746ee4,"
+    " magicquant-manifest/magicquant.final-survivors.json) via github.com/magiccodingman/"
+    "MagicQuant wiki/showcase.md"
+)
+
+
 def heldout(repo: str) -> None:
-    """Print the held-out rows: one whole-model quant per line."""
+    """Print the held-out rows: one quantized file per line."""
     rev = subprocess.run(
         ["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
     print("# Whole-model KLD sweeps (every tensor at one type). Credit (its licence asks for it):")
     print("# Thireus, GGUF Tool Suite and its contributors,")
     print(f"# github.com/Thireus/GGUF-Tool-Suite commit {rev}, models/*/group0/.")
-    print("# Not used by any fit in crawler/quality.py: held out. metric = mean KLD vs BF16.")
+    print(
+        "# The last 10 rows, a second source: per-file KLD of MagicQuant's Qwen3.6-35B-A3B release."
+    )
+    print("# Not used by any fit in crawler/quality.py: held out. metric = mean KLD.")
     w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(["base_model", "quant", "bpw", "metric", "value", "reference", "corpus", "source"])
     for model, name in HELDOUT.items():
@@ -230,6 +257,20 @@ def heldout(repo: str) -> None:
                         src,
                     ]
                 )
+    q8_gb = MAGICQUANT_35B[0][1]
+    for name, gb, kld in MAGICQUANT_35B:
+        w.writerow(
+            [
+                "Qwen3.6-35B-A3B",
+                name,
+                f"{8.5 * gb / q8_gb:.4f}",
+                "mean_kld",
+                f"{kld}",
+                "the release's reference (not stated)",
+                "MagicQuant's evaluation set (not named)",
+                MAGICQUANT_SOURCE,
+            ]
+        )
 
 
 if __name__ == "__main__":
