@@ -73,7 +73,7 @@ def _fitted_sensitivity(family: str = "all") -> dict[str, float]:
 #: Noise weight per group, relative to a dense FFN matrix (1.0), per weight a token multiplies:
 #: FITTED on the per-tensor KLD tables of Thireus's GGUF Tool Suite (credit: Thireus, GGUF Tool
 #: Suite and its contributors; github.com/Thireus/GGUF-Tool-Suite, models/*/kld_results.csv):
-#: the median over 22 models of 6 architecture families (crawler/data/sensitivity.csv, which
+#: the median over 22 models of 7 architecture families (crawler/data/sensitivity.csv, which
 #: also holds the per-family medians). The hand-set priors these replace were attention 1.5,
 #: linear attention 2.0, output 1.5, embeddings 1.0.
 SENSITIVITY: Mapping[str, float] = {**_fitted_sensitivity(), **UNFITTED_SENSITIVITY}

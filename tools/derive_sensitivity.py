@@ -3,7 +3,9 @@
 Source: github.com/Thireus/GGUF-Tool-Suite (Thireus, GGUF Tool Suite and its contributors; its
 licence asks for that visible credit). For each benchmarked model, ``models/<M>/kld_results.csv``
 holds one row: the mean KLD against the baseline when ONE tensor is quantized to a low target
-type (iq1_kt, iq1_m_r4, iq2_xxs, ...) and every other tensor stays at the baseline; the tensor
+type (iq1_kt, iq1_m_r4, iq2_xxs, ...) and every other tensor stays at the baseline (BF16, or the
+highest pure type the benchmark machine could run: "docs/Benchmarking models - How.md" there); the
+tensor
 shapes come from ``models/<M>/group0/tensors.bf16.map``. In the small-noise regime KLD is
 proportional to the added noise power, and the noise of one target type is the same per weight
 for every tensor, so KLD_i / a_i (a_i = the parameters a token multiplies) is tensor i's
@@ -40,7 +42,8 @@ from crawler.precision import tensor_group, tensor_layer, tensor_role
 #: (family, n_expert_used) per benchmarked model: family = the GGUF architecture the model
 #: converts to; n_expert_used from the model's config.json on the Hub (num_experts_per_tok).
 #: The number of experts comes from the tensor shapes. Models left out: their per-tensor table
-#: is partial, or it is measured against a non-BF16 baseline that hides the small tensors.
+#: is partial (GLM-5.x, DeepSeek-V3.1-Terminus's unmerged runs) or the repository has no tensor
+#: map for them (Kimi-K2.5, the Qwen3-235B and Qwen3-Coder models).
 MODELS: dict[str, tuple[str, int]] = {
     "Qwen3.5-0.8B": ("qwen35", 0),
     "Qwen3.5-2B": ("qwen35", 0),
@@ -63,7 +66,6 @@ MODELS: dict[str, tuple[str, int]] = {
     "GLM-4.7-Flash": ("deepseek2", 4),
     "DeepSeek-V3.1-Terminus": ("deepseek2", 8),
     "Kimi-K2-Thinking": ("deepseek2", 8),
-    "Kimi-K2.5": ("deepseek2", 8),
     "gemma-4-31B-it": ("gemma4", 0),
 }
 GROUPS = ("token_embd", "output", "attn", "linear_attn", "ffn", "ffn_exps", "ffn_shexp")
