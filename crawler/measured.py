@@ -16,8 +16,9 @@ Two published formats are read:
   own name with ``.gguf``.
 
 Every row is keyed to one file of the repo by name and, where the artifact states it, by size;
-rows naming a file the repo does not hold (a manifest's external baselines) are dropped, as are
-rows whose size disagrees with the listing. Metrics are kept apart: ``mean_kld``, ``p99.9_kld``
+rows naming a file the repo does not hold are dropped (a manifest's external baselines: MagicQuant
+measures a local rebuild of the external recipe, not the uploader's file, MagicQuant
+wiki/showcase.md), as are rows whose size disagrees with the listing. Metrics are kept apart: ``mean_kld``, ``p99.9_kld``
 and ``ppl`` are never compared with each other.
 """
 
