@@ -18,8 +18,8 @@ Two published formats are read:
 Every row is keyed to one file of the repo by name and, where the artifact states it, by size;
 rows naming a file the repo does not hold are dropped (a manifest's external baselines: MagicQuant
 measures a local rebuild of the external recipe, not the uploader's file, MagicQuant
-wiki/showcase.md), as are rows whose size disagrees with the listing. Metrics are kept apart: ``mean_kld``, ``p99.9_kld``
-and ``ppl`` are never compared with each other.
+wiki/showcase.md), as are rows whose size disagrees with the listing. Metrics are kept apart:
+``mean_kld``, ``p99.9_kld`` and ``ppl`` are never compared with each other.
 """
 
 from __future__ import annotations
