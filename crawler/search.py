@@ -18,6 +18,8 @@ from crawler.fit.devices import DeviceShare, parse_tensor_split
 from crawler.fit.gpus import GPUMatch, device_set, resolve_gpu
 from crawler.fit.setup import parse_ngl
 from crawler.fit.tiers import tier_of
+from crawler.profile.measured import order_by_measured
+from crawler.profile.mtp_grade import mtp_grade
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec, SearchOutcome
 from crawler.ranking.rank import rank_candidates
 from crawler.units import GIB
@@ -251,6 +253,8 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     finally:
         stream.close()
     prefiltered_out = unknown = 0
+    if outcome.results:
+        outcome = _with_measured(reader, outcome, req.sort)
     if not outcome.results:
         prefiltered_out, unknown = count_left_out(reader, spec, budget, req.filters)
     result = SearchResult(
@@ -265,6 +269,29 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     if not outcome.results:
         raise NothingFits(_nothing_fits_message(result), hint=_nothing_fits_hint(result))
     return result
+
+
+def _with_measured(reader: Reader, outcome: SearchOutcome, sort: str) -> SearchOutcome:
+    """Attach each result's published measurements; under ``--sort quality`` let measured KLD
+    order results among peers of one base model, metric and corpus (crawler.profile.measured)."""
+    from dataclasses import replace
+
+    from crawler.catalog.measured_rows import measured_values
+
+    found = measured_values(
+        reader, [(r.candidate.repo_id, r.candidate.path) for r in outcome.results]
+    )
+    if not found:
+        return outcome
+    results = [
+        replace(r, measured=found.get((r.candidate.repo_id, r.candidate.path), ()))
+        for r in outcome.results
+    ]
+    if sort == "quality":
+        results = order_by_measured(results, lambda r: r.measured, lambda r: r.candidate.base_model)
+    return replace(
+        outcome, results=tuple(replace(r, rank=i) for i, r in enumerate(results, start=1))
+    )
 
 
 def backend_note(kind: str) -> str:
@@ -383,11 +410,16 @@ def result_json(r: Ranked) -> dict[str, Any]:
             "state": c.mtp_state,
             "min_bits": c.mtp_min_bits,
             "enabled": cfg.mtp,
+            # The graded reading with its evidence (crawler/profile/mtp_grade.py); "preserved" stays
+            # the 6-bit check that --mtp and MTP auto use.
+            **mtp_grade(c.mtp_state, c.mtp_min_bits).to_json(),
         },
         "attention": {"min_bits": c.attn_min_bits, "preserved": c.attn_preserved},
         "loadable_by_mainline": c.loadable_by_mainline,
         "quality": round(r.quality.score, 2) if r.quality else None,
         "quality_detail": r.quality.to_json() if r.quality else None,
+        # Published measurements of this exact file, beside (never instead of) the estimate.
+        "measured": [m.to_json() for m in r.measured],
         "tok_s": round(r.speed.tok_s, 1) if r.speed else None,
         "speed": r.speed.to_json() if r.speed else None,
         "downloads": c.downloads,

@@ -16,8 +16,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from crawler.catalog.candidates import VERDICT_COLUMNS, escape_like, load_groups, verdicts
+from crawler.catalog.measured_rows import measured_values
 from crawler.catalog.reader import Reader
 from crawler.profile.groups import GroupStats
+from crawler.profile.measured import MeasuredValue
+from crawler.profile.mtp_grade import mtp_grade
 
 if TYPE_CHECKING:
     from crawler.ranking.query import QueryMatcher
@@ -44,6 +47,8 @@ class ComparedQuant:
     loadable_by_mainline: bool | None
     quality: float | None = None  # the catalog's 0-100 estimate (quants.quality_score)
     quant_id: int = 0  # the catalog row (for with_groups)
+    #: Quality the repo publishes for this file (crawler/profile/measured.py), beside ``quality``.
+    measured: tuple[MeasuredValue, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,8 @@ def load_comparison(reader: Reader, query: str, *, groups: bool = True) -> Compa
     key, chosen = found
     loaded = load_groups(reader, [row[0] for row in chosen]) if groups else {}
     quants = [_compared(row, loaded.get(row[0], ())) for row in chosen]
+    found_measured = measured_values(reader, [(q.repo_id, q.path) for q in quants])
+    quants = [replace(q, measured=found_measured.get((q.repo_id, q.path), ())) for q in quants]
     quants.sort(key=lambda c: (c.size_bytes, c.repo_id, c.path))
     return Comparison(base_model=key, quants=tuple(quants))
 
@@ -202,7 +209,11 @@ def _quant_json(q: ComparedQuant) -> dict[str, Any]:
             "state": q.mtp_state,
             "preserved": q.mtp_preserved,
             "min_bits": q.mtp_min_bits,
+            **mtp_grade(q.mtp_state, q.mtp_min_bits).to_json(),
         },
         "attention": {"min_bits": q.attn_min_bits, "preserved": q.attn_preserved},
         "loadable_by_mainline": q.loadable_by_mainline,
+        "quality": q.quality,
+        # Published measurements of this exact file, beside (never instead of) the estimate.
+        "measured": [m.to_json() for m in q.measured],
     }

@@ -39,9 +39,11 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Catalog", "catalog_identity", "params_from_pairs", "redact_url", "resource_dir"]
 
-#: The revision from which the search columns exist with values; a catalog migrated from below it
-#: gets them computed (crawler.catalog.search_index.refresh_search_columns).
-_SEARCH_COLUMNS_REVISION = "0004"
+#: The revision from which the search columns hold the current model's values; a catalog migrated
+#: from below it gets them computed (crawler.catalog.search_index.refresh_search_columns). 0004
+#: added the columns; 0008 came with the refitted quality sensitivities
+#: (crawler/ranking/quality.py), so scores stored before it are recomputed once.
+_SEARCH_COLUMNS_REVISION = "0008_measured_quality"
 # SQLite waits this long for a writer's lock before "database is locked" (WAL readers never wait).
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Upper bound on rows `quants sql` materialises, so a cross join cannot exhaust memory.
@@ -298,8 +300,9 @@ class Catalog(Closing):
                 command.upgrade(cfg, "head")
                 if current is not None and current < _SEARCH_COLUMNS_REVISION:
                     # Revisions 0003/0004 add the search columns without computing the model's
-                    # values (a migration never calls live model code): fill them now, with
-                    # the functions the crawl uses, in the migration's transaction.
+                    # values, and 0008 changed the model (a migration never calls live model
+                    # code): fill them now, with the functions the crawl uses, in the
+                    # migration's transaction.
                     from crawler.catalog.search_index import refresh_search_columns
 
                     assert columns is not None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
 from crawler.catalog import Catalog
 from crawler.catalog.analyses import QuantRow, write_analyses
@@ -23,6 +23,7 @@ from crawler.catalog.scans import ErrorRecord, add_errors, now_utc
 from crawler.catalog.search_index import refresh_live_rows
 from crawler.catalog.tables import (
     File,
+    MeasuredQuality,
     MemoryModel,
     Quant,
     QuantVersion,
@@ -31,6 +32,7 @@ from crawler.catalog.tables import (
     TensorTable,
 )
 from crawler.profile.grouping import FileKind, RepoLayout
+from crawler.profile.measured import MeasuredRow
 
 __all__ = [
     "RepoMeta",
@@ -79,6 +81,10 @@ class RepoWrite:
     complete: bool = False
     vanished: bool = False
     errors: tuple[ErrorRecord, ...] = ()
+    #: (quant path, quant size, row) read from the repo's quality artifacts at ``meta.sha``
+    #: (crawler.profile.measured.match_rows); they replace the repo's stored rows when ``layout`` is
+    #: set.
+    measured: tuple[tuple[str, int, MeasuredRow], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +228,7 @@ def _write_layout(s: Any, repo_pk: int, w: RepoWrite, scan_id: int, now: datetim
         if path in groups
     ]
     write_analyses(s, analysed_quants, w.meta.sha, scan_id, now)
+    _write_measured(s, repo_pk, w, now)
     files = {f.path: f for f in s.scalars(select(File).where(File.repo_pk == repo_pk))}
     live_files = {f.path for f in layout.files}
     for f in files.values():
@@ -350,3 +357,27 @@ def live_names_analysed_since(
                 analysed_at = analysed_at.replace(tzinfo=UTC)
             if analysed_at >= since:
                 yield repo_id, base, path, label, arch
+
+
+def _write_measured(s: Any, repo_pk: int, w: RepoWrite, now: datetime) -> None:
+    """Replace the repo's measured-quality rows with those read at this revision."""
+    s.execute(delete(MeasuredQuality).where(MeasuredQuality.repo_pk == repo_pk))
+    sha = w.meta.sha or ""
+    for quant_path, size, r in w.measured:
+        s.add(
+            MeasuredQuality(
+                repo_pk=repo_pk,
+                quant_path=quant_path,
+                file_name=r.file_name,
+                size_bytes=size,
+                revision=sha,
+                metric=r.metric,
+                value=r.value,
+                corpus=r.corpus,
+                reference=r.reference,
+                artifact=r.artifact,
+                fmt=r.fmt,
+                source_url=f"https://huggingface.co/{w.meta.repo_id}/blob/{sha}/{r.artifact}",
+                read_at=now,
+            )
+        )

@@ -365,3 +365,27 @@ class RepoClaim(Base):
     owner: Mapped[str] = mapped_column(String(64))
     claimed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class MeasuredQuality(Base):
+    """A quality figure a repo publishes for one of its quants (crawler/profile/measured.py).
+
+    Keyed to the quant by path and size and to the revision whose artifact was read; replaced
+    whenever the repo is written with a file listing. Never merged into ``quality_score``.
+    """
+
+    __tablename__ = "measured_quality"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo_pk: Mapped[int] = mapped_column(ForeignKey("repos.id", ondelete="CASCADE"), index=True)
+    quant_path: Mapped[str] = mapped_column(String(1024))
+    file_name: Mapped[str] = mapped_column(String(1024))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    revision: Mapped[str] = mapped_column(String(64))
+    metric: Mapped[str] = mapped_column(String(32))
+    value: Mapped[float] = mapped_column(Float)
+    corpus: Mapped[str | None] = mapped_column(String(256))
+    reference: Mapped[str | None] = mapped_column(String(256))
+    artifact: Mapped[str] = mapped_column(String(1024))
+    fmt: Mapped[str] = mapped_column(String(32))
+    source_url: Mapped[str] = mapped_column(Text)
+    read_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

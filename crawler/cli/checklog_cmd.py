@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -75,10 +75,33 @@ def check_log(
     cpu_only = bool(logged) and all(b.on_host for b in logged)
     run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe, cpu_only=cpu_only)
     report = compare(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
+    drafted = _draft_lines(text, header, source)
     if as_json:
-        print_json(report.to_json())
+        doc = report.to_json()
+        if drafted is not None:
+            doc["mtp_draft"] = drafted[0]
+        print_json(doc)
     else:
-        typer.echo(_render(report))
+        typer.echo(_render(report) + ("" if drafted is None else "\n" + drafted[1]))
+
+
+def _draft_lines(text: str, header: GGUFHeader, source: str) -> tuple[dict[str, Any], str] | None:
+    """The log's measured draft acceptance beside the file's graded MTP reading (JSON, text);
+    None when the log has no draft lines."""
+    from crawler.cli._output import safe_text
+    from crawler.profile.build import build_profile
+    from crawler.profile.mtp_grade import draft_acceptance, mtp_grade
+
+    acc = draft_acceptance(text)
+    if acc is None:
+        return None
+    mtp = build_profile(header, file_name=source.rsplit("/", 1)[-1]).mtp
+    grade = mtp_grade(mtp.state, mtp.min_bits)
+    line = (
+        f"MTP drafting, measured in this log: {acc.rate:.1%} accepted ({acc.accepted} of"
+        f" {acc.generated} drafted tokens, {acc.requests} request(s)); head: {grade.reading}"
+    )
+    return {**acc.to_json(), **grade.to_json()}, safe_text(line)
 
 
 def _from_catalog(db_url: str, path: str) -> tuple[str, GGUFHeader] | None:

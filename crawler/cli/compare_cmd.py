@@ -118,7 +118,8 @@ def _render(c: Comparison) -> str:
     from crawler.cli._output import format_table, human_bytes, safe_text
 
     shown = [(name, head) for name, head in _GROUPS if any(q_has(q, name) for q in c.quants)]
-    columns = ["repo (uploader/name)", "quant", "size", "MTP", "attn", *[head for _, head in shown]]
+    columns = ["repo (uploader/name)", "quant", "size", "MTP", "attn", *[head for _, head in shown],
+               "quality", "measured"]  # fmt: skip
     rows = []
     for q in c.quants:
         by = {g.name: g for g in q.groups}
@@ -134,10 +135,29 @@ def _render(c: Comparison) -> str:
                     _bits(by[name].min_bits, by[name].max_bits) if name in by else "-"
                     for name, _ in shown
                 ],
+                f"{q.quality:.1f}" if q.quality is not None else "-",
+                _measured_cell(q),
             ]
         )
     header = f"{safe_text(c.base_model)}: {len(c.quants)} quants, smallest first (bits: min-max)"
-    return header + "\n" + format_table(columns, rows, align_right=["size"])
+    text = header + "\n" + format_table(columns, rows, align_right=["size", "quality"])
+    notes = [
+        f"  {safe_text(q.repo_id)}:{safe_text(q.quant_label or q.path)}: {safe_text(m.label())},"
+        f" {safe_text(m.corpus or 'corpus not stated')}; {safe_text(m.source_url)}"
+        for q in c.quants
+        for m in q.measured
+    ]
+    if notes:
+        text += (
+            "\nquality: 0-100 estimate (docs/models.md); measured: published by the repo for that"
+            " exact file (name, size and revision), shown beside the estimate:\n" + "\n".join(notes)
+        )
+    return text
+
+
+def _measured_cell(q: ComparedQuant) -> str:
+    kld = [m for m in q.measured if m.metric == "mean_kld"]
+    return f"KLD {kld[0].value:.4g}" if kld else ("yes" if q.measured else "-")
 
 
 def q_has(q: ComparedQuant, name: str) -> bool:

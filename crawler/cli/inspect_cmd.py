@@ -46,7 +46,9 @@ def inspect(
 
 
 def _json(read: HeaderRead, profile: PrecisionProfile, tensors: bool) -> dict[str, object]:
-    return profile.to_json(
+    from crawler.profile.mtp_grade import mtp_grade
+
+    doc = profile.to_json(
         source=read.source,
         revision=read.revision,
         size_bytes=read.size_bytes,
@@ -55,6 +57,8 @@ def _json(read: HeaderRead, profile: PrecisionProfile, tensors: bool) -> dict[st
         requests=read.requests,
         include_tensors=tensors,
     )
+    doc["mtp"].update(mtp_grade(profile.mtp.state, profile.mtp.min_bits).to_json())
+    return doc
 
 
 def _mainline(p: PrecisionProfile) -> str:
@@ -78,6 +82,7 @@ def _yes(value: bool | None) -> str:
 
 def _render(read: HeaderRead, p: PrecisionProfile, tensors: bool) -> str:
     from crawler.cli._output import format_table, human_bytes, safe_text
+    from crawler.profile.mtp_grade import mtp_grade
 
     lines = [f"! {safe_text(claim)}" for claim in p.claims]
     if p.claims:
@@ -87,6 +92,7 @@ def _render(read: HeaderRead, p: PrecisionProfile, tensors: bool) -> str:
     if mtp.present:
         mtp_text += f", layers {','.join(map(str, mtp.layers))}, min {mtp.min_bits}-bit"
         mtp_text += f", preserved {_yes(mtp.preserved)}"
+    mtp_text += f"; {mtp_grade(mtp.state, mtp.min_bits).reading}"
     attn = "none" if p.attention_min_bits is None else f"min {p.attention_min_bits}-bit"
     facts = [
         ("source", safe_text(read.source)),

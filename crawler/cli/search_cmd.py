@@ -235,6 +235,12 @@ def _tier_cell(r: Any) -> str:
     return f"partial {r.config.n_gpu_layers}" if tier == "partial" else tier
 
 
+def _measured_text(m: Any) -> str:
+    """One published measurement: value, corpus and its source (beside the estimate)."""
+    corpus = m.corpus or "corpus not stated"
+    return f"{m.label()}, {corpus}; {m.source_url}"
+
+
 def _render(res: SearchResult) -> str:
     from crawler.cli._output import format_table, human_bytes, safe_text
 
@@ -270,6 +276,7 @@ def _render(res: SearchResult) -> str:
     lines = [format_table(columns, rows, align_right=right), ""]
     for r in res.outcome.results:
         lines.append(f"{r.rank:>2}  {safe_text(r.command)}")
+        lines.extend(f"    measured:  {safe_text(_measured_text(m))}" for m in r.measured)
         if r.devices:
             per = ", ".join(
                 f"GPU{d.index} {human_bytes(d.total)} of {human_bytes(d.budget)}" for d in r.devices
@@ -300,6 +307,18 @@ def _footer(res: SearchResult) -> str:
         else "tok/s needs --gpu (memory bandwidth)"
     )
     parts.append("quality: 0-100 estimate from the precision profile (docs/models.md)")
+    if any(r.candidate.mtp_preserved is False for r in o.results):
+        parts.append(
+            "MTP LOW: head below the 6-bit bar; published tests find 4-5 bit heads drafting"
+            " within noise of 8-bit, with the task moving acceptance far more (--json:"
+            " mtp.reading, docs/models.md)"
+        )
+    if any(r.measured for r in o.results):
+        parts.append(
+            "measured: published by the repo for that exact file, beside the estimate (which it"
+            " does not replace); --sort quality lets measured KLD order only files of one base"
+            " model measured on one corpus"
+        )
     if res.budget.devices:
         parts.append(
             f"{len(res.budget.devices)} GPUs, layer split -ts"

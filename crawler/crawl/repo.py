@@ -32,7 +32,14 @@ from crawler.errors import (
 )
 from crawler.gguf.sibling import SiblingTemplate, read_sibling_header, template_from
 from crawler.profile.analysis import AnalysedShard, analyse_quant
-from crawler.profile.grouping import FileKind, GroupedFile, QuantGroup, group_files
+from crawler.profile.grouping import FileKind, GroupedFile, QuantGroup, RepoLayout, group_files
+from crawler.profile.measured import (
+    MAX_ARTIFACTS,
+    MeasuredRow,
+    artifact_kind,
+    match_rows,
+    parse_artifact,
+)
 from crawler.tally import Tally
 
 if TYPE_CHECKING:
@@ -310,7 +317,55 @@ class RepoScanner:
                     error_record(kind, f"{type(exc).__name__}: {exc}", repo_id, group.path)
                 )
         self.counts.add(quants_analysed=len(analyses))
-        self._write(RepoWrite(meta, layout, analyses, complete=not errors, errors=tuple(errors)))
+        measured = tuple(self._read_measured(meta, files, layout))
+        self._write(
+            RepoWrite(
+                meta,
+                layout,
+                analyses,
+                complete=not errors,
+                errors=tuple(errors),
+                measured=measured,
+            )
+        )
+
+    def _read_measured(
+        self, meta: RepoMeta, files: Sequence[HubFile], layout: RepoLayout
+    ) -> list[tuple[str, int, MeasuredRow]]:
+        """Quality figures the repo publishes for its own quants (crawler/profile/measured.py).
+
+        Only small artifacts of a known format are read, one request each, at most
+        MAX_ARTIFACTS per revision; a failed read leaves the figures out (they are optional:
+        the repo still counts as complete) unless the budget is spent.
+        """
+        assert meta.sha is not None
+        found = [
+            (f.path, kind) for f in files if (kind := artifact_kind(f.path, f.size)) is not None
+        ][:MAX_ARTIFACTS]
+        if not found:
+            return []
+        sizes = {f.path: f.size for f in files}
+        rows: list[MeasuredRow] = []
+        for path, kind in found:
+            if self.budget_spent:
+                break
+            try:
+                data = self.hub.range_reader(meta.repo_id, path, meta.sha)(0, sizes[path])
+            except (ConfigError, CatalogError):
+                raise
+            except HubError as exc:
+                self.note_budget(exc)
+                logger.warning("reading %s/%s failed: %s", meta.repo_id, path, exc)
+                continue
+            rows += parse_artifact(kind, data.decode("utf-8", "replace"), path)
+        by_name: dict[str, tuple[str, int]] = {}
+        groups = {q.path: q for q in layout.quants}
+        for gf in layout.files:
+            if gf.quant_path is not None and gf.quant_path in groups:
+                by_name[gf.path.rsplit("/", 1)[-1]] = (gf.quant_path, gf.size)
+        for q in layout.quants:  # a split quant's stated size is the sum of its files
+            by_name.setdefault(q.path.rsplit("/", 1)[-1], (q.path, q.size_bytes))
+        return match_rows(rows, by_name)
 
     def _write(self, w: RepoWrite) -> None:
         self.counts.add(errors=len(w.errors))

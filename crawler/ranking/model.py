@@ -16,6 +16,7 @@ from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
 from crawler.fit.devices import DeviceShare
 from crawler.fit.tiers import TIERS
 from crawler.profile.groups import GroupStats
+from crawler.profile.measured import MeasuredValue
 from crawler.ranking.quality import QualityEstimate
 from crawler.ranking.query import QueryMatcher
 from crawler.ranking.speed import SpeedEstimate
@@ -279,6 +280,9 @@ class Ranked:
     ollama: str | None = None  # equivalent, where Ollama can express the configuration
     lm_studio: str | None = None
     devices: tuple[DeviceShare, ...] = ()  # several GPUs: each device's share
+    #: Quality the repo publishes for this file (crawler/profile/measured.py), shown beside the
+    #: estimate.
+    measured: tuple[MeasuredValue, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

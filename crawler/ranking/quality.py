@@ -6,7 +6,8 @@ The model, in three explainable steps, each calibrated on published tables (cite
    ``2^(-2 b_g)`` (uniform-quantizer noise power at ``b_g`` bits per weight). Noise is averaged
    with weights ``w_g = s_g * a_g``: ``a_g`` the parameters of the group a token actually multiplies
    (routed experts count ``n_expert_used / n_expert`` of theirs; the input embedding one row, which
-   we count as one ``n_embd x n_embd`` matrix), ``s_g`` a sensitivity prior (table ``SENSITIVITY``).
+   we count as one ``n_embd x n_embd`` matrix), ``s_g`` a sensitivity fitted on published
+   per-tensor KLD tables (table ``SENSITIVITY``).
    ``b_eff`` solves ``2^(-2 b_eff) = sum(w_g 2^(-2 b_g)) / sum(w_g)``; a file with one type
    everywhere has ``b_eff`` = its bits per weight. The MTP block gets weight 0: speculative
    decoding verifies every drafted token, so the head changes speed, not output.
@@ -31,10 +32,12 @@ unsloth.ai/docs/models/qwen3.5/gguf-benchmarks (attention/ssm sensitivity findin
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 
 from crawler.profile.groups import GroupStats
 
@@ -50,26 +53,30 @@ __all__ = [
     "score_from_sums",
 ]
 
-#: Noise-weight prior per group, relative to a dense FFN matrix (1.0). Why each value:
-#: attention 1.5: "Quantizing any attn_* is especially sensitive" (Unsloth Qwen3.5 study), and
-#: recent dynamic recipes keep it at Q8_0; linear_attn 2.0: "ssm_out dramatically increases KLD"
-#: when low (same study); output 1.5: the logits are read straight off it; token_embd 1.0 (one
-#: row per token, counted as one square matrix); routed experts 1.0 ("ok to quantize to 3bit",
-#: down_proj slightly more sensitive: averaged in the group); router 2.0 (a wrong expert choice is
-#: a large error; tiny and nearly always F32); norms 1.0; mtp 0.0 (see module docstring).
-SENSITIVITY: Mapping[str, float] = {
-    "token_embd": 1.0,
-    "output": 1.5,
-    "attn": 1.5,
-    "linear_attn": 2.0,
-    "ffn": 1.0,
-    "ffn_exps": 1.0,
-    "ffn_shexp": 1.0,
-    "router": 2.0,
-    "norm": 1.0,
-    "other": 1.0,
-    "mtp": 0.0,
-}
+#: Groups the per-tensor data do not cover (tiny F32 tensors nobody quantizes): kept as set.
+#: router 2.0 (a wrong expert choice is a large error), norms and other 1.0, mtp 0.0 (see the
+#: module docstring).
+UNFITTED_SENSITIVITY: Mapping[str, float] = {"router": 2.0, "norm": 1.0, "other": 1.0, "mtp": 0.0}
+
+
+def _fitted_sensitivity(family: str = "all") -> dict[str, float]:
+    """The ``family`` rows of crawler/data/sensitivity.csv (tools/derive_sensitivity.py)."""
+    text = resources.files("crawler").joinpath("data/sensitivity.csv").read_text("utf-8")
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    return {
+        row["group"]: float(row["sensitivity"])
+        for row in csv.DictReader(lines)
+        if row["family"] == family
+    }
+
+
+#: Noise weight per group, relative to a dense FFN matrix (1.0), per weight a token multiplies:
+#: FITTED on the per-tensor KLD tables of Thireus's GGUF Tool Suite (credit: Thireus, GGUF Tool
+#: Suite and its contributors; github.com/Thireus/GGUF-Tool-Suite, models/*/kld_results.csv):
+#: the median over 22 models of 7 architecture families (crawler/data/sensitivity.csv, which
+#: also holds the per-family medians). The hand-set priors these replace were attention 1.5,
+#: linear attention 2.0, output 1.5, embeddings 1.0.
+SENSITIVITY: Mapping[str, float] = {**_fitted_sensitivity(), **UNFITTED_SENSITIVITY}
 
 # --- calibration data (docs.unsloth.ai/basics/unsloth-dynamic-v2.0-ggufs) ----------------------
 #: Gemma 3 27B text weights, the denominator that turns the table's GB into bits per weight.

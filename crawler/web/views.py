@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from crawler.catalog.reader import Reader
+from crawler.profile.mtp_grade import mtp_grade
 from crawler.units import GIB
 
 if TYPE_CHECKING:
@@ -48,10 +49,7 @@ def model_view(reader: Reader, query: str, *, chart: bool) -> dict[str, Any]:
 
     comparison = load_comparison(reader, query, groups=not chart)
     if not chart:
-        doc = comparison_json(comparison)
-        for item, q in zip(doc["quants"], comparison.quants, strict=True):
-            item["quality"] = q.quality
-        return doc
+        return comparison_json(comparison)
     from crawler.charts import ScatterPoint, heatmap_svg, quant_group_bits, scatter_svg
 
     # The page's table and heatmap keep the best estimated quants (still smallest first), the
@@ -60,8 +58,6 @@ def model_view(reader: Reader, query: str, *, chart: bool) -> dict[str, Any]:
     ranked = sorted(range(len(quants)), key=lambda i: -(quants[i].quality or -1.0))
     kept = with_groups(reader, [quants[i] for i in sorted(ranked[:MAX_ROWS])])
     doc = comparison_json(replace(comparison, quants=tuple(kept)))
-    for item, q in zip(doc["quants"], kept, strict=True):
-        item["quality"] = q.quality
     doc["total_quants"] = len(quants)
     rows = [
         (_quant_name(q.repo_id, q.quant_label, q.path),
@@ -189,6 +185,7 @@ def _quant_json(q: QuantDetail) -> dict[str, Any]:
             "state": v["mtp_state"],
             "preserved": v["mtp_preserved"],
             "min_bits": v["mtp_min_bits"],
+            **mtp_grade(v["mtp_state"], v["mtp_min_bits"]).to_json(),
         },
         "attention": {"min_bits": v["attn_min_bits"], "preserved": v["attn_preserved"]},
         "claims": list(q.claims),

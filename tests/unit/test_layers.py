@@ -52,6 +52,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
             "crawler.profile.diff",
             "crawler.profile.grouping",
             "crawler.profile.groups",
+            "crawler.profile.measured",
+            "crawler.profile.mtp_grade",
             "crawler.ranking.bounds",
             "crawler.ranking.model",
             "crawler.ranking.query",

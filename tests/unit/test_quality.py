@@ -98,7 +98,9 @@ def test_bigger_models_score_higher_at_the_same_bits():
     small = estimate_quality(_dense(6.5, 6.5, params=7e9))
     big = estimate_quality(_dense(6.5, 6.5, params=60e9))
     assert small is not None and big is not None
-    assert big.retention == pytest.approx(small.retention)
+    # Retention differs only by the embeddings' share (6.5625 bits here, a fixed n_embd^2 of
+    # active weights against a growing FFN): size enters through capability, not retention.
+    assert big.retention == pytest.approx(small.retention, rel=1e-4)
     assert big.score > small.score and big.params > small.params
     assert capability(70e9) > capability(8e9) > capability(1e9) > 0
 
