@@ -11,7 +11,6 @@ from crawler.cli._app import JsonOpt, app
 
 if TYPE_CHECKING:
     from crawler.checklog import CheckReport
-    from crawler.gguf import GGUFHeader
 
 
 @app.command("check-log")
@@ -39,62 +38,14 @@ def check_log(
 ) -> None:
     """Compare the buffers llama.cpp logged (model, KV, RS, compute, output; or the memory
     breakdown at exit) with quants' estimate of the same configuration."""
-    from crawler.checklog import compare, estimate_run, run_config
-    from crawler.cli._output import print_json
-    from crawler.config import Settings
-    from crawler.errors import UsageError
-    from crawler.fit import coefficients
-    from crawler.llamalog import LogError, parse_log
-    from crawler.source import read_target
+    from crawler import api
+    from crawler.cli._output import print_answer
 
-    try:
-        text = log.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"cannot read {log}: {exc.strerror}") from None
-    if not text.strip():
-        raise LogError(f"{log} is empty")
-    parsed = parse_log(text)
-    settings = Settings.from_env()
-    target = model or parsed.config.model_path
-    if target is None:
-        raise UsageError("the log does not name its model; pass --model PATH")
-    if model is None and not Path(target).exists():
-        stored = _from_catalog(settings.resolved_db_url, target)
-        if stored is None:
-            raise UsageError(
-                f"the model named in the log ({target}) is not on this machine nor (by its file"
-                " name) in the catalog; pass --model with its path, URL or owner/repo/file.gguf"
-            )
-        source, header = stored
-    else:
-        read = read_target(target, settings)
-        source, header = read.source, read.header
-    coeffs = coefficients(header)
-    moe = (1 << 30) if cpu_moe else n_cpu_moe
-    run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe)
-    report = compare(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
+    answer = api.check_log(log, model=model, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
     if as_json:
-        print_json(report.to_json())
+        print_answer(answer)
     else:
-        typer.echo(_render(report))
-
-
-def _from_catalog(db_url: str, path: str) -> tuple[str, GGUFHeader] | None:
-    """The stored header of the quant whose file name is ``path``'s, if the catalog has one."""
-    from crawler.catalog.reading import reading
-    from crawler.catalog.stored_headers import header_by_file_name
-    from crawler.errors import CatalogError
-    from crawler.profile import merge_headers
-
-    try:
-        with reading(db_url) as reader:
-            found = header_by_file_name(reader, path)
-    except CatalogError:
-        return None
-    if found is None:
-        return None
-    repo_id, file_path, shards = found
-    return f"{repo_id}/{file_path}", merge_headers(shards, source=file_path)
+        typer.echo(_render(answer.report))
 
 
 def _render(r: CheckReport) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crawler.cli._app import CtxOpt, DbOpt, JsonOpt, LimitOpt, VramOpt, app
-from crawler.cli._ondemand import OfflineOpt, ensure_model
+from crawler.cli._ondemand import OfflineOpt
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
@@ -147,24 +147,20 @@ def search(
     up on the Hub and its quants' headers read into the catalog (docs/ondemand.md).
     """
     params = dict(locals())  # the options, before any other local name exists
-    from crawler.catalog.reading import reading
-    from crawler.cli._output import print_json
-    from crawler.config import Settings
-    from crawler.search import search as run_search
-    from crawler.search import search_json
+    from crawler import api
+    from crawler.cli._ondemand import lookup_hooks
+    from crawler.cli._output import print_answer
 
-    req = _request(params)
-    settings = Settings.from_env().replace(db_url=db)
-    ensure_model(settings, query, offline, search_argv)
-    with reading(settings.resolved_db_url) as reader:
-        res = run_search(reader, req)
+    options = {k: v for k, v in params.items() if k != "as_json"}
+    answer = api.search(**options, **lookup_hooks(), watches=search_argv)
+    res = answer.result
     if res.gpu is not None:
         n = len(res.budget.devices)
         typer.echo(
             res.gpu.describe() + (f"; {n} GPUs: {res.budget.gpu_name}" if n else ""), err=True
         )
     if as_json:
-        print_json(search_json(res))
+        print_answer(answer)
         return
     typer.echo(_render(res))
     typer.echo(_footer(res), err=True)
