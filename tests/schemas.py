@@ -17,9 +17,6 @@ from crawler.schemas import SCHEMA_VERSION, load_schema
 def checked(name: str, document: str | dict[str, Any]) -> dict[str, Any]:
     """``document`` (text or parsed) after validating it against ``quants NAME --json``'s schema."""
     doc: dict[str, Any] = json.loads(document) if isinstance(document, str) else document
-    import os, uuid
-    if os.environ.get("DL_DUMP"):
-        open(f"/tmp/dl-dumps/{name}-{uuid.uuid4().hex[:6]}.json", "w").write(json.dumps(doc, indent=1))
     schema = load_schema(name)
     Draft202012Validator.check_schema(schema)
     errors = sorted(Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.path))
