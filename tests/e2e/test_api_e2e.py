@@ -60,8 +60,13 @@ SEARCHES: list[tuple[list[str], dict[str, Any]]] = [
     (["--vram", "24", "--ctx", "32768"], {"vram": 24.0, "ctx": 32768}),
     (
         ["qwen3.6 27b", "--vram", "8", "--ctx", "65536", "-ctk", "q8_0", "-ctv", "q8_0"],
-        {"query": "qwen3.6 27b", "vram": 8.0, "ctx": 65536, "cache_type_k": "q8_0",
-         "cache_type_v": "q8_0"},
+        {
+            "query": "qwen3.6 27b",
+            "vram": 8.0,
+            "ctx": 65536,
+            "cache_type_k": "q8_0",
+            "cache_type_v": "q8_0",
+        },
     ),  # fmt: skip
     (
         ["--gpu", "RTX 3090", "--ctx", "131072", "--sort", "speed", "--limit", "3"],

@@ -35,7 +35,12 @@ def _compare_doc():
                     "quant_label": "Q4_K_M",
                     "size_bytes": 10,
                     "groups": {"attn": {"bpw": 4.5, "min_bits": 4, "max_bits": 6}},
-                    "mtp": {"present": False, "state": "absent", "preserved": None, "min_bits": None},
+                    "mtp": {
+                        "present": False,
+                        "state": "absent",
+                        "preserved": None,
+                        "min_bits": None,
+                    },
                     "attention": {"min_bits": 4, "preserved": False},
                     "loadable_by_mainline": True,
                 }
