@@ -67,7 +67,7 @@ SEARCHES: list[tuple[list[str], dict[str, Any]]] = [
             "cache_type_k": "q8_0",
             "cache_type_v": "q8_0",
         },
-    ),  # fmt: skip
+    ),
     (
         ["--gpu", "RTX 3090", "--ctx", "131072", "--sort", "speed", "--limit", "3"],
         {"gpu": "RTX 3090", "ctx": 131072, "sort": "speed", "limit": 3},
