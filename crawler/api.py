@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from crawler.checklog import CheckReport
     from crawler.estimating import EstimateReport
     from crawler.gguf import GGUFHeader
+    from crawler.launchers import Emitted
     from crawler.ondemand import OnDemand
     from crawler.precision import PrecisionProfile
     from crawler.progress import Progress
@@ -102,6 +103,13 @@ class SearchAnswer(_Answer):
         from crawler.search import search_json
 
         return search_json(self.result)
+
+    def launchers(self, fmt: str) -> list[Emitted]:
+        """Each result as a launcher config: fmt is llama-swap, ollama or lmstudio
+        (crawler.launchers; each says what its format cannot express)."""
+        from crawler.launchers import emit
+
+        return emit(fmt, self.results)
 
 
 def search(

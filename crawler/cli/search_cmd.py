@@ -7,11 +7,13 @@ run through it, parsed by this command's own option parser).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from crawler.cli._app import CtxOpt, DbOpt, JsonOpt, LimitOpt, VramOpt, app
+from crawler.cli._emit import check_emit, write_launchers
 from crawler.cli._ondemand import OfflineOpt
 
 if TYPE_CHECKING:
@@ -20,7 +22,9 @@ if TYPE_CHECKING:
 
 _EQUIVALENT_ROWS = 3
 #: Options of this command that are not part of the search request.
-_NOT_SEARCH = frozenset({"as_json", "db", "offline"})
+_NOT_SEARCH = frozenset({"as_json", "db", "offline", "emit", "out"})
+#: Options of this command that crawler.api.search does not take (output only).
+_NOT_API = frozenset({"as_json", "emit", "out"})
 _SORT_HELP = "quality | speed | size | margin | ctx | downloads | updated (best first)."
 
 
@@ -140,6 +144,22 @@ def search(
     as_json: JsonOpt = False,
     db: DbOpt = None,
     offline: OfflineOpt = False,
+    emit: Annotated[
+        str | None,
+        typer.Option(
+            "--emit",
+            help="Write the results as launcher configs: llama-swap | ollama | lmstudio"
+            " (docs/launchers.md); stdout unless --out.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="With --emit: the llama-swap config FILE, or the FOLDER that gets one"
+            " Modelfile / model.yaml per result.",
+        ),
+    ] = None,
 ) -> None:
     """List the GGUF quants that fit a VRAM budget at a context, best first, with commands.
 
@@ -151,7 +171,8 @@ def search(
     from crawler.cli._ondemand import lookup_hooks
     from crawler.cli._output import print_answer
 
-    options = {k: v for k, v in params.items() if k != "as_json"}
+    check_emit(emit, out, as_json)
+    options = {k: v for k, v in params.items() if k not in _NOT_API}
     answer = api.search(**options, **lookup_hooks(), watches=search_argv)
     res = answer.result
     if res.gpu is not None:
@@ -159,6 +180,10 @@ def search(
         typer.echo(
             res.gpu.describe() + (f"; {n} GPUs: {res.budget.gpu_name}" if n else ""), err=True
         )
+    if emit is not None:
+        write_launchers(answer, emit, out)
+        if out is None:
+            return
     if as_json:
         print_answer(answer)
         return
