@@ -32,9 +32,10 @@ MAX_POINTS = 2000
 
 def search_view(reader: Reader, req: SearchRequest) -> dict[str, Any]:
     """``quants search --json``'s document for ``req`` (NothingFits / UsageError propagate)."""
+    from crawler.schemas import versioned
     from crawler.search import search, search_json
 
-    return search_json(search(reader, req))
+    return versioned(search_json(search(reader, req)))
 
 
 def model_view(reader: Reader, query: str, *, chart: bool) -> dict[str, Any]:
@@ -48,7 +49,9 @@ def model_view(reader: Reader, query: str, *, chart: bool) -> dict[str, Any]:
 
     comparison = load_comparison(reader, query, groups=not chart)
     if not chart:
-        doc = comparison_json(comparison)
+        from crawler.schemas import versioned
+
+        doc = versioned(comparison_json(comparison))
         for item, q in zip(doc["quants"], comparison.quants, strict=True):
             item["quality"] = q.quality
         return doc
