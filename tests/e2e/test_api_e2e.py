@@ -173,3 +173,19 @@ def test_check_log_api_equals_check_log_json(world: World, monkeypatch):
     assert doc["estimated_from"].startswith("bartowski/google_gemma-3-12b-it-GGUF/")
     with pytest.raises(UsageError, match="one of them"):
         api.check_log(log, text="x")
+
+
+def test_the_notebook_example_in_docs_runs(world: World, monkeypatch, capsys):
+    """docs/api.md's example, as written, against the emulator (search looks the model up)."""
+    import re
+
+    from tests.cli import ROOT
+
+    page = (ROOT / "docs" / "api.md").read_text("utf-8")
+    section = page.split("### A notebook-sized example", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    world.settings_env(monkeypatch)
+    exec(compile(code.group(1), "docs/api.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "1. " in printed and "llama-server -hf " in printed and "fits at 512K:" in printed
