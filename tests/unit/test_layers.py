@@ -45,6 +45,8 @@ PURE = [
     "charts",
     "snapshot/manifest",
     "units",
+    "explain",
+    "launchers",
 ]
 FORBIDDEN = {
     "httpx",
