@@ -18,7 +18,16 @@ __all__ = ["SCHEMA_NAMES", "SCHEMA_VERSION", "load_schema", "versioned"]
 SCHEMA_VERSION = 1
 
 #: The outputs that have a schema: the command, as typed after ``quants``.
-SCHEMA_NAMES = ("search", "estimate", "inspect", "compare", "check-log")
+SCHEMA_NAMES = (
+    "search",
+    "estimate",
+    "inspect",
+    "compare",
+    "check-log",
+    "crawl",
+    "changes",
+    "reprofile",
+)
 
 
 def versioned(payload: dict[str, Any]) -> dict[str, Any]:

@@ -156,7 +156,7 @@ def test_crawl_output_carries_no_hub_text(crawled: dict[str, Any]) -> None:
     run = crawled["json"]
     assert run.returncode == 0, run.stderr
     assert_inert(run.stdout, run.stderr)
-    summary = json.loads(crawled["json"].stdout)
+    summary = checked("crawl", crawled["json"].stdout)
     assert summary["quants_analysed"] == 5 and summary["errors"] == 1
 
 
