@@ -8,6 +8,7 @@ sentence states a fact of the profile; the thresholds are the profile's own
 
 from __future__ import annotations
 
+from crawler.ggml import is_mainline
 from crawler.precision import PrecisionProfile
 
 __all__ = ["explain_profile"]
@@ -80,11 +81,18 @@ def explain_profile(p: PrecisionProfile, *, source: str | None = None) -> str:
         )
     if p.loadable_by_mainline:
         lines.append("Mainline llama.cpp can load every tensor type in it.")
-    else:
-        ids = ", ".join(map(str, p.unknown_types)) or "unknown"
+    elif p.unknown_types:
+        ids = ", ".join(map(str, p.unknown_types))
         lines.append(
-            f"Mainline llama.cpp CANNOT load it: tensor type id(s) {ids} are not ggml's"
-            " (a fork such as ik_llama.cpp may)."
+            f"Mainline llama.cpp CANNOT load it: tensor type id(s) {ids} are not ggml's (a fork"
+            " that defines them may)."
+        )
+    else:
+        forks = sorted({t.type_name for t in p.tensors if not is_mainline(t.type_id)})
+        lines.append(
+            "Mainline llama.cpp CANNOT load it: "
+            + (f"{', '.join(forks)} " if forks else "some tensor types ")
+            + "exist only in ik_llama.cpp."
         )
     if p.data_truncated:
         lines.append(
