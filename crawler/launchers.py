@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from crawler.fit.estimate import DEFAULT_UBATCH
 from crawler.fit.offload import n_slots
 from crawler.ranking.model import Ranked
 
@@ -111,6 +112,16 @@ def llama_swap_config(emitted: Sequence[Emitted]) -> dict[str, Any]:
     return {"models": {e.id: e.document for e in emitted}}
 
 
+def _common_gaps(r: Ranked) -> list[str]:
+    """What neither Ollama's Modelfile nor LM Studio's model.yaml is written with here."""
+    cfg, out = r.config, []
+    if cfg.ubatch != DEFAULT_UBATCH:
+        out.append(f"-ub {cfg.ubatch} (physical batch) is not written")
+    if r.devices:
+        out.append(f"the layer split over {len(r.devices)} GPUs (-ts) is not written")
+    return out
+
+
 # --- Ollama ----------------------------------------------------------------------------------
 
 
@@ -146,6 +157,7 @@ def _ollama(r: Ranked) -> Emitted:
         notes.append("experts in host memory (--cpu-moe / --n-cpu-moe) have no Modelfile parameter")
     if cfg.parallel not in (None, 1):
         notes.append(f"{cfg.parallel} slots: OLLAMA_NUM_PARALLEL is a server setting")
+    notes += _common_gaps(r)
     notes.append("Ollama runs its own engine: its memory use can differ from the estimate")
     lines += [f"# not expressed: {n}" for n in notes]
     text = "\n".join([*lines, *body]) + "\n"
@@ -195,6 +207,7 @@ def _lmstudio(r: Ranked) -> Emitted:
             "experts in host memory (--cpu-moe / --n-cpu-moe): set LM Studio's expert offload"
             " by hand; it is not written"
         )
+    notes += _common_gaps(r)
     notes.append("LM Studio runs its own llama.cpp build: memory can differ from the estimate")
     doc = {
         "model": f"{owner}/{name}-{c.quant_label or 'gguf'}".lower(),

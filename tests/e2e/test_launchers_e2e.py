@@ -189,3 +189,16 @@ def test_json_output_is_unchanged_by_emit_to_a_file(env, tmp_path):
     with_emit = _quants(env, *SEARCH, "--json", "--emit", "llama-swap", "--out",
                         str(tmp_path / "c.yaml")).stdout  # fmt: skip
     assert json.loads(plain) == json.loads(with_emit)
+
+
+def test_what_neither_ollama_nor_lm_studio_writes_is_said(env, monkeypatch):
+    for key, value in env.items():
+        if key.startswith("QUANTS_"):
+            monkeypatch.setenv(key, value)
+    (top,) = api.search(vram=24, ctx=32768, ubatch=1024, limit=1, offline=True).results
+    assert top.config.ubatch == 1024 and "-ub 1024" in top.command
+    for fmt in ("ollama", "lmstudio"):
+        (made,) = emit(fmt, [top])
+        assert "-ub 1024 (physical batch) is not written" in made.notes
+    (swap,) = emit("llama-swap", [top])
+    assert swap.notes == () and "-ub 1024" in swap.document["cmd"]
