@@ -176,6 +176,17 @@ def test_streamable_http_on_loopback_with_lookup(world: World):
                 assert text == want
 
         anyio.run(main)
+        # DNS rebinding: a page on another host cannot talk to the loopback server
+        # (the SDK's transport security, on for a loopback host: mcp/server/lowlevel/server.py).
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        body = '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'
+        headers = {"Host": "evil.example", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}  # fmt: skip
+        conn.request("POST", "/mcp", body=body, headers=headers)
+        assert conn.getresponse().status == 421
+        conn.close()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
