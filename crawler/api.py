@@ -157,6 +157,14 @@ def search(
     from crawler.search import build_request
     from crawler.search import search as run_search
 
+    for option, value, least in (
+        ("--vram", vram, 0.1), ("--ctx", ctx, 1), ("--headroom", headroom, 0),
+        ("--spec-draft-n-max", spec_draft_n_max, 0), ("--n-cpu-moe", n_cpu_moe, 0),
+        ("--parallel", parallel, 1), ("--ubatch-size", ubatch, 1), ("--ram", ram, 0.1),
+        ("--limit", limit, 1),
+    ):  # fmt: skip
+        if value is not None:
+            _check_min(option, value, least)
     req = build_request(
         query=query, vram=vram, ctx=ctx, gpu=gpu, headroom=headroom, cache_type_k=cache_type_k,
         cache_type_v=cache_type_v, auto_cache=auto_cache, mtp=mtp,
@@ -283,7 +291,7 @@ def estimate(
     return EstimateAnswer(report, warnings)
 
 
-def _check_min(option: str, value: int, least: int) -> None:
+def _check_min(option: str, value: float, least: float) -> None:
     """The bound the CLI's option parser enforces, for callers that skip the parser."""
     from crawler.errors import UsageError
 

@@ -189,3 +189,26 @@ def test_the_notebook_example_in_docs_runs(world: World, monkeypatch, capsys):
     exec(compile(code.group(1), "docs/api.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "1. " in printed and "llama-server -hf " in printed and "fits at 512K:" in printed
+
+
+def test_api_checks_what_the_cli_parser_checks(tmp_path):
+    """Callers skip typer's option parser: the API enforces the same bounds itself."""
+    missing = str(tmp_path / "none.gguf")
+    for kwargs, needle in [
+        ({"ctx": 0}, "--ctx must be >= 1, not 0"),
+        ({"ctx": 4096, "parallel": -2}, "--parallel must be >= -1"),
+        ({"ctx": 4096, "ubatch": 0}, "--ubatch must be >= 1"),
+        ({"ctx": 4096, "n_cpu_moe": -1}, "--n-cpu-moe must be >= 0"),
+        ({"ctx": 4096, "mmproj": "p.gguf", "no_mmproj": True}, "exclude each other"),
+    ]:
+        with pytest.raises(UsageError, match=needle):
+            api.estimate(missing, **kwargs)
+    with pytest.raises(UsageError, match="one of them"):
+        api.check_log()
+    for kwargs, needle in [
+        ({"vram": 0.05}, "--vram must be >= 0.1, not 0.05"),
+        ({"vram": 24, "limit": 0}, "--limit must be >= 1"),
+        ({"vram": 24, "headroom": -1}, "--headroom must be >= 0"),
+    ]:
+        with pytest.raises(UsageError, match=needle):
+            api.search(ctx=4096, offline=True, **kwargs)
