@@ -75,4 +75,9 @@ class Cli:
         return out
 
     def json(self, *args: str) -> Any:
-        return json.loads(self.run(*args, "--json").stdout)
+        """``quants ARGS --json``, validated against the command's schema when it has one."""
+        from crawler.schemas import SCHEMA_NAMES
+        from tests.schemas import checked
+
+        text = self.run(*args, "--json").stdout
+        return checked(args[0], text) if args[0] in SCHEMA_NAMES else json.loads(text)

@@ -18,6 +18,7 @@ from crawler.cli import (  # noqa: F401  (importing a command module registers i
     db_cmd,
     estimate_cmd,
     inspect_cmd,
+    mcp_cmd,
     reprofile_cmd,
     scans_cmd,
     schedule_cmd,

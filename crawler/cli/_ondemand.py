@@ -1,16 +1,14 @@
-"""Wiring of on-demand discovery (crawler.crawl.ondemand) for ``quants search`` / ``compare``."""
+"""Wiring of on-demand discovery (crawler.crawl.ondemand) for ``quants search`` / ``compare``: the
+library looks the model up (crawler.api); this shows the pass on stderr."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from crawler.config import Settings
-
 if TYPE_CHECKING:
-    from crawler.crawl.watch import SearchFn
+    from crawler.crawl.ondemand import OnDemand
 
 OfflineOpt = Annotated[
     bool,
@@ -22,25 +20,17 @@ OfflineOpt = Annotated[
 ]
 
 
-def ensure_model(settings: Settings, query: str | None, offline: bool, search: SearchFn) -> None:
-    """Look the model ``query`` names up on the Hub unless offline or looked up recently; the
-    pass evaluates the watches with ``search`` afterwards, as a crawl does."""
-    if not query or offline or settings.offline:
-        return
-    from crawler.cli._output import human_bytes, safe_text
-    from crawler.crawl.catalogs import open_catalog
-    from crawler.crawl.ondemand import ensure_model as ensure
+def lookup_hooks() -> dict[str, Any]:
+    """The ``progress`` and ``on_lookup`` hooks of crawler.api.search / compare for a terminal."""
     from crawler.crawl.progress import StderrProgress
 
-    with open_catalog(settings.resolved_db_url) as catalog:
-        done = ensure(
-            settings,
-            query,
-            catalog=catalog,
-            max_age=timedelta(hours=settings.fresh_hours),
-            progress=StderrProgress(),
-            search=search,
-        )
+    return {"progress": StderrProgress(), "on_lookup": report_lookup}
+
+
+def report_lookup(done: OnDemand) -> None:
+    """One stderr line on what the Hub lookup did (nothing when it was not needed)."""
+    from crawler.cli._output import human_bytes, safe_text
+
     if done.action == "busy":
         typer.echo(
             safe_text(f"not looked up on the Hub: {done.note}; answering from what is stored"),

@@ -32,6 +32,11 @@ def print_json(data: Any, out: TextIO | None = None) -> None:
     out.write("\n")
 
 
+def print_answer(answer: Any, out: TextIO | None = None) -> None:
+    """An API answer's --json text (crawler.api), exactly as to_json() gives it."""
+    (out or sys.stdout).write(answer.to_json())
+
+
 def print_csv(
     columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None
 ) -> None:

@@ -38,7 +38,9 @@ def changes(
     with open_catalog(settings.resolved_db_url) as catalog:
         report = changes_since(catalog, since)
     if as_json:
-        print_json(report.to_json())
+        from crawler.schemas import versioned
+
+        print_json(versioned(report.to_json()))
         return
     if report.since is None:
         typer.echo("no scans yet: run `quants crawl` or `quants schedule`", err=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,7 +11,6 @@ from crawler.cli._app import JsonOpt, app
 
 if TYPE_CHECKING:
     from crawler.checklog import CheckReport
-    from crawler.gguf.parse import GGUFHeader
 
 
 @app.command("check-log")
@@ -39,87 +38,15 @@ def check_log(
 ) -> None:
     """Compare the buffers llama.cpp logged (model, KV, RS, compute, output; or the memory
     breakdown at exit) with quants' estimate of the same configuration."""
-    from crawler.checklog import compare, estimate_run, run_config
-    from crawler.cli._output import print_json
-    from crawler.config import Settings
-    from crawler.errors import UsageError
-    from crawler.fit import coefficients
-    from crawler.fit.llamalog import LogError, parse_log
-    from crawler.targets import read_target
+    from crawler import api
+    from crawler.cli._output import print_answer, safe_text
 
-    try:
-        text = log.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"cannot read {log}: {exc.strerror}") from None
-    if not text.strip():
-        raise LogError(f"{log} is empty")
-    parsed = parse_log(text)
-    settings = Settings.from_env()
-    target = model or parsed.config.model_path
-    if target is None:
-        raise UsageError("the log does not name its model; pass --model PATH")
-    if model is None and not Path(target).exists():
-        stored = _from_catalog(settings.resolved_db_url, target)
-        if stored is None:
-            raise UsageError(
-                f"the model named in the log ({target}) is not on this machine nor (by its file"
-                " name) in the catalog; pass --model with its path, URL or owner/repo/file.gguf"
-            )
-        source, header = stored
-    else:
-        read = read_target(target, settings)
-        source, header = read.source, read.header
-    coeffs = coefficients(header)
-    moe = (1 << 30) if cpu_moe else n_cpu_moe
-    logged = parsed.buffers or parsed.breakdown
-    cpu_only = bool(logged) and all(b.on_host for b in logged)
-    run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe, cpu_only=cpu_only)
-    report = compare(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
-    drafted = _draft_lines(text, header, source)
+    answer = api.check_log(log, model=model, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
     if as_json:
-        doc = report.to_json()
-        if drafted is not None:
-            doc["mtp_draft"] = drafted[0]
-        print_json(doc)
+        print_answer(answer)
     else:
-        typer.echo(_render(report) + ("" if drafted is None else "\n" + drafted[1]))
-
-
-def _draft_lines(text: str, header: GGUFHeader, source: str) -> tuple[dict[str, Any], str] | None:
-    """The log's measured draft acceptance beside the file's graded MTP reading (JSON, text);
-    None when the log has no draft lines."""
-    from crawler.cli._output import safe_text
-    from crawler.profile.build import build_profile
-    from crawler.profile.mtp_grade import draft_acceptance, mtp_grade
-
-    acc = draft_acceptance(text)
-    if acc is None:
-        return None
-    mtp = build_profile(header, file_name=source.rsplit("/", 1)[-1]).mtp
-    grade = mtp_grade(mtp.state, mtp.min_bits)
-    line = (
-        f"MTP drafting, measured in this log: {acc.rate:.1%} accepted ({acc.accepted} of"
-        f" {acc.generated} drafted tokens, {acc.requests} request(s)); head: {grade.reading}"
-    )
-    return {**acc.to_json(), **grade.to_json()}, safe_text(line)
-
-
-def _from_catalog(db_url: str, path: str) -> tuple[str, GGUFHeader] | None:
-    """The stored header of the quant whose file name is ``path``'s, if the catalog has one."""
-    from crawler.catalog.stored_headers import header_by_file_name
-    from crawler.crawl.catalogs import reading
-    from crawler.errors import CatalogError
-    from crawler.profile.build import merge_headers
-
-    try:
-        with reading(db_url) as reader:
-            found = header_by_file_name(reader, path)
-    except CatalogError:
-        return None
-    if found is None:
-        return None
-    repo_id, file_path, shards = found
-    return f"{repo_id}/{file_path}", merge_headers(shards, source=file_path)
+        extra = "" if answer.draft_line is None else "\n" + safe_text(answer.draft_line)
+        typer.echo(_render(answer.report) + extra)
 
 
 def _render(r: CheckReport) -> str:

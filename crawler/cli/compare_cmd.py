@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from crawler.cli._app import DbOpt, JsonOpt, app
-from crawler.cli._ondemand import OfflineOpt, ensure_model
+from crawler.cli._ondemand import OfflineOpt
 
 if TYPE_CHECKING:
     from crawler.catalog.comparison import ComparedQuant, Comparison
@@ -46,26 +46,22 @@ def compare(
 
     A model not looked up in the last 24 h is first looked up on the Hub (docs/ondemand.md).
     """
-    from crawler.catalog.comparison import comparison_json, load_comparison
-    from crawler.cli._output import print_json
+    from crawler import api
+    from crawler.cli._ondemand import lookup_hooks
+    from crawler.cli._output import print_answer
     from crawler.cli.search_cmd import search_argv
-    from crawler.config import Settings
-    from crawler.crawl.catalogs import reading
 
     if plot is not None:
         from crawler.cli._plot import check_plot_path
 
         check_plot_path(plot)
-    settings = Settings.from_env().replace(db_url=db)
-    ensure_model(settings, query, offline, search_argv)
-    with reading(settings.resolved_db_url) as reader:
-        comparison = load_comparison(reader, query)
-        if plot is not None:
-            _plot(plot, comparison)
+    answer = api.compare(query, db=db, offline=offline, **lookup_hooks(), watches=search_argv)
+    if plot is not None:
+        _plot(plot, answer.comparison)
     if as_json:
-        print_json(comparison_json(comparison))
+        print_answer(answer)
         return
-    typer.echo(_render(comparison))
+    typer.echo(_render(answer.comparison))
 
 
 def _plot(path: Path, c: Comparison) -> None:

@@ -109,7 +109,9 @@ def crawl(
         raise HubUnreachable(f"crawl failed: {summary.message or 'nothing was reached'}")
     data = summary.to_json()
     if as_json:
-        print_json(data)
+        from crawler.schemas import versioned
+
+        print_json(versioned(data))
         return
     for label, key in _SUMMARY_ROWS:
         value = data[key]

@@ -106,48 +106,29 @@ def estimate_cmd(
 ) -> None:
     """Estimate the GPU memory llama-server needs for a GGUF at --ctx tokens (reads only the
     header); with --vram, say whether it fits, the largest context that does, and what fits."""
-    from crawler.cli._output import print_json
-    from crawler.config import Settings
-    from crawler.errors import UsageError
-    from crawler.estimating import estimate_report
-    from crawler.fit import RunConfig
-    from crawler.fit.notes import estimate_warnings
-    from crawler.targets import read_target
+    from crawler import api
+    from crawler.cli._output import print_answer
 
     if plot is not None:
         from crawler.cli._plot import check_plot_path
 
         check_plot_path(plot)
-    settings = Settings.from_env()
-    read = read_target(target, settings)
-    cfg = RunConfig(
-        ctx=ctx,
-        type_k=cache_type_k.lower(),
-        type_v=cache_type_v.lower(),
-        flash_attn=flash_attn.lower(),
-        parallel=None if parallel == -1 else parallel,
-        ubatch=ubatch,
-        mtp=mtp,
-        spec_draft_n_max=spec_draft_n_max,
-        type_k_draft=cache_type_k_draft.lower(),
-        type_v_draft=cache_type_v_draft.lower(),
-        cpu_moe=cpu_moe,
-        n_cpu_moe=n_cpu_moe,
-        model_path=read.source,
-    )
-    if mmproj is not None and no_mmproj:
-        raise UsageError("--mmproj and --no-mmproj exclude each other")
-    report = estimate_report(
-        read, cfg, n_gpu_layers=n_gpu_layers, mmproj=mmproj, vram_gib=vram, gpus=gpus or (),
-        tensor_split=tensor_split,
+    answer = api.estimate(
+        target, ctx=ctx, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
+        flash_attn=flash_attn, parallel=parallel, ubatch=ubatch, mtp=mtp,
+        spec_draft_n_max=spec_draft_n_max, cache_type_k_draft=cache_type_k_draft,
+        cache_type_v_draft=cache_type_v_draft, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe,
+        n_gpu_layers=n_gpu_layers, mmproj=mmproj, no_mmproj=no_mmproj, gpu=gpus,
+        tensor_split=tensor_split, vram=vram,
     )  # fmt: skip
-    for line in estimate_warnings(read.header, report.coefficients, cfg):
+    report = answer.report
+    for line in answer.warnings:
         typer.echo(f"warning: {line}", err=True)
     if plot is not None:
         budget = report.budget_bytes if not report.devices else None
-        _plot(plot, read, report.coefficients, cfg, budget)
+        _plot(plot, report.read, report.coefficients, report.config, budget)
     if as_json:
-        print_json(report.to_json())
+        print_answer(answer)
     else:
         typer.echo(_render(report))
         for note in report.notes:

@@ -29,36 +29,14 @@ def inspect(
 ) -> None:
     """Show which tensors of a GGUF are at which precision, the MTP/attention verdicts and any
     contradiction between its name and its contents (reads only the header)."""
-    from crawler.cli._output import print_json
-    from crawler.config import Settings
-    from crawler.profile.build import build_profile
-    from crawler.targets import read_target
+    from crawler import api
+    from crawler.cli._output import print_answer
 
-    settings = Settings.from_env()
-    read = read_target(target, settings)
-    profile = build_profile(
-        read.header, file_name=read.file_name, repo_id=read.repo_id, repo_files=read.repo_files
-    )
+    answer = api.inspect(target, tensors=tensors)
     if as_json:
-        print_json(_json(read, profile, tensors))
+        print_answer(answer)
     else:
-        typer.echo(_render(read, profile, tensors))
-
-
-def _json(read: HeaderRead, profile: PrecisionProfile, tensors: bool) -> dict[str, object]:
-    from crawler.profile.mtp_grade import mtp_grade
-
-    doc = profile.to_json(
-        source=read.source,
-        revision=read.revision,
-        size_bytes=read.size_bytes,
-        header_bytes=read.header_bytes,
-        bytes_fetched=read.bytes_fetched,
-        requests=read.requests,
-        include_tensors=tensors,
-    )
-    doc["mtp"].update(mtp_grade(profile.mtp.state, profile.mtp.min_bits).to_json())
-    return doc
+        typer.echo(_render(answer.read, answer.profile, tensors))
 
 
 def _mainline(p: PrecisionProfile) -> str:

@@ -27,7 +27,9 @@ def reprofile_command(as_json: JsonOpt = False, db: DbOpt = None) -> None:
     ):
         summary = reprofile(catalog)
     if as_json:
-        print_json(summary.to_json())
+        from crawler.schemas import versioned
+
+        print_json(versioned(summary.to_json()))
         return
     typer.echo(f"quants    {summary.quants}")
     typer.echo(f"changed   {summary.changed}")

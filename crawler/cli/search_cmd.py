@@ -7,12 +7,14 @@ run through it, parsed by this command's own option parser).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from crawler.cli._app import CtxOpt, DbOpt, JsonOpt, LimitOpt, VramOpt, app
-from crawler.cli._ondemand import OfflineOpt, ensure_model
+from crawler.cli._emit import check_emit, write_launchers
+from crawler.cli._ondemand import OfflineOpt
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
@@ -20,7 +22,9 @@ if TYPE_CHECKING:
 
 _EQUIVALENT_ROWS = 3
 #: Options of this command that are not part of the search request.
-_NOT_SEARCH = frozenset({"as_json", "db", "offline"})
+_NOT_SEARCH = frozenset({"as_json", "db", "offline", "emit", "out"})
+#: Options of this command that crawler.api.search does not take (output only).
+_NOT_API = frozenset({"as_json", "emit", "out"})
 _SORT_HELP = "quality | speed | size | margin | ctx | downloads | updated (best first)."
 
 
@@ -140,6 +144,22 @@ def search(
     as_json: JsonOpt = False,
     db: DbOpt = None,
     offline: OfflineOpt = False,
+    emit: Annotated[
+        str | None,
+        typer.Option(
+            "--emit",
+            help="Write the results as launcher configs: llama-swap | ollama | lmstudio"
+            " (docs/launchers.md); stdout unless --out.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="With --emit: the llama-swap config FILE, or the FOLDER that gets one"
+            " Modelfile / model.yaml per result.",
+        ),
+    ] = None,
 ) -> None:
     """List the GGUF quants that fit a VRAM budget at a context, best first, with commands.
 
@@ -147,24 +167,25 @@ def search(
     up on the Hub and its quants' headers read into the catalog (docs/ondemand.md).
     """
     params = dict(locals())  # the options, before any other local name exists
-    from crawler.cli._output import print_json
-    from crawler.config import Settings
-    from crawler.crawl.catalogs import reading
-    from crawler.search import search as run_search
-    from crawler.search import search_json
+    from crawler import api
+    from crawler.cli._ondemand import lookup_hooks
+    from crawler.cli._output import print_answer
 
-    req = _request(params)
-    settings = Settings.from_env().replace(db_url=db)
-    ensure_model(settings, query, offline, search_argv)
-    with reading(settings.resolved_db_url) as reader:
-        res = run_search(reader, req)
+    check_emit(emit, out, as_json)
+    options = {k: v for k, v in params.items() if k not in _NOT_API}
+    answer = api.search(**options, **lookup_hooks(), watches=search_argv)
+    res = answer.result
     if res.gpu is not None:
         n = len(res.budget.devices)
         typer.echo(
             res.gpu.describe() + (f"; {n} GPUs: {res.budget.gpu_name}" if n else ""), err=True
         )
+    if emit is not None:
+        write_launchers(answer, emit, out)
+        if out is None:
+            return
     if as_json:
-        print_json(search_json(res))
+        print_answer(answer)
         return
     typer.echo(_render(res))
     typer.echo(_footer(res), err=True)

@@ -33,9 +33,10 @@ MAX_POINTS = 2000
 
 def search_view(reader: Reader, req: SearchRequest) -> dict[str, Any]:
     """``quants search --json``'s document for ``req`` (NothingFits / UsageError propagate)."""
+    from crawler.schemas import versioned
     from crawler.search import search, search_json
 
-    return search_json(search(reader, req))
+    return versioned(search_json(search(reader, req)))
 
 
 def model_view(reader: Reader, query: str, *, chart: bool) -> dict[str, Any]:
@@ -49,7 +50,9 @@ def model_view(reader: Reader, query: str, *, chart: bool) -> dict[str, Any]:
 
     comparison = load_comparison(reader, query, groups=not chart)
     if not chart:
-        return comparison_json(comparison)
+        from crawler.schemas import versioned
+
+        return versioned(comparison_json(comparison))
     from crawler.charts import ScatterPoint, heatmap_svg, quant_group_bits, scatter_svg
 
     # The page's table and heatmap keep the best estimated quants (still smallest first), the

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tests.cli import clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render
 from tests.fixtures.llamacpp.models import load_rows
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
+from tests.schemas import checked
 
 
 def test_model_named_in_the_log_is_found_in_the_catalog(hub, tmp_path: Path):  # noqa: F811
@@ -24,7 +24,7 @@ def test_model_named_in_the_log_is_found_in_the_catalog(hub, tmp_path: Path):  #
     log.write_text(render(gemma, "/srv/models/google_gemma-3-12b-it-Q4_K_M.gguf", 4))
     out = run_quants("check-log", str(log), "--json", env=env)
     assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    data = checked("check-log", out.stdout)
     assert data["estimated_from"] == (
         "bartowski/google_gemma-3-12b-it-GGUF/google_gemma-3-12b-it-Q4_K_M.gguf"
     )

@@ -21,6 +21,7 @@ from tests.fixtures.world import FAILING, analysable_quants, quant_key
 from tests.hub.snapshot import integrity_ok, snapshot, sqlite_path
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
+from tests.schemas import checked
 
 # The anonymous crawl cannot finish these: a gated repo and files that are not GGUF.
 SUMMARY_KEYS = {
@@ -48,7 +49,7 @@ def _start(args: list[str], tmp: Path) -> subprocess.Popen[str]:
 def crawl(emu: HubEmulator, db: str, tmp: Path) -> dict[str, Any]:
     out = quants("crawl", "--endpoint", emu.endpoint, "--db", db, "--all", "--json", tmp=tmp)
     assert out.returncode == 0, out.stderr
-    result: dict[str, Any] = json.loads(out.stdout)
+    result: dict[str, Any] = checked("crawl", out.stdout)
     return result
 
 
@@ -190,7 +191,8 @@ def test_reprofile_recomputes_from_stored_tables_without_the_network(
     hub.clear_log()
     out = quants("reprofile", "--json", "--db", db, tmp=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {
+    assert checked("reprofile", out.stdout) == {
+        "schema_version": 1,
         "quants": 23,
         "changed": 0,
         "failed": 0,
@@ -211,7 +213,7 @@ def test_reprofile_recomputes_from_stored_tables_without_the_network(
     conn.close()
     out = quants("reprofile", "--json", "--db", db, tmp=tmp_path)
     assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
+    result = checked("reprofile", out.stdout)
     assert result["changed"] == 1
     assert result["changed_quants"] == [f"unsloth/Qwen3.6-27B-GGUF/{path}"]
     assert snapshot(db) == before

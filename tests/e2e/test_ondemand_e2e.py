@@ -22,6 +22,7 @@ from tests.cli import clean_env, run_quants
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate, text
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
+from tests.schemas import checked
 
 BASE = "meta-llama/Llama-2-7b-chat-hf"
 QUANT_REPO = "someone/chat-7b-q-GGUF"
@@ -63,7 +64,7 @@ def _ranged(emu: HubEmulator) -> int:
 
 def _doc(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert out.returncode == 0, out.stderr
-    doc: dict[str, Any] = json.loads(out.stdout)
+    doc: dict[str, Any] = checked("search", out.stdout)
     return doc
 
 
@@ -135,7 +136,7 @@ def test_compare_looks_the_model_up_too(emu, tmp_path):
     e = clean_env(tmp_path, QUANTS_HF_ENDPOINT=emu.endpoint)
     out = run_quants("compare", "Llama-2-7b-chat", "--db", db, "--json", env=e)
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = checked("compare", out.stdout)
     assert doc["base_model"] == BASE
     assert {q["repo"] for q in doc["quants"]} == {QUANT_REPO}
 

@@ -24,6 +24,7 @@ from tests.fixtures.world import REAL_WORLD, WORLD, FileCache, populate
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
 from tests.pg import databases
+from tests.schemas import checked
 
 GIB = 1024**3
 CTX = 262144
@@ -80,7 +81,7 @@ def _search(catalog_db, *args: str) -> dict[str, Any]:
     db, tmp = catalog_db
     out = quants("search", *args, "--db", db, "--json", "--limit", "1000", tmp=tmp)
     assert out.returncode == 0, out.stderr
-    doc: dict[str, Any] = json.loads(out.stdout)
+    doc: dict[str, Any] = checked("search", out.stdout)
     return doc
 
 
@@ -141,7 +142,7 @@ def test_seed_default_search_lists_the_ud_q3_k_xl_with_a_quantized_cache_and_mtp
     db, tmp = catalog_db
     out = quants("search", "--vram", "24", "--ctx", str(CTX), "--db", db, "--json", tmp=tmp)
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = checked("search", out.stdout)
     by_path = {(r["repo"], r["path"]): r for r in doc["results"]}
     seed = by_path[("unsloth/Qwen3.6-27B-MTP-GGUF", "Qwen3.6-27B-UD-Q3_K_XL.gguf")]
     assert seed["cache"] == {"type_k": "q4_0", "type_v": "q4_0"}
@@ -211,7 +212,7 @@ def test_the_exact_boundary_through_the_cli(catalog_db):
     out = quants("search", "--vram", repr((total - 1) / GIB), *base, "--db", db, "--json",
                  "--limit", "1000", tmp=tmp)  # fmt: skip
     if out.returncode == 0:
-        assert (repo, path) not in _keys(json.loads(out.stdout))
+        assert (repo, path) not in _keys(checked("search", out.stdout))
     else:
         assert out.returncode == 3
 
@@ -245,7 +246,7 @@ def test_gpu_by_name_sets_budget_and_speed_and_says_which(catalog_db):
                  "--auto-cache", "--db", db, "--json", tmp=tmp)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "GeForce RTX 5090 Laptop GPU" in out.stderr
-    doc = json.loads(out.stdout)
+    doc = checked("search", out.stdout)
     assert doc["gpu"]["name"] == "GeForce RTX 5090 Laptop GPU"
     assert doc["gpu"]["bandwidth_gb_s"] == 896.0
     assert doc["budget"]["vram_bytes"] == 24 * GIB
@@ -326,7 +327,7 @@ RESULT_KEYS = {
 
 def test_json_schema(catalog_db):
     doc = _search(catalog_db, "--vram", "24", "--ctx", "32768", "--gpu", "rtx 4090")
-    assert set(doc) == {"request", "budget", "gpu", "counts", "results"}
+    assert set(doc) == {"schema_version", "request", "budget", "gpu", "counts", "results"}
     assert doc["counts"]["fitting"] >= len(doc["results"]) > 0
     for r in doc["results"]:
         for key, typ in RESULT_KEYS.items():
@@ -472,7 +473,7 @@ def test_compare_lines_up_one_base_models_quants(any_catalog_db):
     db, tmp = catalog_db
     out = quants("compare", "qwen3.6 27b", "--db", db, "--json", tmp=tmp)
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = checked("compare", out.stdout)
     assert doc["base_model"] == "Qwen/Qwen3.6-27B"
     sizes = [q["size_bytes"] for q in doc["quants"]]
     assert sizes == sorted(sizes) and len(sizes) >= 5
@@ -694,7 +695,7 @@ def test_a_short_limit_gives_the_head_of_the_full_ranking(any_catalog_db, sort):
     db, tmp = any_catalog_db
     out = quants("search", *args, "--limit", "3", "--db", db, "--json", tmp=tmp)
     assert out.returncode == 0, out.stderr
-    head = [(r["repo"], r["path"]) for r in json.loads(out.stdout)["results"]]
+    head = [(r["repo"], r["path"]) for r in checked("search", out.stdout)["results"]]
     full = [(r["repo"], r["path"]) for r in _search(any_catalog_db, *args)["results"]]
     assert head == full[:3]
 
@@ -767,7 +768,7 @@ def test_search_on_unified_memory_says_not_measured(catalog_db):
     db, tmp = catalog_db
     out = quants("search", "--gpu", "m4 max", "--ctx", "8192", "--db", db, "--json", tmp=tmp)
     assert out.returncode == 0, out.stderr
-    assert "not measured on this backend" in json.loads(out.stdout)["gpu"]["note"]
+    assert "not measured on this backend" in checked("search", out.stdout)["gpu"]["note"]
     table = quants("search", "--gpu", "m4 max", "--ctx", "8192", "--db", db, tmp=tmp)
     assert "not measured on this backend" in table.stderr
 

@@ -28,6 +28,7 @@ from tests.hub.snapshot import integrity_ok, snapshot
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
 from tests.pg import databases
+from tests.schemas import checked
 
 
 def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
@@ -42,7 +43,7 @@ def ok(*args: str, tmp: Path) -> str:
 
 def crawl(emu: HubEmulator, db: str, tmp: Path) -> dict[str, Any]:
     out = ok("crawl", "--endpoint", emu.endpoint, "--db", db, "--all", "--json", tmp=tmp)
-    doc: dict[str, Any] = json.loads(out)
+    doc: dict[str, Any] = checked("crawl", out)
     return doc
 
 

@@ -27,6 +27,7 @@ from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.reliability.conftest import count
 from tests.reliability.readers import SEARCH_ARGS, _call
+from tests.schemas import checked
 
 ROOT = Path(__file__).resolve().parents[2]
 REUPLOADS = [
@@ -44,7 +45,7 @@ def _crawl(emu: HubEmulator, db: str, tmp: Path) -> None:
 
 def _by_repo(search_json: str) -> dict[str, frozenset[str]]:
     groups: dict[str, set[str]] = defaultdict(set)
-    for r in json.loads(search_json)["results"]:
+    for r in checked("search", search_json)["results"]:
         groups[r["repo"]].add(r["path"])
     return {k: frozenset(v) for k, v in groups.items()}
 

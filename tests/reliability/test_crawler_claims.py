@@ -9,7 +9,6 @@ one winner per repo, a lapsed (killed crawler's) claim is taken over, a live one
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ from tests.cli import clean_env, run_quants, start_quants
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.pg import databases
+from tests.schemas import checked
 
 pytestmark = pytest.mark.postgres
 
@@ -63,7 +63,7 @@ def test_two_concurrent_crawls_share_the_work_and_never_read_a_repo_twice(
         outs = [p.communicate(timeout=240) for p in procs]
         for proc, (_out, err) in zip(procs, outs, strict=True):
             assert proc.returncode == 0, err
-        summaries = [json.loads(out) for out, _ in outs]
+        summaries = [checked("crawl", out) for out, _ in outs]
         trees = Counter(
             "/".join(r.path.split("/")[3:5]) for r in hub.requests(path="/tree/", method="GET")
         )
@@ -89,7 +89,7 @@ def test_two_concurrent_crawls_share_the_work_and_never_read_a_repo_twice(
             env=clean_env(tmp_path / "single"),
         )
         assert out.returncode == 0, out.stderr
-        single = json.loads(out.stdout)
+        single = checked("crawl", out.stdout)
         assert sum(s["quants_analysed"] for s in summaries) == single["quants_analysed"]
         assert all(s["repos_new"] > 0 for s in summaries), summaries
         assert _views(shared) == _views(alone)

@@ -24,6 +24,7 @@ import tests.synth as synth
 from tests.cli import clean_env, run_quants
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.state import Blob
+from tests.schemas import checked
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "evil/Hostile-Text-GGUF"
@@ -146,7 +147,7 @@ def test_inspect_prints_a_hostile_local_file_literally(tmp_path: Path) -> None:
     assert as_json.returncode == 0, as_json.stderr
     assert as_json.stdout.isascii()  # every non-ASCII character escaped
     assert r'"architecture": "\u001b[2J[bold]\u202e\ufffd\u0000\ufffd' in as_json.stdout
-    doc = json.loads(as_json.stdout)
+    doc = checked("inspect", as_json.stdout)
     assert doc["source"] == str(path) and doc["architecture"] == ARCH
     assert TENSOR in {t["name"] for t in doc["tensors"]}
 
@@ -155,7 +156,7 @@ def test_crawl_output_carries_no_hub_text(crawled: dict[str, Any]) -> None:
     run = crawled["json"]
     assert run.returncode == 0, run.stderr
     assert_inert(run.stdout, run.stderr)
-    summary = json.loads(crawled["json"].stdout)
+    summary = checked("crawl", crawled["json"].stdout)
     assert summary["quants_analysed"] == 5 and summary["errors"] == 1
 
 
@@ -233,7 +234,7 @@ def test_search_and_compare_print_hostile_names_literally(crawled: dict[str, Any
     assert_inert(text.stdout, text.stderr)
     as_json = quants("search", *args, "--json", tmp=tmp)
     assert as_json.stdout.isascii()
-    results = {r["path"]: r for r in json.loads(as_json.stdout)["results"]}
+    results = {r["path"]: r for r in checked("search", as_json.stdout)["results"]}
     # The hostile arch has no memory rules: not a candidate. Everything else is, path intact.
     assert set(results) == {NAME_ESC, NAME_NL, NAME_PCT, NAME_SHELL}
     # Two files share the Q4_K_M label, so the command names each file: shell-quoted.

@@ -9,7 +9,6 @@ the CLI its retries would sleep for real.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from tests.cli import clean_env, run_quants
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import _shared_hub, shared_hub, world_cache  # noqa: F401
+from tests.schemas import checked
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTHOR = "lmstudio-community"  # two plain quants: Qwen3-8B Q4_K_M and Q8_0 (~14 KB headers)
@@ -45,7 +45,7 @@ def test_header_cap_refuses_larger_headers_and_records_them(
 ) -> None:
     out, db = crawl(shared_hub, tmp_path, QUANTS_MAX_HEADER_BYTES="8192")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["quants_analysed"] == 0
+    assert checked("crawl", out.stdout)["quants_analysed"] == 0
     recorded = errors(db)
     assert len(recorded) == 2
     assert all(kind == "malformed_gguf" and "header cap" in msg for kind, msg in recorded)
@@ -65,7 +65,7 @@ def test_budgets_stop_the_pass_and_are_recorded(
 ) -> None:
     out, db = crawl(shared_hub, tmp_path, **{var: value})
     assert out.returncode == 0, out.stderr
-    summary = json.loads(out.stdout)
+    summary = checked("crawl", out.stdout)
     assert summary["status"] == "interrupted"
     assert summary["quants_analysed"] < 2
     assert "budget" in {kind for kind, _ in errors(db)}

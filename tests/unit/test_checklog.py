@@ -19,6 +19,7 @@ from crawler.units import MIB
 from tests.cli import clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render, strip_buffers
 from tests.fixtures.llamacpp.models import load_rows, measure_module, read_header
+from tests.schemas import checked
 
 ROWS = load_rows()
 # llama, gemma3 (SWA: two KV buffers), qwen35 (RS buffer), deepseek2 (MLA), -np 4 split and
@@ -120,7 +121,7 @@ def test_cli_json_contract_and_errors(models, tmp_path):
     log.write_text(render(ROWS[0], str(path), 16, fmt="new"))
     out = run_quants("check-log", str(log), "--json", env=env)
     assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    data = checked("check-log", out.stdout)
     assert set(data["config"]) == {
         "ctx", "type_k", "type_v", "flash_attn", "n_seq", "ubatch", "n_gpu_layers"
     }  # fmt: skip
@@ -252,14 +253,14 @@ def test_real_lv4_logs(name, server_models, tmp_path):
         env=clean_env(tmp_path),
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    data = checked("check-log", out.stdout)
     assert data["total"]["within_tolerance"] is agrees, data["total"]
     rows = {(b["name"], b["device"]): b for b in data["buffers"]}
     assert agrees
     # Weights and caches are exact to the log's rounding (2 decimals of MiB), on the GPU's share
     # too when only some layers were offloaded.
     # (With -ngl 0 the GPU holds no weights or cache: the log has no such buffers.)
-    checked = [key for key in (("model", "CUDA0"), ("kv", "CUDA0")) if key in rows]
-    assert checked or "ngl0" in name
-    for key in checked:
+    compared = [key for key in (("model", "CUDA0"), ("kv", "CUDA0")) if key in rows]
+    assert compared or "ngl0" in name
+    for key in compared:
         assert abs(rows[key]["predicted_bytes"] - rows[key]["logged_bytes"]) < 0.01 * MIB

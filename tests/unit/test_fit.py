@@ -23,6 +23,7 @@ from crawler.fit import (
 from crawler.gguf.parse import GGUFHeader, TensorInfo
 from tests.fixtures.llamacpp.models import config_of, load_rows, measured, model_header
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401  (fixture)
+from tests.schemas import checked
 
 MiB = 1024 * 1024
 ROWS = [r for r in load_rows() if r["rc"] == 0]
@@ -288,14 +289,12 @@ def _quants(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_estimate_json_and_advice(qwen36_file):
-    import json
-
     out = _quants(
         "estimate", str(qwen36_file), "--ctx", "262144", "--cache-type-k", "q4_0",
         "--flash-attn", "on", "--vram", "24", "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    data = checked("estimate", out.stdout)
     assert data["fits"] is False and data["margin_bytes"] < 0
     assert data["bytes"]["kv"] == 16 * 262144 * (576 + 2048)
     assert data["bytes"]["total"] == sum(v for k, v in data["bytes"].items() if k != "total")
@@ -318,7 +317,6 @@ def test_cli_estimate_rejects_invalid_config(qwen36_file):
 
 def test_cli_estimate_from_the_hub(tmp_path, world_cache):  # noqa: F811
     """A Hub quant reference (emulated Hub): the header is read over HTTP, the command is -hf."""
-    import json
     import os
 
     from tests.fixtures.world import REAL_WORLD, populate
@@ -337,7 +335,7 @@ def test_cli_estimate_from_the_hub(tmp_path, world_cache):  # noqa: F811
             capture_output=True, text=True, env=env, timeout=120,
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    data = checked("estimate", out.stdout)
     assert data["architecture"] == "qwen35" and data["mtp"] is True
     assert data["bytes"]["mtp_kv"] == 262144 * 4 * 256 * 2 * 2  # one nextn layer, f16 draft KV
     assert data["command"].startswith("llama-server -hf unsloth/Qwen3.6-27B-MTP-GGUF")

@@ -6,8 +6,6 @@ Every case runs the real CLI in a subprocess on a file written by tests/synth.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from crawler.gguf.parse import parse_header_bytes
@@ -15,6 +13,7 @@ from crawler.profile.grouping import FileKind, group_files
 from crawler.profile.labels import byte_parts, split_info
 from tests import synth
 from tests.cli import clean_env, run_quants
+from tests.schemas import checked
 from tests.synth.spec import MTP
 from tests.synth.write import build_layout, model_metadata
 
@@ -27,7 +26,7 @@ def env(tmp_path):
 def _json(env, *args):
     out = run_quants(*args, "--json", env=env)
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return checked(args[0], out.stdout)
 
 
 def test_fork_types_get_their_bytes_from_the_offsets(tmp_path, env):
@@ -49,7 +48,7 @@ def test_fork_types_get_their_bytes_from_the_offsets(tmp_path, env):
     assert " 0 B " not in text and "bytes from the file's offsets, bits unknown" in text
     # The estimate counts them too, and says for what.
     est = run_quants("estimate", str(path), "--ctx", "4096", "--json", env=env)
-    assert est.returncode == 0 and json.loads(est.stdout)["bytes"]["weights"] > want
+    assert est.returncode == 0 and checked("estimate", est.stdout)["bytes"]["weights"] > want
     assert "type ids mainline llama.cpp cannot load (252)" in est.stderr
 
 
@@ -159,7 +158,7 @@ def test_nothing_fits_at_any_context_is_exit_3(gemma, env):
     out = run_quants("estimate", str(gemma), "--ctx", "4096", "--vram", "0.1", env=env)
     assert out.returncode == 3 and "does not fit at any context" in out.stdout
     data = run_quants("estimate", str(gemma), "--ctx", "4096", "--vram", "0.1", "--json", env=env)
-    assert data.returncode == 3 and json.loads(data.stdout)["max_ctx"] == 0
+    assert data.returncode == 3 and checked("estimate", data.stdout)["max_ctx"] == 0
     fits = run_quants("estimate", str(gemma), "--ctx", "4096", "--vram", "8", env=env)
     assert fits.returncode == 0 and "largest context" in fits.stdout
 

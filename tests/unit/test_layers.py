@@ -26,11 +26,11 @@ PKG = Path(crawler.__file__).resolve().parent
 # import across layers or of a library fails here until the table says it belongs.
 BASE = ("crawler", "crawler.errors", "crawler.units", "crawler.config", "crawler.closing")
 LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...] = (
-    ("base", (*BASE, "crawler.tally"), ("base",), frozenset({"platformdirs"})),
+    ("base", (*BASE, "crawler.tally", "crawler.schemas"), ("base",), frozenset({"platformdirs"})),
     ("gguf", ("crawler.gguf",), ("base",), frozenset()),
     ("fit", ("crawler.fit",), ("base", "gguf"), frozenset({"rapidfuzz"})),
     ("profile", ("crawler.profile",), ("base", "gguf", "fit"), frozenset({"gguf"})),
-    ("ranking", ("crawler.ranking",), ("base", "fit", "profile"), frozenset({"rapidfuzz"})),
+    ("ranking", ("crawler.ranking",), ("base", "fit", "profile"), frozenset({"rapidfuzz", "yaml"})),
     ("charts", ("crawler.charts",), ("base", "fit"), frozenset()),
     (
         "hub",
@@ -80,6 +80,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
         frozenset({"urllib"}),
     ),
     (
+        # The stable Python API over the library calls (the commands and the MCP server call it).
+        "api",
+        ("crawler.api",),
+        ("base", "gguf", "fit", "profile", "ranking", "catalog", "crawl", "library"),
+        frozenset(),
+    ),
+    ("mcp", ("crawler.mcp_server",), ("base", "api"), frozenset({"mcp", "pydantic"})),
+    (
         "web",
         ("crawler.web",),
         ("base", "fit", "profile", "ranking", "charts", "catalog", "library"),
@@ -100,9 +108,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
             "snapshot",
             "crawl",
             "library",
+            "api",
+            "mcp",
             "web",
         ),
-        frozenset({"typer", "uvicorn", "huggingface_hub", "resvg_py", "socket"}),
+        frozenset({"typer", "uvicorn", "huggingface_hub", "resvg_py", "socket", "yaml"}),
     ),
 )
 # Standard-library modules that do I/O: a layer names them like any library it may use.

@@ -8,7 +8,6 @@ completion). Two-GPU rows are left for the multi-GPU model (not built yet).
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from crawler.fit.offload import auto_gpu_layers, estimate_offload, n_slots
 from crawler.fit.setup import resolve_setup
 from crawler.fit.vision import Projector, projector
 from tests.fixtures.llamacpp.server import header, rows, server_module, used_bytes
+from tests.schemas import checked
 
 MIB = 1024**2
 MEASURED = [r for r in rows() if "ts" not in r["config"]]
@@ -157,7 +157,7 @@ def _estimate(path: Path, *args: str) -> dict[str, Any]:
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    doc: dict[str, Any] = json.loads(out.stdout)
+    doc: dict[str, Any] = checked("estimate", out.stdout)
     return doc
 
 

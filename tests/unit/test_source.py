@@ -3,7 +3,6 @@ ignoring Range), split shards, ``.partNofM`` files, and Hub targets through the 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from crawler.errors import HubNotFound, UsageError
 from crawler.targets import UrlReader, parse_target, read_target
 from tests import synth
 from tests.hub_emulator.fixtures import _shared_hub, shared_hub, world_cache  # noqa: F401
+from tests.schemas import checked
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -233,7 +233,7 @@ def test_inspect_command_json_and_table(tmp_path):
     out = subprocess.run(
         [*cmd, "--json", "--tensors"], capture_output=True, text=True, cwd=ROOT, check=True
     )
-    data = json.loads(out.stdout)
+    data = checked("inspect", out.stdout)
     assert data["quant_label"] == "UD-Q4_K_XL" and data["attention"]["preserved"] is False
     assert data["tensors"] and data["requests"] >= 1
     assert (
@@ -265,7 +265,7 @@ def test_inspect_command_on_a_hub_quant(shared_hub):  # noqa: F811
         env=env,
         check=True,
     )
-    data = json.loads(out.stdout)
+    data = checked("inspect", out.stdout)
     assert data["source"] == "ggml-org/Qwen3.6-27B-GGUF/Qwen3.6-27B-Q4_0.gguf"
     assert len(data["revision"]) == 40 and data["mtp"]["state"] == "sidecar"
     assert data["bytes_fetched"] >= data["header_bytes"] > 0 and data["requests"] >= 1

@@ -33,6 +33,7 @@ from tests.reliability.test_hostile_text import (
     TAG,
     write_hostile_gguf,
 )
+from tests.schemas import checked
 
 #: A file name that is markup: it must show as text, never become an element.
 NAME_HTML = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&amp;-Q4_K_M.gguf"
@@ -68,7 +69,14 @@ class Served:
     def json(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, Any]:
         status, headers, body = self.get(path, params)
         assert headers["content-type"].startswith("application/json"), (path, headers)
-        return status, json.loads(body)
+        doc = json.loads(body)
+        if status == 200 and path in API_SCHEMAS:  # the same documents as the CLI's --json
+            doc = checked(API_SCHEMAS[path], doc)
+        return status, doc
+
+
+#: API routes whose answer is a command's --json document (crawler/schemas).
+API_SCHEMAS = {"/api/search": "search", "/api/compare": "compare"}
 
 
 def _hostile_repo(emulator: HubEmulator, files: Path) -> None:

@@ -11,7 +11,9 @@ import re
 
 import pytest
 
+from crawler.schemas import SCHEMA_NAMES
 from tests.cli import clean_env, run_quants
+from tests.schemas import checked
 from tests.web.conftest import HOSTILE_NAMES, NAME_HTML, Served, start_server
 
 ROUTES = ["/", "/model", "/quant", "/scans", "/api/search", "/api/compare", "/api/quant",
@@ -21,7 +23,7 @@ ROUTES = ["/", "/model", "/quant", "/scans", "/api/search", "/api/compare", "/ap
 def cli_json(served: Served, *args: str):
     out = run_quants(*args, "--db", served.db, "--json", env=clean_env(served.tmp), timeout=120)
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return checked(args[0], out.stdout) if args[0] in SCHEMA_NAMES else json.loads(out.stdout)
 
 
 def test_api_search_is_the_cli_search(served: Served) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.cli import clean_env, run_quants
@@ -11,6 +9,7 @@ from tests.fixtures.world import WORLD, FileCache, populate
 from tests.hub_emulator import HubEmulator
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.pg import databases
+from tests.schemas import checked
 from tests.web.conftest import Served, serving
 
 pytestmark = pytest.mark.postgres
@@ -36,7 +35,7 @@ def test_routes_answer_on_postgresql(pg_served: Served) -> None:
     assert status == 200 and doc["results"]
     cli = run_quants("search", "--vram", "24", "--ctx", "32768", "--db", pg_served.db, "--json",
                      env=clean_env(pg_served.tmp), timeout=120)  # fmt: skip
-    assert doc == json.loads(cli.stdout)
+    assert doc == checked("search", cli.stdout)
     top = doc["results"][0]
     status, quant = pg_served.json("/api/quant", {"repo": top["repo"], "path": top["path"]})
     assert status == 200 and quant["layers"]["rows"] and quant["memory"]["curves"]

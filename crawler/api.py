@@ -1,0 +1,495 @@
+"""The stable Python API: ``quants search``, ``estimate``, ``inspect``, ``compare`` and
+``check-log`` as functions.
+
+Each function takes the command's options as keyword arguments, typed as the library's own
+values (tokens as int, memory in GiB as float), and returns a typed answer whose to_json() is
+the command's ``--json`` output byte for byte: the CLI is a thin layer that calls these same
+functions and prints that text. to_dict() is the same document as Python values; every
+document starts with ``schema_version`` (crawler/schemas holds its JSON Schema).
+
+Errors are the library's (crawler.errors): UsageError for bad options, NothingFits when no
+quant fits a search, HubNotFound and friends for a target that cannot be read.
+
+``search`` and ``compare`` look a model the catalog lacks up on the Hub first, as the commands
+do, unless ``offline`` (or QUANTS_OFFLINE=1); that writes to the catalog. The hooks
+(``progress``, ``on_lookup``, ``watches``) let a caller show that pass; they default to silence.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from crawler.config import Settings
+from crawler.schemas import SCHEMA_VERSION, versioned
+
+if TYPE_CHECKING:
+    from crawler.catalog.comparison import Comparison
+    from crawler.checklog import CheckReport
+    from crawler.crawl.ondemand import OnDemand
+    from crawler.crawl.progress import Progress
+    from crawler.crawl.watch import SearchFn
+    from crawler.estimating import EstimateReport
+    from crawler.gguf.parse import GGUFHeader
+    from crawler.profile.precision import PrecisionProfile
+    from crawler.ranking.launchers import Emitted
+    from crawler.ranking.model import Ranked
+    from crawler.search import SearchResult
+    from crawler.targets import HeaderRead
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CheckLogAnswer",
+    "CompareAnswer",
+    "EstimateAnswer",
+    "InspectAnswer",
+    "SearchAnswer",
+    "check_log",
+    "compare",
+    "estimate",
+    "inspect",
+    "search",
+]
+
+#: Called with what the on-demand Hub lookup did, before the answer is computed.
+LookupHook = Callable[["OnDemand"], None]
+
+
+def dump_json(document: Any) -> str:
+    """The text every ``--json`` prints: two-space indent, non-ASCII escaped (so control
+    characters from the Hub never reach a terminal raw), one trailing newline."""
+    return json.dumps(document, indent=2, ensure_ascii=True, default=str) + "\n"
+
+
+class _Answer:
+    """What every answer shares: its document with the schema version, and that as text."""
+
+    __slots__ = ()
+
+    def payload(self) -> dict[str, Any]:
+        """The command's document without the version field."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document as Python values, ``schema_version`` first."""
+        return versioned(self.payload())
+
+    def to_json(self) -> str:
+        """The command's ``--json`` output, byte for byte."""
+        return dump_json(self.to_dict())
+
+
+# --- search ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SearchAnswer(_Answer):
+    """``quants search``: the ranked quants, the budget used and what was left out."""
+
+    result: SearchResult
+    lookup: OnDemand | None = None  # the on-demand Hub lookup (None: offline or no query)
+
+    @property
+    def results(self) -> tuple[Ranked, ...]:
+        """The ranked quants, best first (each with its estimate and llama-server command)."""
+        return tuple(self.result.outcome.results)
+
+    def payload(self) -> dict[str, Any]:
+        from crawler.search import search_json
+
+        return search_json(self.result)
+
+    def launchers(self, fmt: str) -> list[Emitted]:
+        """Each result as a launcher config: fmt is llama-swap, ollama or lmstudio
+        (crawler.ranking.launchers; each says what its format cannot express)."""
+        from crawler.ranking.launchers import emit
+
+        return emit(fmt, self.results)
+
+
+def search(
+    query: str | None = None,
+    *,
+    vram: float | None = None,
+    ctx: int | None = None,
+    gpu: str | Sequence[str] | None = None,
+    headroom: float = 0.5,
+    cache_type_k: str | None = None,
+    cache_type_v: str | None = None,
+    auto_cache: bool = False,
+    mtp: bool | None = None,
+    spec_draft_n_max: int = 3,
+    min_attn_bits: float | None = None,
+    arch: str | None = None,
+    author: str | None = None,
+    base: str | None = None,
+    label: str | None = None,
+    loadable: bool = False,
+    cpu_moe: bool = False,
+    n_cpu_moe: int = 0,
+    n_gpu_layers: str | None = None,
+    flash_attn: str = "on",
+    parallel: int = 1,
+    ubatch: int = 512,
+    tensor_split: str | None = None,
+    vision: bool = False,
+    tier: str = "gpu",
+    ram: float | None = None,
+    sort: str = "quality",
+    limit: int = 20,
+    db: str | None = None,
+    offline: bool = False,
+    progress: Progress | None = None,
+    on_lookup: LookupHook | None = None,
+    watches: SearchFn | None = None,
+) -> SearchAnswer:
+    """The quants that fit ``vram`` GiB (or ``gpu``) at ``ctx`` tokens, best first.
+
+    The options are ``quants search``'s (docs/search.md); ``db`` is the catalog URL (default:
+    QUANTS_DB or the data directory's SQLite file). Raises NothingFits when nothing fits.
+    """
+    from crawler.crawl.catalogs import reading
+    from crawler.search import build_request
+    from crawler.search import search as run_search
+
+    for option, value, least in (
+        ("--vram", vram, 0.1), ("--ctx", ctx, 1), ("--headroom", headroom, 0),
+        ("--spec-draft-n-max", spec_draft_n_max, 0), ("--n-cpu-moe", n_cpu_moe, 0),
+        ("--parallel", parallel, 1), ("--ubatch-size", ubatch, 1), ("--ram", ram, 0.1),
+        ("--limit", limit, 1),
+    ):  # fmt: skip
+        if value is not None:
+            _check_min(option, value, least)
+    req = build_request(
+        query=query, vram=vram, ctx=ctx, gpu=gpu, headroom=headroom, cache_type_k=cache_type_k,
+        cache_type_v=cache_type_v, auto_cache=auto_cache, mtp=mtp,
+        spec_draft_n_max=spec_draft_n_max, min_attn_bits=min_attn_bits, arch=arch, author=author,
+        base=base, label=label, loadable=loadable, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe, ram=ram,
+        tier=tier, vision=vision, flash_attn=flash_attn, parallel=parallel, ubatch=ubatch,
+        n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, sort=sort, limit=limit,
+    )  # fmt: skip
+    settings = Settings.from_env().replace(db_url=db)
+    done = _look_up(settings, query, offline, progress, on_lookup, watches)
+    with reading(settings.resolved_db_url) as reader:
+        result = run_search(reader, req)
+    return SearchAnswer(result, done)
+
+
+def _look_up(
+    settings: Settings,
+    query: str | None,
+    offline: bool,
+    progress: Progress | None,
+    on_lookup: LookupHook | None,
+    watches: SearchFn | None,
+) -> OnDemand | None:
+    """Look the model ``query`` names up on the Hub unless offline or looked up recently
+    (crawler.crawl.ondemand); ``watches`` evaluates the saved searches afterwards, as a crawl
+    does."""
+    if not query or offline or settings.offline:
+        return None
+    from crawler.crawl.catalogs import open_catalog
+    from crawler.crawl.ondemand import ensure_model
+
+    with open_catalog(settings.resolved_db_url) as catalog:
+        done = ensure_model(
+            settings,
+            query,
+            catalog=catalog,
+            max_age=timedelta(hours=settings.fresh_hours),
+            progress=progress,
+            search=watches,
+        )
+    if on_lookup is not None:
+        on_lookup(done)
+    return done
+
+
+# --- estimate --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateAnswer(_Answer):
+    """``quants estimate``: the memory of one GGUF under one configuration, and the verdict."""
+
+    report: EstimateReport
+    warnings: tuple[str, ...] = ()  # what to know before trusting the numbers (CLI: stderr)
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether it fits the budget (None: no budget given)."""
+        return self.report.fits
+
+    def payload(self) -> dict[str, Any]:
+        return self.report.to_json()
+
+
+def estimate(
+    target: str,
+    *,
+    ctx: int,
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    flash_attn: str = "auto",
+    parallel: int = 1,
+    ubatch: int = 512,
+    mtp: bool = False,
+    spec_draft_n_max: int = 3,
+    cache_type_k_draft: str = "f16",
+    cache_type_v_draft: str = "f16",
+    cpu_moe: bool = False,
+    n_cpu_moe: int = 0,
+    n_gpu_layers: str = "all",
+    mmproj: str | None = None,
+    no_mmproj: bool = False,
+    gpu: str | Sequence[str] | None = None,
+    tensor_split: str | None = None,
+    vram: float | None = None,
+) -> EstimateAnswer:
+    """The device memory llama-server needs for ``target`` (a local .gguf, a URL,
+    owner/repo/path.gguf or owner/repo:QUANT) at ``ctx`` tokens; with ``vram`` (GiB) or
+    ``gpu``, whether it fits. ``parallel`` -1 is llama-server's default (4 unified slots)."""
+    from crawler.errors import UsageError
+    from crawler.estimating import estimate_report
+    from crawler.fit import RunConfig
+    from crawler.fit.notes import estimate_warnings
+    from crawler.targets import read_target
+
+    if mmproj is not None and no_mmproj:
+        raise UsageError("--mmproj and --no-mmproj exclude each other")
+    _check_min("--ctx", ctx, 1)
+    _check_min("--parallel", parallel, -1)
+    _check_min("--ubatch", ubatch, 1)
+    _check_min("--spec-draft-n-max", spec_draft_n_max, 0)
+    _check_min("--n-cpu-moe", n_cpu_moe, 0)
+    read = read_target(target, Settings.from_env())
+    cfg = RunConfig(
+        ctx=ctx,
+        type_k=cache_type_k.lower(),
+        type_v=cache_type_v.lower(),
+        flash_attn=flash_attn.lower(),
+        parallel=None if parallel == -1 else parallel,
+        ubatch=ubatch,
+        mtp=mtp,
+        spec_draft_n_max=spec_draft_n_max,
+        type_k_draft=cache_type_k_draft.lower(),
+        type_v_draft=cache_type_v_draft.lower(),
+        cpu_moe=cpu_moe,
+        n_cpu_moe=n_cpu_moe,
+        model_path=read.source,
+    )
+    gpus = (gpu,) if isinstance(gpu, str) else tuple(gpu or ())
+    report = estimate_report(
+        read, cfg, n_gpu_layers=n_gpu_layers, mmproj=mmproj, vram_gib=vram, gpus=gpus,
+        tensor_split=tensor_split,
+    )  # fmt: skip
+    warnings = tuple(estimate_warnings(read.header, report.coefficients, cfg))
+    return EstimateAnswer(report, warnings)
+
+
+def _check_min(option: str, value: float, least: float) -> None:
+    """The bound the CLI's option parser enforces, for callers that skip the parser."""
+    from crawler.errors import UsageError
+
+    if value < least:
+        raise UsageError(f"{option} must be >= {least}, not {value}")
+
+
+# --- inspect ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InspectAnswer(_Answer):
+    """``quants inspect``: which tensors are at which precision, and the verdicts."""
+
+    read: HeaderRead
+    profile: PrecisionProfile
+    tensors: bool = False  # the document lists every tensor
+
+    def payload(self) -> dict[str, Any]:
+        from crawler.profile.mtp_grade import mtp_grade
+
+        r = self.read
+        doc = self.profile.to_json(
+            source=r.source,
+            revision=r.revision,
+            size_bytes=r.size_bytes,
+            header_bytes=r.header_bytes,
+            bytes_fetched=r.bytes_fetched,
+            requests=r.requests,
+            include_tensors=self.tensors,
+        )
+        doc["mtp"].update(mtp_grade(self.profile.mtp.state, self.profile.mtp.min_bits).to_json())
+        return doc
+
+
+def inspect(target: str, *, tensors: bool = False) -> InspectAnswer:
+    """Read the header of ``target`` (as for estimate) and profile its precision."""
+    from crawler.profile.build import build_profile
+    from crawler.targets import read_target
+
+    read = read_target(target, Settings.from_env())
+    profile = build_profile(
+        read.header, file_name=read.file_name, repo_id=read.repo_id, repo_files=read.repo_files
+    )
+    return InspectAnswer(read, profile, tensors)
+
+
+# --- compare ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompareAnswer(_Answer):
+    """``quants compare``: every quant of one base model, smallest first."""
+
+    comparison: Comparison
+    lookup: OnDemand | None = None
+
+    def payload(self) -> dict[str, Any]:
+        from crawler.catalog.comparison import comparison_json
+
+        return comparison_json(self.comparison)
+
+
+def compare(
+    query: str,
+    *,
+    db: str | None = None,
+    offline: bool = False,
+    progress: Progress | None = None,
+    on_lookup: LookupHook | None = None,
+    watches: SearchFn | None = None,
+) -> CompareAnswer:
+    """The quants of the base model ``query`` names (fuzzy; several matches: a UsageError)."""
+    from crawler.catalog.comparison import load_comparison
+    from crawler.crawl.catalogs import reading
+
+    settings = Settings.from_env().replace(db_url=db)
+    done = _look_up(settings, query, offline, progress, on_lookup, watches)
+    with reading(settings.resolved_db_url) as reader:
+        comparison = load_comparison(reader, query)
+    return CompareAnswer(comparison, done)
+
+
+# --- check-log -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CheckLogAnswer(_Answer):
+    """``quants check-log``: llama.cpp's logged buffers next to the estimate of the same run."""
+
+    report: CheckReport
+    #: The log's measured draft acceptance beside the file's graded MTP reading (None: the log
+    #: has no draft lines).
+    draft: Mapping[str, Any] | None = None
+    draft_line: str | None = None
+
+    @property
+    def within_tolerance(self) -> bool | None:
+        """Whether the estimate agrees with the log within the tolerance (None: nothing to
+        compare)."""
+        return self.report.within_tolerance
+
+    def payload(self) -> dict[str, Any]:
+        doc = self.report.to_json()
+        if self.draft is not None:
+            doc["mtp_draft"] = dict(self.draft)
+        return doc
+
+
+def check_log(
+    log: str | PathLike[str] | None = None,
+    *,
+    text: str | None = None,
+    model: str | None = None,
+    cpu_moe: bool = False,
+    n_cpu_moe: int | None = None,
+    db: str | None = None,
+) -> CheckLogAnswer:
+    """Compare a llama-server / llama-cli log (a file ``log``, or its ``text``) with the
+    estimate of the run it records; ``model`` is the GGUF it ran (default: the path the log
+    names, else the catalog's quant of that file name)."""
+    from crawler.checklog import compare as compare_log
+    from crawler.checklog import estimate_run, run_config
+    from crawler.errors import UsageError
+    from crawler.fit import coefficients
+    from crawler.fit.llamalog import LogError, parse_log
+    from crawler.targets import read_target
+
+    if (log is None) == (text is None):
+        raise UsageError("give the log as a file or as text, one of them")
+    if n_cpu_moe is not None:
+        _check_min("--n-cpu-moe", n_cpu_moe, 0)
+    if log is not None:
+        try:
+            text = Path(log).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UsageError(f"cannot read {log}: {exc.strerror}") from None
+    assert text is not None
+    if not text.strip():
+        raise LogError(f"{log if log is not None else 'the log text'} is empty")
+    parsed = parse_log(text)
+    settings = Settings.from_env().replace(db_url=db)
+    target = model or parsed.config.model_path
+    if target is None:
+        raise UsageError("the log does not name its model; pass --model PATH")
+    if model is None and not Path(target).exists():
+        stored = _from_catalog(settings.resolved_db_url, target)
+        if stored is None:
+            raise UsageError(
+                f"the model named in the log ({target}) is not on this machine nor (by its file"
+                " name) in the catalog; pass --model with its path, URL or owner/repo/file.gguf"
+            )
+        source, header = stored
+    else:
+        read = read_target(target, settings)
+        source, header = read.source, read.header
+    coeffs = coefficients(header)
+    moe = (1 << 30) if cpu_moe else n_cpu_moe
+    logged = parsed.buffers or parsed.breakdown
+    cpu_only = bool(logged) and all(b.on_host for b in logged)
+    run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe, cpu_only=cpu_only)
+    report = compare_log(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
+    draft = _draft(text, header, source)
+    return CheckLogAnswer(report, *(draft or (None, None)))
+
+
+def _draft(text: str, header: GGUFHeader, source: str) -> tuple[dict[str, Any], str] | None:
+    """The log's measured draft acceptance beside the file's graded MTP reading (JSON, a line);
+    None when the log has no draft lines."""
+    from crawler.profile.build import build_profile
+    from crawler.profile.mtp_grade import draft_acceptance, mtp_grade
+
+    acc = draft_acceptance(text)
+    if acc is None:
+        return None
+    mtp = build_profile(header, file_name=source.rsplit("/", 1)[-1]).mtp
+    grade = mtp_grade(mtp.state, mtp.min_bits)
+    line = (
+        f"MTP drafting, measured in this log: {acc.rate:.1%} accepted ({acc.accepted} of"
+        f" {acc.generated} drafted tokens, {acc.requests} request(s)); head: {grade.reading}"
+    )
+    return {**acc.to_json(), **grade.to_json()}, line
+
+
+def _from_catalog(db_url: str, path: str) -> tuple[str, GGUFHeader] | None:
+    """The stored header of the quant whose file name is ``path``'s, if the catalog has one."""
+    from crawler.catalog.stored_headers import header_by_file_name
+    from crawler.crawl.catalogs import reading
+    from crawler.errors import CatalogError
+    from crawler.profile.build import merge_headers
+
+    try:
+        with reading(db_url) as reader:
+            found = header_by_file_name(reader, path)
+    except CatalogError:
+        return None
+    if found is None:
+        return None
+    repo_id, file_path, shards = found
+    return f"{repo_id}/{file_path}", merge_headers(shards, source=file_path)
