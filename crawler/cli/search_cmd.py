@@ -269,7 +269,8 @@ def _render(res: SearchResult) -> str:
     right = ["#", "size", "total", "margin", "max ctx", "quality", "tok/s*"]
     lines = [format_table(columns, rows, align_right=right), ""]
     for r in res.outcome.results:
-        lines.append(f"{r.rank:>2}  {safe_text(r.command)}")
+        shown = r.command or "(no command: a name holds a character no shell line can carry)"
+        lines.append(f"{r.rank:>2}  {safe_text(shown)}")
         if r.devices:
             per = ", ".join(
                 f"GPU{d.index} {human_bytes(d.total)} of {human_bytes(d.budget)}" for d in r.devices

@@ -275,7 +275,7 @@ class Ranked:
     max_ctx: int | None
     quality: QualityEstimate | None
     speed: SpeedEstimate | None
-    command: str  # llama-server
+    command: str | None  # llama-server (None: no safe command: crawler.shell)
     ollama: str | None = None  # equivalent, where Ollama can express the configuration
     lm_studio: str | None = None
     devices: tuple[DeviceShare, ...] = ()  # several GPUs: each device's share
