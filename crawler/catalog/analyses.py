@@ -30,6 +30,7 @@ from crawler.catalog.tables import (
 )
 from crawler.catalog.tensor_tables import (
     TENSOR_TABLE_ENCODING,
+    TensorTableError,
     decode_tensor_table,
     encode_tensor_table,
 )
@@ -54,6 +55,8 @@ class StoredQuantTables:
     size_bytes: int
     repo_files: tuple[str, ...]
     shards: tuple[AnalysedShard, ...]
+    #: Why the stored table could not be decoded (then ``shards`` is empty), else None.
+    unreadable: str | None = None
 
 
 def _apply_profile(q: Quant, p: StoredProfile) -> None:
@@ -196,6 +199,11 @@ def iter_tensor_tables(catalog: Catalog) -> list[StoredQuantTables]:
             .order_by(Repo.repo_id, Quant.path)
         )
         for q, repo_id, table in rows:
+            unreadable = None
+            try:
+                shards = tuple(decode_tensor_table(table.data, table.encoding))
+            except TensorTableError as exc:  # a bad stored row: skipped and counted, not fatal
+                shards, unreadable = (), str(exc)
             out.append(
                 StoredQuantTables(
                     quant_id=q.id,
@@ -204,7 +212,8 @@ def iter_tensor_tables(catalog: Catalog) -> list[StoredQuantTables]:
                     revision=q.revision,
                     size_bytes=q.size_bytes,
                     repo_files=tuple(sorted(files_by_repo.get(q.repo_pk, []))),
-                    shards=tuple(decode_tensor_table(table.data, table.encoding)),
+                    shards=shards,
+                    unreadable=unreadable,
                 )
             )
     return out

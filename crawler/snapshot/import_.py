@@ -1,7 +1,8 @@
 """``quants import``: merge a snapshot into any catalog, idempotently, in ONE transaction.
 
 Checked whole before anything is written: the manifest (a newer schema is refused), every
-file's size and sha256, every Parquet footer, schema and row count. Then one transaction merges:
+file's size and sha256, every Parquet footer, schema and row count, and every value of every
+row (crawler/snapshot/validate.py: a snapshot is untrusted input). Then one transaction merges:
 
 - a repo or quant the catalog does not know is added;
 - a quant both know: the newer analysis (``analysed_at``) wins; equal times keep the local row,
@@ -20,7 +21,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,13 @@ from crawler.snapshot.columns import WRITE_TABLES as TABLES
 from crawler.snapshot.columns import arrow_schema, as_utc, columns_of
 from crawler.snapshot.manifest import MANIFEST_NAME, Manifest, ManifestError, parse_manifest
 from crawler.snapshot.rows import Batch, Insert, batches
+from crawler.snapshot.validate import MAX_ROWS, validate_file
 
 __all__ = ["ImportSummary", "import_snapshot", "verify_snapshot"]
 
 _CHUNK = 5_000  # ids per IN (...) list
+#: Bytes of one snapshot file (compressed Parquet) the importer reads at all.
+MAX_SNAPSHOT_FILE = 16 * 1024**3
 
 
 @dataclass
@@ -103,6 +107,13 @@ def verify_snapshot(path: Path) -> Manifest:
         raise SnapshotError(f"{path}: {exc}") from None
     for name, entry in sorted(manifest.files.items()):
         file = path / name
+        if entry.rows > MAX_ROWS or entry.bytes > MAX_SNAPSHOT_FILE:
+            raise SnapshotError(
+                f"{name}: the manifest declares {entry.rows} rows and {entry.bytes} bytes "
+                f"(at most {MAX_ROWS} rows, {MAX_SNAPSHOT_FILE} bytes)"
+            )
+        if file.is_symlink():
+            raise SnapshotError(f"{name}: a symbolic link, not a file of the snapshot")
         if not file.is_file():
             raise SnapshotError(f"{name}: missing from the snapshot")
         size = file.stat().st_size
@@ -121,6 +132,10 @@ def verify_snapshot(path: Path) -> Manifest:
             raise SnapshotError(f"{name}: columns differ from schema {manifest.schema_version}")
         if rows != entry.rows:
             raise SnapshotError(f"{name}: {rows} rows, the manifest says {entry.rows}")
+    # Every value, before anything is written (crawler/snapshot/validate.py).
+    now = datetime.now(UTC)
+    for name in sorted(manifest.files):
+        validate_file(path, name, now=now)
     return manifest
 
 
