@@ -153,6 +153,9 @@ def write_analyses(
             q.header_bytes = sum(sh.header_bytes for sh in a.shards)
             q.analysed_at = now
             q.content_key = content_key
+            # Read by this catalog's crawl: no longer an imported analysis (it outranks them).
+            q.source = None
+            q.source_revision = None
             group_rows = _group_rows(q.id, a.profile)
             _apply_search_columns(q, a.profile, a.memory)
             rows += group_rows

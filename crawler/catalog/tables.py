@@ -139,6 +139,11 @@ class Quant(Base):
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
+    # Provenance (migration 0006): NULL when this catalog's crawl read the header itself, else
+    # where an imported analysis came from ("dataset OWNER/NAME", "directory PATH") and that
+    # source's revision (dataset commit, manifest sha256).
+    source: Mapped[str | None] = mapped_column(String(512))
+    source_revision: Mapped[str | None] = mapped_column(String(64))
 
 
 class File(Base):

@@ -5,8 +5,11 @@ file's size and sha256, every Parquet footer, schema and row count, and every va
 row (crawler/snapshot/validate.py: a snapshot is untrusted input). Then one transaction merges:
 
 - a repo or quant the catalog does not know is added;
-- a quant both know: the newer analysis (``analysed_at``) wins; equal times keep the local row,
-  so importing the same snapshot twice changes nothing; a repo row follows its ``scanned_at``;
+- a quant both know: a local crawl's own read is always kept (an import never replaces it; a
+  snapshot that saw newer content marks the repo for the next crawl to read); otherwise, the
+  newer analysis (``analysed_at``) wins, equal times keep the local row, so importing the same
+  snapshot twice changes nothing; a repo row follows its ``scanned_at``;
+- each quant added or replaced records where it came from (``quants.source``, migration 0006);
 - nothing local is removed: local quants the snapshot lacks stay; history rows
   (``quant_versions``) are unioned; a local tensor table stays unless the quant's content changed;
 - the times stored are the snapshot's (``analysed_at``, ``scanned_at``): the crawl and the
@@ -112,8 +115,9 @@ def verify_snapshot(path: Path) -> Manifest:
                 f"{name}: the manifest declares {entry.rows} rows and {entry.bytes} bytes "
                 f"(at most {MAX_ROWS} rows, {MAX_SNAPSHOT_FILE} bytes)"
             )
-        if file.is_symlink():
-            raise SnapshotError(f"{name}: a symbolic link, not a file of the snapshot")
+        if file.exists() and not file.is_file():
+            # (A symlink to a regular file is read: the Hub cache holds its files that way.)
+            raise SnapshotError(f"{name}: not a regular file")
         if not file.is_file():
             raise SnapshotError(f"{name}: missing from the snapshot")
         size = file.stat().st_size
@@ -178,8 +182,19 @@ class _Merge:
     and make a row dict only for an UPDATE (a local row the snapshot's newer one replaces).
     """
 
-    def __init__(self, conn: Connection, path: Path, summary: ImportSummary) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        path: Path,
+        summary: ImportSummary,
+        source: str,
+        source_revision: str | None,
+    ) -> None:
         self.conn = conn
+        self.source = source
+        self.source_revision = source_revision
+        # Repos where the snapshot saw newer content than a kept local read: re-crawl them.
+        self.recheck: set[int] = set()
         self.path = path
         self.summary = summary
         self.dialect = conn.dialect.name
@@ -241,13 +256,21 @@ class _Merge:
         local = {
             (r.repo_pk, r.path): r
             for r in self.conn.execute(
-                select(Quant.id, Quant.repo_pk, Quant.path, Quant.analysed_at, Quant.content_key)
+                select(
+                    Quant.id,
+                    Quant.repo_pk,
+                    Quant.path,
+                    Quant.analysed_at,
+                    Quant.content_key,
+                    Quant.source,
+                )
             )
         }
-        names = _names(name, ("repo_id",), ("repo_pk",))
+        names = _names(name, ("repo_id",), ("repo_pk", "source", "source_revision"))
         changed = [n for n in names if n not in ("first_seen_at", "repo_pk", "path")]
         insert = Insert(self.conn, name, names)
         replaced: list[int] = []
+        provenance = {"source": self.source, "source_revision": self.source_revision}
         for batch in self._batches(name):
             repo_ids, paths = batch.col("repo_id"), batch.col("path")
             pks = [self._repo(repo_id, name) for repo_id in repo_ids]
@@ -256,8 +279,18 @@ class _Merge:
                 mine = local.get((pk, path))
                 if mine is None:
                     take.append(i)
+                elif mine.source is None and mine.analysed_at is not None:
+                    # This catalog's crawl read the file itself: that outranks any import.
+                    # A snapshot that saw other content marks the repo for the next crawl.
+                    if mine.content_key != batch.col("content_key")[i] and _newer(
+                        batch.col("analysed_at")[i], mine.analysed_at
+                    ):
+                        self.recheck.add(pk)
+                    self.summary.quants_kept += 1
+                    continue
                 elif _newer(batch.col("analysed_at")[i], mine.analysed_at):
-                    values = _decoded(name, {**batch.row(i), "repo_pk": pk}, changed)
+                    row = {**batch.row(i), "repo_pk": pk, **provenance}
+                    values = _decoded(name, row, changed)
                     self.conn.execute(update(table).where(table.c.id == mine.id).values(**values))
                     replaced.append(mine.id)
                     if mine.content_key != batch.col("content_key")[i]:
@@ -268,7 +301,13 @@ class _Merge:
                     continue
                 self.quants_taken.add((repo_id, path))
                 self.touched_repos.add(pk)
-            self.summary.quants_added += insert(batch, take, {"repo_pk": pks})
+            n = batch.size
+            extra = {
+                "repo_pk": pks,
+                "source": [self.source] * n,
+                "source_revision": [self.source_revision] * n,
+            }
+            self.summary.quants_added += insert(batch, take, extra)
         # The snapshot's children replace the old ones of the quants it won.
         for ids in _chunks(replaced):
             for model in (TensorGroup, MemoryModel):
@@ -276,6 +315,8 @@ class _Merge:
         stale = sorted(self.content_changed)
         for ids in _chunks(stale):
             self.conn.execute(delete(TensorTable).where(TensorTable.quant_id.in_(ids)))
+        for ids in _chunks(sorted(self.recheck)):
+            self.conn.execute(update(Repo).where(Repo.id.in_(ids)).values(scanned_sha=None))
         by_pk = {pk: rid for rid, pk in self.repo_pk.items()}
         self.quant_id = {
             (by_pk[repo_pk], path): qid
@@ -374,9 +415,22 @@ class _Merge:
             )
 
 
-def import_snapshot(catalog: Catalog, path: Path) -> ImportSummary:
-    """Verify, then merge the snapshot at ``path`` into ``catalog`` in one transaction."""
+def import_snapshot(
+    catalog: Catalog,
+    path: Path,
+    *,
+    source: str | None = None,
+    source_revision: str | None = None,
+) -> ImportSummary:
+    """Verify, then merge the snapshot at ``path`` into ``catalog`` in one transaction.
+
+    The quants it adds or replaces record ``source`` / ``source_revision`` (default: the
+    directory, and the manifest's sha256), as migration 0006 describes.
+    """
     manifest = verify_snapshot(path)
+    if source is None:
+        source = f"directory {path.resolve()}"[:512]
+        source_revision = hashlib.sha256((path / MANIFEST_NAME).read_bytes()).hexdigest()
     summary = ImportSummary(manifest=manifest.to_json())
     with catalog.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
@@ -391,7 +445,7 @@ def import_snapshot(catalog: Catalog, path: Path) -> ImportSummary:
                 # (crawler/snapshot/bulk.py).
                 empty = empty_tables(conn, sorted({t.name for t in TABLES.values()}))
                 dropped = drop_for_load(conn, empty)
-                merge = _Merge(conn, path, summary)
+                merge = _Merge(conn, path, summary, source, source_revision)
                 merge.repos()
                 merge.quants()
                 merge.children("tensor_groups.parquet")

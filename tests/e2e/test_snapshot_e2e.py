@@ -229,6 +229,11 @@ def _label(db: str, path: str) -> Any:
         conn.close()
 
 
+def _just_now() -> str:
+    """A time after the module's crawl and not after the import's (validate.py's cap)."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def test_newer_analysis_wins_older_loses_and_nothing_local_is_lost(crawled) -> None:
     db, snap, tmp = crawled
     some = snapshot(db)["quants"]
@@ -240,29 +245,50 @@ def test_newer_analysis_wins_older_loses_and_nothing_local_is_lost(crawled) -> N
     newer_db = f"sqlite:///{newer}"
     _sql(
         newer_db,
-        "UPDATE quants SET quant_label='RELABELLED', analysed_at='2099-01-01 00:00:00'"
-        " WHERE path = ?",
+        "UPDATE quants SET quant_label='RELABELLED', analysed_at=? WHERE path = ?",
+        _just_now(),
         path_a,
     )
     _sql(newer_db, "DELETE FROM quants WHERE path = ?", path_b)
     ok("export", str(tmp / "newer-snap"), "--db", newer_db, tmp=tmp)
 
-    # Newer snapshot into the older catalog: A's newer analysis wins, B (local only) stays.
-    older = tmp / "older.sqlite"
-    shutil.copy(db.removeprefix("sqlite:///"), older)
-    older_db = f"sqlite:///{older}"
+    # Newer snapshot into a catalog that imported the older one: A's newer analysis wins (both
+    # are imported), B stays; A now names the newer snapshot as its source.
+    older_db = f"sqlite:///{tmp / 'older.sqlite'}"
+    import_(snap, older_db, tmp)
     summary = import_(tmp / "newer-snap", older_db, tmp)
     assert summary["quants_updated"] == 1
     assert _label(older_db, path_a) == ("RELABELLED",)
     assert _label(older_db, path_b) is not None
     labels = {r[0]: r[3] for r in view(older_db, tmp, "v_quants") if r[2] == path_a}
     assert set(labels.values()) == {"RELABELLED"}
+    sources = dict(_sources(older_db))
+    assert sources[path_a] == f"directory {(tmp / 'newer-snap').resolve()}"
+    assert sources[path_b] == f"directory {snap.resolve()}"
 
-    # Older snapshot into the newer catalog: the local newer analysis is kept; B is added back.
+    # Into the crawled catalog itself: the local crawl's own reads outrank any import.
+    local = tmp / "local.sqlite"
+    shutil.copy(db.removeprefix("sqlite:///"), local)
+    local_db = f"sqlite:///{local}"
+    summary = import_(tmp / "newer-snap", local_db, tmp)
+    assert summary["quants_updated"] == 0 and summary["quants_added"] == 0
+    assert _label(local_db, path_a) == _label(db, path_a)
+    assert all(source is None for _, source in _sources(local_db))
+
+    # Older snapshot into the newer catalog: its local reads are kept; B is added back, imported.
     summary = import_(snap, newer_db, tmp)
     assert summary["quants_updated"] == 0 and summary["quants_added"] == 1
     assert _label(newer_db, path_a) == ("RELABELLED",)
     assert _label(newer_db, path_b) == _label(db, path_b)
+    assert dict(_sources(newer_db))[path_b] == f"directory {snap.resolve()}"
+
+
+def _sources(db: str) -> list[tuple[str, str | None]]:
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    try:
+        return conn.execute("SELECT path, source FROM quants").fetchall()
+    finally:
+        conn.close()
 
 
 def _counts(db: str) -> dict[str, int]:
@@ -480,8 +506,8 @@ def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
         path_a = snapshot(db)["quants"][0][1]
         _sql(
             f"sqlite:///{newer}",
-            "UPDATE quants SET quant_label='RELABELLED',"
-            " analysed_at='2099-01-01 00:00:00' WHERE path = ?",
+            "UPDATE quants SET quant_label='RELABELLED', analysed_at=? WHERE path = ?",
+            _just_now(),
             path_a,
         )
         third = hub_cli(emu, publisher, "publish", DATASET, "--db", f"sqlite:///{newer}")
