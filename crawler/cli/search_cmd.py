@@ -285,6 +285,8 @@ def _render(res: SearchResult) -> str:
 
 
 def _footer(res: SearchResult) -> str:
+    from crawler.cli._output import safe_text
+
     o = res.outcome
     fit = f"{o.fitting}" if not o.unevaluated else f">= {o.fitting}"
     parts = [
@@ -295,6 +297,9 @@ def _footer(res: SearchResult) -> str:
         parts.append(f"{o.unevaluated} not estimated: none of them could rank higher")
     if res.unknown_memory:
         parts.append(f"{res.unknown_memory} skipped: memory rules not modelled")
+    if res.unreadable:
+        first = safe_text(res.unreadable[0])
+        parts.append(f"{len(res.unreadable)} skipped: stored analysis unreadable (e.g. {first})")
     parts.append(
         "* tok/s is an ESTIMATE from memory bandwidth (empty / full context)"
         if res.budget.bandwidth_gb_s

@@ -138,6 +138,9 @@ class Candidate:
     bound_hint: float | None = None
     #: With ``--vision``: bytes of the repo's smallest projector file (None: it has none).
     projector_bytes: int | None = None
+    #: Where the analysis came from (``quants.source``): None = this catalog's own crawl.
+    source: str | None = None
+    source_revision: str | None = None
 
     def group(self, name: str) -> GroupStats | None:
         """The named group, if the profile has it."""
