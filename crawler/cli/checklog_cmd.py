@@ -40,20 +40,22 @@ def check_log(
     """Compare the buffers llama.cpp logged (model, KV, RS, compute, output; or the memory
     breakdown at exit) with quants' estimate of the same configuration."""
     from crawler.checklog import compare, estimate_run, run_config
-    from crawler.cli._output import print_json
+    from crawler.cli._output import print_json, safe_text
     from crawler.config import Settings
     from crawler.errors import UsageError
     from crawler.fit import coefficients
-    from crawler.llamalog import LogError, parse_log
+    from crawler.llamalog import LogError, parse_log, read_log_lines
     from crawler.source import read_target
 
     try:
-        text = log.read_text(encoding="utf-8", errors="replace")
+        # Streamed line by line (bounded memory and line length: crawler/llamalog.py).
+        with log.open("rb") as fh:
+            if not fh.read(1 << 16).strip():
+                raise LogError(f"{safe_text(log)} is empty")
+            fh.seek(0)
+            parsed = parse_log(read_log_lines(fh))
     except OSError as exc:
-        raise UsageError(f"cannot read {log}: {exc.strerror}") from None
-    if not text.strip():
-        raise LogError(f"{log} is empty")
-    parsed = parse_log(text)
+        raise UsageError(f"cannot read {safe_text(log)}: {exc.strerror}") from None
     settings = Settings.from_env()
     target = model or parsed.config.model_path
     if target is None:
