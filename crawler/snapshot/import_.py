@@ -302,7 +302,7 @@ class _Merge:
                 self.quants_taken.add((repo_id, path))
                 self.touched_repos.add(pk)
             n = batch.size
-            extra = {
+            extra: dict[str, list[Any]] = {
                 "repo_pk": pks,
                 "source": [self.source] * n,
                 "source_revision": [self.source_revision] * n,

@@ -130,7 +130,7 @@ class RowProblem(SnapshotError):
 def check_repo_id(value: str) -> str | None:
     """Why ``value`` is not a Hub repo id (None when it is)."""
     from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
+    from huggingface_hub.utils._validators import validate_repo_id
 
     try:
         validate_repo_id(value)

@@ -377,3 +377,23 @@ def test_cli_refuses_in_one_line(base, tmp_path, case: str) -> None:
     assert "row 1" in first and all(w in first for w in words), first
     assert "\x1b" not in out.stderr  # the hostile text is escaped for the terminal
     assert _catalog_bytes(target) == before
+
+
+def test_export_never_writes_through_a_planted_symlink(base, tmp_path) -> None:
+    good, _ = base
+    out = tmp_path / "export"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for name in ("quants.parquet.tmp", "manifest.json.tmp"):
+        os.symlink(victim, out / name)
+    os.symlink(victim, out / "repos.parquet")  # the final name too: replaced, not followed
+    source = f"sqlite:///{tmp_path / 'source.sqlite'}"
+    with Catalog.open(source) as catalog:
+        import_snapshot(catalog, good)
+        export_snapshot(catalog, out)
+    assert victim.read_text() == "precious"
+    assert not (out / "repos.parquet").is_symlink()
+    assert not any(p.name.endswith(".tmp") for p in out.iterdir())
+    with Catalog.open(f"sqlite:///{tmp_path / 'again.sqlite'}") as catalog:
+        assert import_snapshot(catalog, out).quants_added == 5
