@@ -27,6 +27,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("quants") as batch:
-        batch.drop_column("source_revision")
-        batch.drop_column("source")
+    # Plain DDL, as 0003/0004 (batch mode would recreate the table, which SQLite refuses while
+    # the 0002 views refer to it; SQLite >= 3.35 and PostgreSQL both drop a column in place).
+    op.execute("ALTER TABLE quants DROP COLUMN source_revision")
+    op.execute("ALTER TABLE quants DROP COLUMN source")
