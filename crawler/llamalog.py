@@ -185,7 +185,8 @@ def _near(pattern: re.Pattern[str], line: str, key: str) -> re.Match[str] | None
 
 
 def _model_path(line: str) -> str | None:
-    """The model path of a "loaded meta data ... from PATH (version" or _LOADING line, found with str.find (a path may be long)."""
+    """The model path of a "loaded meta data ... from PATH (version" or _LOADING line, found
+    with str.find (a path may be long)."""
     key = "tensors from "
     i = line.find(key)
     if i >= 0 and _near(_LOADED_HEAD, line, key):
