@@ -18,7 +18,7 @@ do, unless ``offline`` (or QUANTS_OFFLINE=1); that writes to the catalog. The ho
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from os import PathLike
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from crawler.crawl.progress import Progress
     from crawler.crawl.watch import SearchFn
     from crawler.estimating import EstimateReport
+    from crawler.fit.llamalog import ParsedLog
     from crawler.gguf.parse import GGUFHeader
     from crawler.profile.precision import PrecisionProfile
     from crawler.ranking.launchers import Emitted
@@ -426,14 +427,12 @@ def check_log(
     if n_cpu_moe is not None:
         _check_min("--n-cpu-moe", n_cpu_moe, 0)
     if log is not None:
-        try:
-            text = Path(log).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise UsageError(f"cannot read {log}: {exc.strerror}") from None
-    assert text is not None
-    if not text.strip():
-        raise LogError(f"{log if log is not None else 'the log text'} is empty")
-    parsed = parse_log(text)
+        parsed = _parse_log_file(Path(log))
+    else:
+        assert text is not None
+        if not text.strip():
+            raise LogError("the log text is empty")
+        parsed = parse_log(text)
     settings = Settings.from_env().replace(db_url=db)
     target = model or parsed.config.model_path
     if target is None:
@@ -455,17 +454,41 @@ def check_log(
     cpu_only = bool(logged) and all(b.on_host for b in logged)
     run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe, cpu_only=cpu_only)
     report = compare_log(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
-    draft = _draft(text, header, source)
+    draft = _draft(text if log is None else _log_lines(Path(log)), header, source)
     return CheckLogAnswer(report, *(draft or (None, None)))
 
 
-def _draft(text: str, header: GGUFHeader, source: str) -> tuple[dict[str, Any], str] | None:
+def _parse_log_file(path: Path) -> ParsedLog:
+    """A log file parsed as a stream (bounded memory and line length: crawler/fit/llamalog.py)."""
+    from crawler.errors import UsageError
+    from crawler.fit.llamalog import LogError, parse_log, read_log_lines
+
+    try:
+        with path.open("rb") as fh:
+            if not fh.read(1 << 16).strip():
+                raise LogError(f"{path} is empty")
+            fh.seek(0)
+            return parse_log(read_log_lines(fh))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _log_lines(path: Path) -> Iterator[str]:
+    from crawler.fit.llamalog import read_log_lines
+
+    with path.open("rb") as fh:
+        yield from read_log_lines(fh)
+
+
+def _draft(
+    text: str | Iterable[str] | None, header: GGUFHeader, source: str
+) -> tuple[dict[str, Any], str] | None:
     """The log's measured draft acceptance beside the file's graded MTP reading (JSON, a line);
     None when the log has no draft lines."""
     from crawler.profile.build import build_profile
     from crawler.profile.mtp_grade import draft_acceptance, mtp_grade
 
-    acc = draft_acceptance(text)
+    acc = draft_acceptance(text) if text is not None else None
     if acc is None:
         return None
     mtp = build_profile(header, file_name=source.rsplit("/", 1)[-1]).mtp

@@ -32,6 +32,7 @@ from crawler.fit.setup import Setup, parse_ngl, resolve_setup
 from crawler.fit.vision import Projector, projector
 from crawler.profile.labels import parse_quant_label
 from crawler.ranking.commands import llama_server_command
+from crawler.ranking.shell import is_safe_argument
 from crawler.targets import HeaderRead
 from crawler.units import GIB
 
@@ -197,7 +198,7 @@ def _with_setup(report: EstimateReport, setup: Setup, mmproj: str | None) -> Est
     args = shlex.split(report.command)
     if setup.offload.partial and "-ngl" in args:
         args[args.index("-ngl") + 1] = str(setup.offload.n_gpu_layers)
-    if mmproj is not None:
+    if mmproj is not None and is_safe_argument(mmproj):
         args += ["--mmproj", mmproj]
     return _replace(report, setup=setup, estimate=setup.as_fit_estimate(), command=shlex.join(args))
 
@@ -264,9 +265,12 @@ def target_command(read: HeaderRead, cfg: RunConfig) -> str:
     if read.repo_id is not None:
         path = read.shards[0] if read.shards else read.file_name
         label = parse_quant_label(path)
-        return llama_server_command(
+        hub = llama_server_command(
             read.repo_id, path, label.text if label else None, cfg, read.repo_files
         )
+        # None: the repo id or path holds a control character no command line carries safely
+        # (crawler.ranking.shell); the command then names the model MODEL for the user to fill in.
+        return hub if hub is not None else command(cfg.replace(model_path="MODEL"))
     text = command(cfg)
     if read.source.startswith(("http://", "https://")):
         args = shlex.split(text)

@@ -156,6 +156,8 @@ class SearchResult:
     prefiltered_out: int  # excluded by the SQL lower bound (cannot fit)
     unknown_memory: int  # memory rules not modelled (left out by the catalog query)
     seconds: float
+    #: ``repo/path`` of stored rows that could not be read (skipped, not fatal).
+    unreadable: tuple[str, ...] = ()
 
 
 def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
@@ -238,6 +240,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     # The catalog streams candidates in the sort's order (for speed, margin and ctx: in the
     # order of an upper bound) and ranking stops reading once nothing left can rank higher.
     stream = stream_candidates(reader, spec, budget, req.filters, req.sort)
+    unreadable: list[str] = []
     try:
         outcome = rank_candidates(
             stream,
@@ -247,7 +250,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
             sort=req.sort,
             limit=req.limit,
             siblings=sibling_lookup(reader),
-            materialize=materializer(reader, vision=spec.vision),
+            materialize=materializer(reader, vision=spec.vision, unreadable=unreadable),
             presorted=True,
         )
     finally:
@@ -265,6 +268,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
         prefiltered_out=prefiltered_out,
         unknown_memory=unknown + outcome.unknown_memory,
         seconds=time.perf_counter() - started,
+        unreadable=tuple(unreadable),
     )
     if not outcome.results:
         raise NothingFits(_nothing_fits_message(result), hint=_nothing_fits_hint(result))
@@ -427,7 +431,15 @@ def result_json(r: Ranked) -> dict[str, Any]:
         "command": r.command,
         "ollama": r.ollama,
         "lm_studio": r.lm_studio,
+        "provenance": provenance_json(c.source, c.source_revision),
     }
+
+
+def provenance_json(source: str | None, revision: str | None) -> dict[str, Any]:
+    """Where a row's analysis came from: this catalog's crawl, or an import (and which)."""
+    if source is None:
+        return {"from": "crawl"}
+    return {"from": "import", "source": source, "revision": revision}
 
 
 def search_json(res: SearchResult) -> dict[str, Any]:
@@ -478,6 +490,8 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "unknown_memory": res.unknown_memory,
             "invalid_config": o.invalid_config,
             "unevaluated": o.unevaluated,
+            "unreadable": len(res.unreadable),
         },
+        "unreadable": list(res.unreadable),
         "results": [result_json(r) for r in o.results],
     }

@@ -29,6 +29,7 @@ from crawler.catalog.tables import (
 )
 from crawler.catalog.tensor_tables import (
     TENSOR_TABLE_ENCODING,
+    TensorTableError,
     decode_tensor_table,
     encode_tensor_table,
 )
@@ -65,6 +66,8 @@ class StoredQuantTables:
     size_bytes: int
     repo_files: tuple[str, ...]
     shards: tuple[AnalysedShard, ...]
+    #: Why the stored table could not be decoded (then ``shards`` is empty), else None.
+    unreadable: str | None = None
 
 
 def _apply_profile(q: Quant, p: StoredProfile) -> None:
@@ -161,6 +164,9 @@ def write_analyses(
             q.header_bytes = sum(sh.header_bytes for sh in a.shards)
             q.analysed_at = now
             q.content_key = content_key
+            # Read by this catalog's crawl: no longer an imported analysis (it outranks them).
+            q.source = None
+            q.source_revision = None
             group_rows = _group_rows(q.id, a.profile)
             _apply_search_columns(q, row.columns)
             rows += group_rows
@@ -207,6 +213,11 @@ def iter_tensor_tables(catalog: Catalog) -> list[StoredQuantTables]:
             .order_by(Repo.repo_id, Quant.path)
         )
         for q, repo_id, table in rows:
+            unreadable = None
+            try:
+                shards = tuple(decode_tensor_table(table.data, table.encoding))
+            except TensorTableError as exc:  # a bad stored row: skipped and counted, not fatal
+                shards, unreadable = (), str(exc)
             out.append(
                 StoredQuantTables(
                     quant_id=q.id,
@@ -215,7 +226,8 @@ def iter_tensor_tables(catalog: Catalog) -> list[StoredQuantTables]:
                     revision=q.revision,
                     size_bytes=q.size_bytes,
                     repo_files=tuple(sorted(files_by_repo.get(q.repo_pk, []))),
-                    shards=tuple(decode_tensor_table(table.data, table.encoding)),
+                    shards=shards,
+                    unreadable=unreadable,
                 )
             )
     return out

@@ -228,46 +228,67 @@ def _coefficients(value: Any) -> MemoryCoefficients:
     return MemoryCoefficients.from_json(json.loads(value or "{}"))
 
 
+#: What a stored coefficient text that is not one raises while parsed (old data, a bug).
+UNREADABLE = (ValueError, TypeError, KeyError, RecursionError)
+
+
 def materializer(
-    reader: Reader, *, vision: bool = False
+    reader: Reader, *, vision: bool = False, unreadable: list[str] | None = None
 ) -> Callable[[Sequence[Candidate]], list[Candidate]]:
-    """Complete partial candidates (full coefficients, tensor groups) with two queries a batch.
+    """Complete partial candidates (full coefficients, tensor groups, provenance) with two
+    queries a batch.
 
     Identical coefficient JSON (re-uploads and mirrors of one file) is parsed once and shared,
-    so ranking estimates it once (crawler.ranking.rank.rank_candidates keys on the object).
+    so ranking estimates it once (crawler.ranking.rank.rank_candidates keys on the object). A
+    candidate whose stored coefficients cannot be read is left out and its ``repo/path`` added
+    to ``unreadable``: one bad row never takes the search down.
     """
-    parsed: dict[str, MemoryCoefficients] = {}
+    parsed: dict[str, MemoryCoefficients | None] = {}
+    skipped = unreadable if unreadable is not None else []
 
-    def coefficients(text: Any) -> MemoryCoefficients:
+    def coefficients(text: Any) -> MemoryCoefficients | None:
         key = text or "{}"
-        co = parsed.get(key)
-        if co is None:
-            co = parsed[key] = _coefficients(key)
+        if key in parsed:
+            return parsed[key]
+        try:
+            co: MemoryCoefficients | None = _coefficients(key)
+        except UNREADABLE:
+            co = None
+        parsed[key] = co
         return co
 
     def complete(batch: Sequence[Candidate]) -> list[Candidate]:
-        text: dict[int, Any] = {}
+        text: dict[int, tuple[Any, Any, Any]] = {}
         for chunk in _chunks([c.quant_id for c in batch]):
             marks, params = placeholders("id", chunk)
-            text.update(
-                reader.rows(
-                    "SELECT quant_id, CAST(coefficients AS TEXT) FROM memory_models"
-                    f" WHERE quant_id IN ({marks})",
-                    params,
-                )
-            )
+            for qid, coeffs, source, revision in reader.rows(
+                "SELECT q.id, CAST(m.coefficients AS TEXT), q.source, q.source_revision"
+                " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id"
+                f" WHERE q.id IN ({marks})",
+                params,
+            ):
+                text[qid] = (coeffs, source, revision)
         missing = [c.quant_id for c in batch if not c.groups]
         found = load_groups(reader, missing) if missing else {}
         projectors = _projectors(reader, sorted({c.repo_id for c in batch})) if vision else {}
-        return [
-            dataclasses.replace(
-                c,
-                coefficients=coefficients(text.get(c.quant_id)),
-                groups=c.groups or found.get(c.quant_id, ()),
-                projector_bytes=projectors.get(c.repo_id, c.projector_bytes),
+        out: list[Candidate] = []
+        for c in batch:
+            coeffs, source, revision = text.get(c.quant_id, (None, None, None))
+            co = coefficients(coeffs)
+            if co is None:
+                skipped.append(f"{c.repo_id}/{c.path}")
+                continue
+            out.append(
+                dataclasses.replace(
+                    c,
+                    coefficients=co,
+                    groups=c.groups or found.get(c.quant_id, ()),
+                    projector_bytes=projectors.get(c.repo_id, c.projector_bytes),
+                    source=source,
+                    source_revision=revision,
+                )
             )
-            for c in batch
-        ]
+        return out
 
     return complete
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,9 @@ _SEARCH_COLUMNS_REVISION = "0008_measured_quality"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Upper bound on rows `quants sql` materialises, so a cross join cannot exhaust memory.
 MAX_QUERY_ROWS = 1_000_000
+#: Seconds one `quants sql` statement may run (PostgreSQL statement_timeout; SQLite: a progress
+#: handler that interrupts the statement).
+QUERY_TIMEOUT_S = 30.0
 
 
 def resource_dir(name: str) -> Path:
@@ -322,7 +326,14 @@ class Catalog(Closing):
 
     # -- read-only user SQL ---------------------------------------------------------------------
 
-    def _readonly_engine(self) -> Engine:
+    def _readonly_engine(self, *, timeout_s: float | None = None) -> Engine:
+        """Connections that cannot write; ``timeout_s`` bounds each statement (None: no bound).
+
+        PostgreSQL: every session defaults to read-only transactions, and every statement is a
+        server-side prepared statement (``prepare_threshold=0``), which the server parses as ONE
+        command ("cannot insert multiple commands into a prepared statement"): a COMMIT; BEGIN
+        READ WRITE; ... sequence never reaches execution.
+        """
         path = _sqlite_path(self.url)
         if path is not None:
             uri = f"{path.resolve().as_uri()}?mode=ro"
@@ -332,26 +343,49 @@ class Catalog(Closing):
                 conn.execute("PRAGMA query_only=ON")
                 # No ATTACH: a read-only main database must not open a writable second one.
                 conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+                if timeout_s is not None:
+                    deadline = time.monotonic() + timeout_s
+                    # A nonzero return interrupts the statement ("interrupted").
+                    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
                 return conn
 
             return create_engine("sqlite://", creator=connect, poolclass=NullPool)
+        options = "-c default_transaction_read_only=on"
+        if timeout_s is not None:
+            options += f" -c statement_timeout={max(1, int(timeout_s * 1000))}"
         return create_engine(
             self.url,
             poolclass=NullPool,
-            connect_args={"options": "-c default_transaction_read_only=on"},
+            connect_args={"options": options, "prepare_threshold": 0},
         )
 
     def query_readonly(
-        self, sql: str, params: Mapping[str, Any] | None = None, *, max_rows: int = MAX_QUERY_ROWS
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        max_rows: int = MAX_QUERY_ROWS,
+        timeout_s: float | None = QUERY_TIMEOUT_S,
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run one SQL statement on a connection that cannot write; return (columns, rows)."""
-        engine = self._readonly_engine()
+        """Run one read-only SQL statement; return (columns, rows).
+
+        Refused before the database sees it: more than one statement, or one that does not
+        start as a read (crawler/catalog/sql_guard.py). Then the connection itself cannot write
+        (see _readonly_engine); more than ``max_rows`` rows or ``timeout_s`` seconds is an error.
+        """
+        from crawler.catalog.sql_guard import SqlRefused, check_readonly_sql
+
+        try:
+            statement = check_readonly_sql(sql, self.dialect)
+        except SqlRefused as exc:
+            raise ReadOnlyViolation(str(exc)) from None
+        engine = self._readonly_engine(timeout_s=timeout_s)
         try:
             with engine.connect() as conn:
                 if self.dialect == "postgresql":
                     conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 try:
-                    result = conn.execute(text(sql), dict(params or {}))
+                    result = conn.execute(text(statement), dict(params or {}))
                     if not result.returns_rows:
                         return [], []
                     columns = list(result.keys())
@@ -364,6 +398,10 @@ class Catalog(Closing):
                 raise ReadOnlyViolation(
                     f"refused: the catalog is read-only here ({message})"
                 ) from exc
+            if _is_timeout(message):
+                raise QueryError(
+                    f"query stopped after {timeout_s:g} s (the statement time limit)"
+                ) from exc
             raise QueryError(f"query failed: {message}") from exc
         except SQLAlchemyError as exc:
             raise QueryError(f"query failed: {exc}") from exc
@@ -372,6 +410,11 @@ class Catalog(Closing):
         if len(rows) > max_rows:
             raise QueryError(f"query returned more than {max_rows} rows; add a LIMIT")
         return columns, rows
+
+
+def _is_timeout(message: str) -> bool:
+    lowered = message.lower()
+    return "statement timeout" in lowered or lowered == "interrupted"
 
 
 def _is_readonly_error(message: str) -> bool:

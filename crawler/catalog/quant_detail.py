@@ -59,11 +59,24 @@ class QuantDetail:
     coefficients: MemoryCoefficients | None
     shards: tuple[AnalysedShard, ...]  # empty when no tensor table is stored
     versions: tuple[QuantVersionRecord, ...]
+    #: Where the analysis came from (None: this catalog's crawl), as quants.source says.
+    source: str | None = None
+    source_revision: str | None = None
+    #: Stored parts that could not be read and are shown as absent ("memory model", ...).
+    unreadable: tuple[str, ...] = ()
 
 
-def _json(value: Any) -> Any:
-    # SQLite hands back the JSON column as text; psycopg decodes it.
-    return json.loads(value) if isinstance(value, str | bytes) else value
+def _json(value: Any, unreadable: list[str] | None = None, what: str = "") -> Any:
+    """SQLite hands back the JSON column as text; psycopg decodes it. Text that is not JSON
+    reads as None (and ``what`` is added to ``unreadable``): one bad row never fails a page."""
+    if not isinstance(value, str | bytes):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        if unreadable is not None:
+            unreadable.append(what)
+        return None
 
 
 def load_quant(reader: Reader, repo_id: str, path: str) -> QuantDetail | None:
@@ -73,7 +86,7 @@ def load_quant(reader: Reader, repo_id: str, path: str) -> QuantDetail | None:
     rows = reader.rows(
         "SELECT q.id, r.author, q.revision, q.quant_label, q.architecture,"
         " COALESCE(q.base_model, r.base_model), q.size_bytes, q.n_params, q.bpw,"
-        f" q.quality_score, q.claims, {VERDICT_COLUMNS}"
+        f" q.quality_score, q.claims, {VERDICT_COLUMNS}, q.source, q.source_revision"
         " FROM quants q JOIN repos r ON r.id = q.repo_pk"
         " WHERE r.repo_id = :repo AND q.path = :path AND q.vanished_at IS NULL"
         " AND r.vanished_at IS NULL AND q.analysed_at IS NOT NULL",
@@ -87,10 +100,16 @@ def load_quant(reader: Reader, repo_id: str, path: str) -> QuantDetail | None:
         "SELECT status, reason, coefficients FROM memory_models WHERE quant_id = :q", {"q": qid}
     )
     status = reason = coeffs = None
+    unreadable: list[str] = []
     if memory:
         status, reason, raw = memory[0]
         if status == "ok" and raw is not None:
-            coeffs = MemoryCoefficients.from_json(_json(raw))
+            data = _json(raw, unreadable, "memory model")
+            try:
+                coeffs = MemoryCoefficients.from_json(data) if data is not None else None
+            except (TypeError, ValueError, KeyError):
+                unreadable.append("memory model")
+    claims = _json(row[10], unreadable, "claims")
     return QuantDetail(
         repo_id=repo_id,
         author=row[1],
@@ -103,19 +122,22 @@ def load_quant(reader: Reader, repo_id: str, path: str) -> QuantDetail | None:
         n_params=row[7],
         bpw=row[8],
         quality=row[9],
-        claims=tuple(str(c) for c in (_json(row[10]) or ())),
+        claims=tuple(str(c) for c in claims) if isinstance(claims, list) else (),
         verdicts=verdicts(row, 11),
         groups=load_groups(reader, [qid]).get(qid, ()),
         memory_status=status,
         memory_reason=reason,
         coefficients=coeffs,
-        shards=_shards(reader, qid),
+        shards=_shards(reader, qid, unreadable),
         versions=_versions(reader, qid),
+        source=row[18],
+        source_revision=row[19],
+        unreadable=tuple(dict.fromkeys(unreadable)),
     )
 
 
-def _shards(reader: Reader, qid: int) -> tuple[AnalysedShard, ...]:
-    """The quant's stored header shards (empty if none, or in an encoding this version lacks)."""
+def _shards(reader: Reader, qid: int, unreadable: list[str]) -> tuple[AnalysedShard, ...]:
+    """The quant's stored header shards (empty if none, or unreadable: then noted)."""
     from crawler.catalog.tensor_tables import decode_tensor_table
 
     rows = reader.rows("SELECT encoding, data FROM tensor_tables WHERE quant_id = :q", {"q": qid})
@@ -124,6 +146,7 @@ def _shards(reader: Reader, qid: int) -> tuple[AnalysedShard, ...]:
     try:
         return tuple(decode_tensor_table(bytes(rows[0][1]), rows[0][0]))
     except ValueError:
+        unreadable.append("tensor table")
         return ()
 
 
@@ -138,8 +161,10 @@ def _versions(reader: Reader, qid: int) -> tuple[QuantVersionRecord, ...]:
         {"q": qid},
     ):
         profile = _json(profile)
+        if not isinstance(profile, dict):
+            profile = None
         changes: tuple[str, ...] = ()
-        if before is not None:
+        if before is not None and before[0] is not None and profile is not None:
             changes = tuple(describe_change(before[0], profile, old_size=before[1], new_size=size))
         out.append(QuantVersionRecord(revision, size, as_datetime(at), scan_id, changes))
         before = (profile, size)

@@ -121,6 +121,9 @@ def load_repo(catalog: Catalog, repo_id: str) -> StoredRepo | None:
                     Quant.repo_pk == repo.id,
                     Quant.analysed_at.is_not(None),
                     Quant.vanished_at.is_(None),
+                    # An imported analysis is not this crawl's own read: whenever the crawl
+                    # processes the repo it reads such a quant itself (a local read outranks).
+                    Quant.source.is_(None),
                 )
             )
         }
@@ -156,6 +159,35 @@ def pending_repo_ids(catalog: Catalog, *, exclude: Iterable[str] = ()) -> list[s
             .order_by(Repo.repo_id)
         )
         return [r for r in rows if r not in skip]
+
+
+def recheck_imported(catalog: Catalog, *, sample: int | None = None) -> int:
+    """Mark repos holding imported analyses as not done, so the next pass re-reads them.
+
+    Why: an imported analysis is a publisher's word. A pass then re-reads (pending_repo_ids)
+    these repos even when their commit is unchanged, and load_repo leaves their imported quants
+    out of what counts as analysed, so each is read again and replaced by the local read.
+    ``sample``: at most this many repos, those whose imported analyses are oldest first (the
+    nightly pass); None: all. Returns the number of repos marked.
+    """
+    with catalog.session() as s:
+        oldest = func.min(Quant.analysed_at)
+        query = (
+            select(Quant.repo_pk)
+            .join(Repo, Repo.id == Quant.repo_pk)
+            .where(Quant.source.is_not(None), Quant.vanished_at.is_(None))
+            .where(Repo.vanished_at.is_(None))
+            .group_by(Quant.repo_pk)
+            .order_by(oldest, Quant.repo_pk)
+        )
+        if sample is not None:
+            query = query.limit(sample)
+        ids = list(s.scalars(query))
+        for chunk in range(0, len(ids), 5000):
+            s.execute(
+                update(Repo).where(Repo.id.in_(ids[chunk : chunk + 5000])).values(scanned_sha=None)
+            )
+        return len(ids)
 
 
 def _apply_meta(repo: Repo, meta: RepoMeta, now: datetime) -> None:

@@ -4,7 +4,7 @@ names is not on this machine but the catalog has analysed it (I/O: reads the cat
 from __future__ import annotations
 
 from crawler.catalog.reader import Reader
-from crawler.catalog.tensor_tables import decode_tensor_table
+from crawler.catalog.tensor_tables import TensorTableError, decode_tensor_table
 from crawler.gguf.parse import GGUFHeader
 
 __all__ = ["header_by_file_name"]
@@ -30,5 +30,9 @@ def header_by_file_name(reader: Reader, file_name: str) -> tuple[str, str, list[
     if len(rows) != 1:
         return None
     repo_id, path, data, encoding = rows[0]
-    shards = decode_tensor_table(bytes(data), str(encoding))
+    try:
+        shards = decode_tensor_table(bytes(data), str(encoding))
+    except TensorTableError:
+        return None  # a bad stored row: as if the catalog had none
+
     return str(repo_id), str(path), [s.header for s in shards]

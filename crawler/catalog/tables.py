@@ -6,6 +6,7 @@ Rows are never deleted by a crawl; vanished repos/files/quants get ``vanished_at
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -22,9 +23,12 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+logger = logging.getLogger(__name__)
 
 # Named constraints so Alembic batch mode (SQLite) can drop and recreate them.
 NAMING_CONVENTION = {
@@ -41,11 +45,38 @@ NAMING_CONVENTION = {
 SEARCH_TEXT_MAX = 512
 
 
+class StoredJSON(TypeDecorator[Any]):
+    """JSON whose stored text, when it is not JSON (old data, a bug, a row written around the
+    import's checks), reads as NULL with a warning instead of failing the whole query: one bad
+    row must never take search, the web app or a report down. Same DDL as JSON; PostgreSQL's
+    json type cannot hold malformed text, so this only ever triggers on SQLite."""
+
+    impl = JSON
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        inner = self._unwrapped_dialect_impl(dialect).result_processor(dialect, coltype)
+        if inner is None:
+            return None
+
+        def process(value: Any) -> Any:
+            try:
+                return inner(value)
+            except (ValueError, RecursionError) as exc:
+                logger.warning("a stored JSON value is unreadable and was skipped (%s)", exc)
+                return None
+
+        return process
+
+
 class Base(DeclarativeBase):
     """Declarative base with the naming convention."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: StoredJSON,
+        list[Any]: StoredJSON,
+    }
 
 
 class Repo(Base):
@@ -65,8 +96,8 @@ class Repo(Base):
     gated: Mapped[str | None] = mapped_column(String(16))
     private: Mapped[bool] = mapped_column(Boolean, default=False)
     base_model: Mapped[str | None] = mapped_column(String(256), index=True)
-    tags: Mapped[list[Any] | None] = mapped_column(JSON)
-    card_data: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    tags: Mapped[list[Any] | None] = mapped_column(StoredJSON)
+    card_data: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
     first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     scanned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -104,9 +135,9 @@ class Quant(Base):
     attn_preserved: Mapped[bool | None] = mapped_column(Boolean)
     dynamic: Mapped[bool | None] = mapped_column(Boolean)
     loadable_by_mainline: Mapped[bool | None] = mapped_column(Boolean)
-    claims: Mapped[list[Any] | None] = mapped_column(JSON)
+    claims: Mapped[list[Any] | None] = mapped_column(StoredJSON)
     # The full profile JSON (inspect's keys), for consumers that want more than the columns.
-    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    profile: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
     analysed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     vanished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -139,6 +170,11 @@ class Quant(Base):
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
+    # Provenance (migration 0006): NULL when this catalog's crawl read the header itself, else
+    # where an imported analysis came from ("dataset OWNER/NAME", "directory PATH") and that
+    # source's revision (dataset commit, manifest sha256).
+    source: Mapped[str | None] = mapped_column(String(512))
+    source_revision: Mapped[str | None] = mapped_column(String(64))
 
 
 class File(Base):
@@ -182,7 +218,7 @@ class TensorGroup(Base):
     bpw: Mapped[float | None] = mapped_column(Float)
     min_bits: Mapped[float | None] = mapped_column(Float)
     max_bits: Mapped[float | None] = mapped_column(Float)
-    types: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    types: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
 
 
 class TensorTable(Base):
@@ -219,7 +255,7 @@ class MemoryModel(Base):
     kv_bytes_per_token_f16: Mapped[int | None] = mapped_column(BigInteger)
     fixed_bytes_f16: Mapped[int | None] = mapped_column(BigInteger)
     # The complete coefficient set, as serialised by crawler.fit.
-    coefficients: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    coefficients: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
     # Copies of the coefficients the search reads before the exact estimate (migration 0003),
     # so the candidate query never parses the JSON above.
     n_expert: Mapped[int | None] = mapped_column(Integer)
@@ -249,7 +285,7 @@ class Scan(Base):
     requests: Mapped[int] = mapped_column(Integer, default=0)
     bytes_fetched: Mapped[int] = mapped_column(BigInteger, default=0)
     errors: Mapped[int] = mapped_column(Integer, default=0)
-    params: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    params: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
     message: Mapped[str | None] = mapped_column(Text)
 
 
@@ -289,7 +325,7 @@ class QuantVersion(Base):
     content_key: Mapped[str | None] = mapped_column(String(1024))
     size_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # Summary the ``changes`` command diffs: the quant's profile JSON (inspect's keys).
-    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    profile: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
     analysed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
 
 
@@ -300,7 +336,7 @@ class Watch(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
     # The search options as given on the command line (argv after ``--``).
-    args: Mapped[list[Any]] = mapped_column(JSON)
+    args: Mapped[list[Any]] = mapped_column(StoredJSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_evaluated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -315,7 +351,7 @@ class WatchHit(Base):
     # repo:path@content_key; an improved (re-uploaded) result has a new key.
     result_key: Mapped[str] = mapped_column(String(1400))
     scan_id: Mapped[int | None] = mapped_column(ForeignKey("scans.id", ondelete="SET NULL"))
-    payload: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    payload: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

@@ -15,7 +15,15 @@ from typing import Any
 from crawler.gguf.parse import GGUFArray, GGUFHeader, TensorInfo
 from crawler.profile.analysis import AnalysedShard
 
-__all__ = ["TENSOR_TABLE_ENCODING", "decode_tensor_table", "encode_tensor_table"]
+__all__ = [
+    "MAX_DECODED_BYTES",
+    "MAX_TENSORS",
+    "TENSOR_TABLE_ENCODING",
+    "TensorTableError",
+    "decode_tensor_table",
+    "encode_tensor_table",
+    "inflate",
+]
 
 #: ``tensor_tables.encoding`` of what encode_tensor_table writes.
 TENSOR_TABLE_ENCODING = "json+zlib/1"
@@ -23,6 +31,31 @@ TENSOR_TABLE_ENCODING = "json+zlib/1"
 # entries, ~99% of a header), are not stored; only their lengths are. Per-layer arrays (head
 # counts, SWA pattern) have one entry per block, far below this.
 _MAX_STORED_ARRAY = 4096
+
+
+#: Bounds on one stored table, far above any real header (a GGUF tensor table is ~100 bytes of
+#: JSON a tensor; models hold hundreds to a few thousand tensors): an 89 KB zlib stream can
+#: inflate to gigabytes, and decoding, then profiling, millions of tensors took 16 s and 2.2 GB.
+MAX_DECODED_BYTES = 32 * 1024 * 1024
+MAX_TENSORS = 100_000
+
+
+class TensorTableError(ValueError):
+    """A stored tensor table that is not one the crawl could have written (or is too large)."""
+
+
+def inflate(data: bytes, limit: int = MAX_DECODED_BYTES) -> bytes:
+    """zlib-decompress ``data``, refusing more than ``limit`` bytes of output (no bomb)."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(data, limit)
+    except zlib.error as exc:
+        raise TensorTableError(f"not a zlib stream ({exc})") from None
+    if d.unconsumed_tail or not d.eof:
+        if d.unconsumed_tail:
+            raise TensorTableError(f"decodes to more than {limit} bytes")
+        raise TensorTableError("truncated zlib stream")
+    return out
 
 
 def _is_array(value: Any) -> bool:
@@ -85,34 +118,67 @@ def encode_tensor_table(shards: Sequence[AnalysedShard]) -> bytes:
 
 
 def decode_tensor_table(data: bytes, encoding: str = TENSOR_TABLE_ENCODING) -> list[AnalysedShard]:
-    """Inverse of encode_tensor_table (long arrays come back empty-valued: absent)."""
+    """Inverse of encode_tensor_table (long arrays come back empty-valued: absent).
+
+    Raises TensorTableError for anything the encoder could not have written: another
+    encoding, a zlib stream that inflates past MAX_DECODED_BYTES, JSON of another shape, or more
+    than MAX_TENSORS tensors.
+    """
     if encoding != TENSOR_TABLE_ENCODING:
-        raise ValueError(f"unknown tensor table encoding {encoding!r}")
-    doc = json.loads(zlib.decompress(data))
-    shards = []
-    for s in doc["shards"]:
-        tensors = tuple(
-            TensorInfo(
-                name=t[0],
-                shape=tuple(t[1]),
-                type_id=t[2],
-                offset=t[3],
-                span_bytes=t[4] if len(t) > 4 else None,
+        raise TensorTableError(f"unknown tensor table encoding {encoding!r}")
+    try:
+        doc = json.loads(inflate(data))
+        shards = []
+        count = 0
+        for s in doc["shards"]:
+            count += len(s["tensors"])
+            if count > MAX_TENSORS:
+                raise TensorTableError(f"more than {MAX_TENSORS} tensors")
+            tensors = tuple(
+                TensorInfo(
+                    name=_str(t[0]),
+                    shape=tuple(_int(x) for x in t[1]),
+                    type_id=_int(t[2]),
+                    offset=_int(t[3]),
+                    span_bytes=_int(t[4]) if len(t) > 4 else None,
+                )
+                for t in s["tensors"]
             )
-            for t in s["tensors"]
-        )
-        header = GGUFHeader(
-            version=s["version"],
-            metadata=s["metadata"],
-            tensors=tensors,
-            alignment=s["alignment"],
-            data_offset=s["data_offset"],
-            metadata_types=s.get("metadata_types", {}),
-            tensor_info_end=s.get("tensor_info_end", 0),
-            tokenizer_from=s.get("tokenizer_from"),
-        )
-        shards.append(AnalysedShard(s["path"], s["content_key"], s["header_bytes"], header))
+            metadata = s["metadata"]
+            if not isinstance(metadata, dict):
+                raise TensorTableError("metadata is not an object")
+            header = GGUFHeader(
+                version=_int(s["version"]),
+                metadata=metadata,
+                tensors=tensors,
+                alignment=_int(s["alignment"]),
+                data_offset=_int(s["data_offset"]),
+                metadata_types=dict(s.get("metadata_types", {})),
+                tensor_info_end=_int(s.get("tensor_info_end", 0)),
+                tokenizer_from=s.get("tokenizer_from"),
+            )
+            shards.append(
+                AnalysedShard(
+                    _str(s["path"]), _str(s["content_key"]), _int(s["header_bytes"]), header
+                )
+            )
+    except TensorTableError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+        raise TensorTableError(f"not a stored tensor table ({type(exc).__name__}: {exc})") from None
     return shards
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 63:
+        raise TensorTableError(f"{value!r} is not a non-negative integer")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TensorTableError(f"{value!r} is not a string")
+    return value
 
 
 # -- reads for the crawl ---------------------------------------------------------------------

@@ -75,8 +75,10 @@ def _hint_for(exc: BaseException) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; exit with the documented code."""
+    from crawler.crawl.logs import escape_unconfigured_logs
     from crawler.errors import QuantsError
 
+    escape_unconfigured_logs()
     debug = os.environ.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")
     try:
         app(args=argv, prog_name="quants", standalone_mode=True)

@@ -58,6 +58,14 @@ def crawl(
             "those changed since the last crawl.",
         ),
     ] = False,
+    verify_imported: Annotated[
+        bool,
+        typer.Option(
+            "--verify-imported",
+            help="Also re-read every quant whose analysis was imported (pull/import), even "
+            "where the repo's commit is unchanged; the local read replaces the imported one.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:
@@ -99,6 +107,7 @@ def crawl(
             full=True if full else None,
             stop=stop,
             progress=StderrProgress(),
+            verify_imported=verify_imported,
         )
     finally:
         signal.signal(signal.SIGTERM, previous)

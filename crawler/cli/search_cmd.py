@@ -296,7 +296,8 @@ def _render(res: SearchResult) -> str:
     right = ["#", "size", "total", "margin", "max ctx", "quality", "tok/s*"]
     lines = [format_table(columns, rows, align_right=right), ""]
     for r in res.outcome.results:
-        lines.append(f"{r.rank:>2}  {safe_text(r.command)}")
+        shown = r.command or "(no command: a name holds a character no shell line can carry)"
+        lines.append(f"{r.rank:>2}  {safe_text(shown)}")
         lines.extend(f"    measured:  {safe_text(_measured_text(m))}" for m in r.measured)
         if r.devices:
             per = ", ".join(
@@ -312,6 +313,8 @@ def _render(res: SearchResult) -> str:
 
 
 def _footer(res: SearchResult) -> str:
+    from crawler.cli._output import safe_text
+
     o = res.outcome
     fit = f"{o.fitting}" if not o.unevaluated else f">= {o.fitting}"
     parts = [
@@ -322,6 +325,9 @@ def _footer(res: SearchResult) -> str:
         parts.append(f"{o.unevaluated} not estimated: none of them could rank higher")
     if res.unknown_memory:
         parts.append(f"{res.unknown_memory} skipped: memory rules not modelled")
+    if res.unreadable:
+        first = safe_text(res.unreadable[0])
+        parts.append(f"{len(res.unreadable)} skipped: stored analysis unreadable (e.g. {first})")
     parts.append(
         "* tok/s is an ESTIMATE from memory bandwidth (empty / full context)"
         if res.budget.bandwidth_gb_s

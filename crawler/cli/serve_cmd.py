@@ -8,8 +8,6 @@ import typer
 
 from crawler.cli._app import DbOpt, app
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
 
 @app.command("serve")
 def serve(
@@ -23,8 +21,21 @@ def serve(
     open_browser: Annotated[
         bool, typer.Option("--open", help="Open the search page in the default browser.")
     ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="A Host name clients use to reach a non-loopback --host (repeatable); "
+            "required with one. Requests naming any other host get 400.",
+        ),
+    ] = None,
 ) -> None:
-    """Serve a read-only web app over the catalog: search, models, quants, scans, with charts."""
+    """Serve a read-only web app over the catalog: search, models, quants, scans, with charts.
+
+    Listens on loopback by default. Every request's Host header is checked (loopback names, plus
+    --allow-host names); header and idle timeouts and a connection cap bound what clients hold.
+    """
+    import ipaddress
     import socket
     import threading
     import webbrowser
@@ -33,39 +44,79 @@ def serve(
     from crawler.errors import UsageError
 
     url = Settings.from_env().replace(db_url=db).resolved_db_url
-    loopback = host in _LOOPBACK
     from crawler.web import create_app
     from crawler.web.app import LOOPBACK_HOSTS
+    from crawler.web.limits import (
+        IDLE_TIMEOUT_S,
+        MAX_CONNECTIONS,
+        HeaderTimeoutH11,
+        bind_address,
+        is_loopback,
+    )
 
-    web = create_app(url, allowed_hosts=LOOPBACK_HOSTS if loopback else ("*",))
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    loopback = is_loopback(host)
+    names = [n.strip().lower() for n in allow_host or [] if n.strip()]
+    if any(n == "*" or not _host_name(n) for n in names):
+        raise UsageError("--allow-host takes a host name or address (no wildcards)")
+    if not loopback and not names:
+        raise UsageError(
+            f"--host {host} is not a loopback address: name the host clients will use with "
+            "--allow-host NAME (the Host check refuses every other name)"
+        )
+    if bind_address(host) is None and not loopback:
+        raise UsageError(f"--host {host}: give a numeric address to listen on")
+    address = bind_address(host) or "127.0.0.1"
+    # The bound address itself is safe to answer as a Host (a page of another origin cannot make
+    # a browser send it); an unspecified one (0.0.0.0, ::) is not a name anyone should use.
+    own = (
+        ()
+        if ipaddress.ip_address(address.split("%")[0]).is_unspecified
+        else (address, f"[{address}]")
+    )
+    web = create_app(url, allowed_hosts=(*LOOPBACK_HOSTS, *own, *names))
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # Accepted connections inherit this (Linux): without it the response body, written after
     # the headers, waits for the client's delayed ACK (~40 ms per keep-alive request).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
-        sock.bind((host, port))
+        sock.bind((address, port))
         # Listening now: connections made before uvicorn runs wait in the backlog.
-        sock.listen(2048)
+        sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot listen on {address}:{port}: {exc.strerror or exc}") from None
     bound = sock.getsockname()[1]
-    shown_host = f"[{host}]" if ":" in host else host
-    address = f"http://{shown_host}:{bound}/"
+    shown_host = f"[{address}]" if ":" in address else address
+    link = f"http://{shown_host}:{bound}/"
     if not loopback:
         typer.echo(
-            f"warning: listening on {host}, not 127.0.0.1: anyone who can reach this machine "
-            "can read the catalog",
+            f"warning: listening on {address}, not 127.0.0.1: anyone who can reach this machine "
+            f"can read the catalog (as {', '.join(names)})",
             err=True,
         )
-    typer.echo(f"quants serve: {address} (read-only; Ctrl-C stops)", err=True)
+    typer.echo(f"quants serve: {link} (read-only; Ctrl-C stops)", err=True)
     import uvicorn
 
     server = uvicorn.Server(
-        uvicorn.Config(web, log_level="warning", access_log=False, lifespan="on")
+        uvicorn.Config(
+            web,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            http=HeaderTimeoutH11,
+            timeout_keep_alive=IDLE_TIMEOUT_S,
+            limit_concurrency=MAX_CONNECTIONS,
+        )
     )
     if open_browser:
-        threading.Timer(0.5, webbrowser.open, [address]).start()
+        threading.Timer(0.5, webbrowser.open, [link]).start()
     server.run(sockets=[sock])
+
+
+def _host_name(name: str) -> bool:
+    """A DNS name or an address (what a Host header can carry), without a port."""
+    import re
+
+    return bool(re.fullmatch(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?|\[?[0-9a-f:.]+\]?", name))

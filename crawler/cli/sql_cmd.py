@@ -23,14 +23,24 @@ def sql(
     as_json: JsonOpt = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the shipped queries.")] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Seconds the statement may run.")
+    ] = 30.0,
+    max_rows: Annotated[
+        int, typer.Option("--max-rows", min=1, help="More rows than this is an error.")
+    ] = 100_000,
     db: DbOpt = None,
 ) -> None:
-    """Run one read-only SQL query against the catalog (writes are refused by the connection)."""
-    from crawler.catalog import params_from_pairs
+    """Run ONE read-only SQL statement against the catalog.
+
+    Anything else is refused: a second statement, a statement that is not a read, and any
+    write the connection sees (PostgreSQL: read-only transaction and session; SQLite: mode=ro).
+    A missing SQLite catalog is an error, never created.
+    """
+    from crawler.catalog import Catalog, params_from_pairs
     from crawler.catalog.queries import bind_params, list_queries, resolve_query
     from crawler.cli._output import format_table, print_csv, print_json, safe_text
     from crawler.config import Settings
-    from crawler.crawl.catalogs import open_catalog
     from crawler.errors import UsageError
 
     if list_:
@@ -47,8 +57,10 @@ def sql(
     named = resolve_query(query)
     values = bind_params(named, params_from_pairs(param or []))
     url = Settings.from_env().replace(db_url=db).resolved_db_url
-    with open_catalog(url) as catalog:
-        columns, rows = catalog.query_readonly(named.sql, values)
+    with Catalog.open_readonly(url) as catalog:
+        columns, rows = catalog.query_readonly(
+            named.sql, values, max_rows=max_rows, timeout_s=timeout
+        )
     if as_json:
         print_json([dict(zip(columns, row, strict=True)) for row in rows])
     elif as_csv:

@@ -1,4 +1,5 @@
-"""The crawl's logging: stderr or a service log file, with the HF token out of every line.
+"""The crawl's logging: stderr or a service log file, with the HF token and terminal controls
+out of every line (filters the CLI and the scheduler install).
 
 huggingface_hub's HTTP stack logs response headers at DEBUG; a server that echoes the token (for
 instance in ``X-Error-Message``) would otherwise put it in a log file.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,12 +37,44 @@ class SecretFilter(logging.Filter):
         return True
 
 
+# C0 (newline and tab kept: a traceback needs them), DEL, C1 and the bidi/line controls.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(text: str) -> str:
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+class ControlFilter(logging.Filter):
+    """Escape control characters in a record's rendered message: a repo id, file name or log
+    line from the Hub or a snapshot must never drive the terminal (or a `cat` of the log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if _CONTROL.search(message):
+            record.msg, record.args = _escaped(message), None
+        if record.exc_text and _CONTROL.search(record.exc_text):
+            record.exc_text = _escaped(record.exc_text)
+        return True
+
+
+def escape_unconfigured_logs() -> None:
+    """Put a ControlFilter on logging's last-resort handler (what prints a warning when no
+    handler is configured, as in most commands): a warning may quote a hostile repo id."""
+    last = logging.lastResort
+    if last is not None and not any(isinstance(f, ControlFilter) for f in last.filters):
+        last.addFilter(ControlFilter())
+
+
 def redact_logs(secret: str | None) -> None:
-    """Install a SecretFilter on every handler of the root logger (no-op without one)."""
-    if not secret:
-        return
+    """Install a SecretFilter (when there is a secret) and a ControlFilter on
+    every handler of the root logger."""
     for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, SecretFilter) and f.secret == secret for f in handler.filters):
+        if not any(isinstance(f, ControlFilter) for f in handler.filters):
+            handler.addFilter(ControlFilter())
+        if secret and not any(
+            isinstance(f, SecretFilter) and f.secret == secret for f in handler.filters
+        ):
             handler.addFilter(SecretFilter(secret))
 
 

@@ -48,6 +48,12 @@ def reprofile(catalog: Catalog) -> ReprofileSummary:
     failed = 0
     stored = iter_tensor_tables(catalog)
     for q in stored:
+        if q.unreadable is not None:
+            logger.warning(
+                "cannot reprofile %s/%s: stored table %s", q.repo_id, q.path, q.unreadable
+            )
+            failed += 1
+            continue
         try:
             analysis = analyse_quant(
                 q.repo_id, q.revision, q.path, q.size_bytes, q.shards, q.repo_files

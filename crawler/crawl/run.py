@@ -10,6 +10,7 @@ which the library never imports.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from crawler.crawl.repo import ScanHub
     from crawler.crawl.scan import ScanSummary
     from crawler.crawl.watch import SearchFn
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "AfterScanFn",
@@ -74,12 +77,30 @@ def scan_step(
     full: bool | None = None,
     hub: ScanHub | None = None,
     catalog: Catalog | None = None,
+    verify_imported: bool = False,
+    verify_sample: int | None = None,
 ) -> CrawlFn:
     """The scan of a pass (``scan.run_once`` over ``scope``, recorded with ``trigger``), through
-    the caller's ``hub`` and ``catalog`` when it passes them."""
+    the caller's ``hub`` and ``catalog`` when it passes them.
+
+    ``verify_imported``: first mark the repos holding imported analyses (at most
+    ``verify_sample`` of them, oldest first; None: all) so the pass re-reads them itself
+    (crawler.catalog.store.recheck_imported), even though their commit did not change.
+    """
 
     def scan(settings: Settings, stop: threading.Event, progress: Progress) -> Any:
         from crawler.crawl.scan import run_once
+
+        if verify_imported:
+            from crawler.catalog import Catalog
+            from crawler.catalog.store import recheck_imported
+
+            if catalog is not None:
+                marked = recheck_imported(catalog, sample=verify_sample)
+            else:
+                with Catalog.open(settings.resolved_db_url) as own:
+                    marked = recheck_imported(own, sample=verify_sample)
+            logger.info("re-reading %d repos with imported analyses", marked)
 
         return run_once(
             settings,
@@ -138,6 +159,7 @@ def crawl_pass(
     full: bool | None = None,
     stop: threading.Event | None = None,
     progress: Progress | None = None,
+    verify_imported: bool = False,
 ) -> ScanSummary:
     """Run one whole pass: lock, scan ``scope`` (recorded with ``trigger``: "manual",
     "schedule", "search"), evaluate the watches with ``search``; return the scan's summary.
@@ -149,7 +171,9 @@ def crawl_pass(
     summary: ScanSummary = locked_pass(
         settings,
         command=command,
-        scan=scan_step(scope or CrawlScope(), trigger=trigger, full=full),
+        scan=scan_step(
+            scope or CrawlScope(), trigger=trigger, full=full, verify_imported=verify_imported
+        ),
         after_scan=watch_step(search),
         stop=stop or threading.Event(),
         progress=progress or NullProgress(),

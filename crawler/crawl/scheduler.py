@@ -50,6 +50,10 @@ __all__ = [
 
 DEFAULT_CRON = "0 3 * * *"
 
+#: Repos with imported analyses each scheduled pass re-reads itself (oldest imports first):
+#: over a few weeks of nightly passes every pulled analysis is checked against the Hub.
+VERIFY_IMPORTED_SAMPLE = 25
+
 
 @dataclass(frozen=True, slots=True)
 class ScheduleOptions:
@@ -165,7 +169,12 @@ class CrawlJob:
             after_scan = watch_step(search)
         self.settings = settings
         self.stop = stop
-        self._crawl = crawl or scan_step(CrawlScope(), trigger="schedule")
+        self._crawl = crawl or scan_step(
+            CrawlScope(),
+            trigger="schedule",
+            verify_imported=True,
+            verify_sample=VERIFY_IMPORTED_SAMPLE,
+        )
         self._after_scan = after_scan
         self.runs = 0
         self.skipped = 0
@@ -259,7 +268,12 @@ def run_scheduler(
     if job is None:
         if search is None:
             raise TypeError("run_scheduler needs job or search")
-        scan = scan_step(scope or CrawlScope(), trigger="schedule")
+        scan = scan_step(
+            scope or CrawlScope(),
+            trigger="schedule",
+            verify_imported=True,
+            verify_sample=VERIFY_IMPORTED_SAMPLE,
+        )
         job = CrawlJob(settings, stop=stop, crawl=scan, search=search)
     with crawl_lock(settings, command="quants schedule", name="schedule"):
         from crawler.crawl.catalogs import open_catalog

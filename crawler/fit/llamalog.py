@@ -25,26 +25,46 @@ Current llama-server prints the buffer sizes and the breakdown only at verbosity
 llama.cpp common/log.h LOG_DBG at 0c1e57098); a log without them gets a LogError
 that says how to rerun. Lines may carry a timestamp / level prefix (``--log-prefix``); every
 pattern is searched, not anchored.
+
+A log is outside input (it may be anyone's, and names a model file anyone named), so the work is
+linear in its size: parse_log takes lines one at a time (read_log_lines streams a file in
+bounded chunks and cuts a line at MAX_LINE characters), and each pattern runs only on a bounded
+window around a literal that str.find locates first, so no backtracking pattern ever sees a
+long stretch of text (a hostile 300 KB line made the unanchored patterns quadratic).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import IO
 
 from crawler.errors import QuantsError
 from crawler.units import MIB
 
-__all__ = ["RERUN_HINT", "LogConfig", "LogError", "LoggedBuffer", "ParsedLog", "parse_log"]
+__all__ = [
+    "MAX_LINE",
+    "RERUN_HINT",
+    "LogConfig",
+    "LogError",
+    "LoggedBuffer",
+    "ParsedLog",
+    "parse_log",
+    "read_log_lines",
+]
+
+#: Characters of one log line kept (llama.cpp's lines are under 1 KB; a model path under 4 KB).
+MAX_LINE = 16 * 1024
+#: Characters a pattern may see on either side of its literal.
+_WINDOW = 512
 
 RERUN_HINT = (
     "rerun llama-server with -lv 4 (llama-cli: -lv 4) and keep the whole log, from start to exit:"
     " llama-server -m MODEL.gguf ... -lv 4 2>&1 | tee server.log"
 )
 
-_LOADED = re.compile(
-    r"loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?) \(version"
-)
+_LOADED_HEAD = re.compile(r"loaded meta data with \d+ key-value pairs and \d+ tensors from ")
 _LOADING = re.compile(r"load_model: loading model '(.+)'")
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _PARAM = re.compile(
@@ -149,9 +169,71 @@ def _fa(value: str) -> str:
     return "auto" if v == "auto" else v
 
 
-def parse_log(text: str) -> ParsedLog:
-    """Parse a llama-server / llama-cli log; raise LogError (one line) when it is not a
-    llama.cpp log, ends before its context was created, or carries no buffer sizes."""
+def _lines(text: str | Iterable[str]) -> Iterator[str]:
+    source = text.splitlines() if isinstance(text, str) else text
+    for line in source:
+        yield line[:MAX_LINE]
+
+
+def _near(pattern: re.Pattern[str], line: str, key: str) -> re.Match[str] | None:
+    """``pattern`` searched only within _WINDOW characters around the first ``key`` in ``line``
+    (every pattern below contains its key): linear in the line, whatever the pattern."""
+    i = line.find(key)
+    if i < 0:
+        return None
+    return pattern.search(line, max(0, i - _WINDOW), i + len(key) + _WINDOW)
+
+
+def _model_path(line: str) -> str | None:
+    """The model path of a "loaded meta data ... from PATH (version" or _LOADING line, found
+    with str.find (a path may be long)."""
+    key = "tensors from "
+    i = line.find(key)
+    if i >= 0 and _near(_LOADED_HEAD, line, key):
+        end = line.find(" (version", i + len(key))
+        if end > i + len(key):
+            return line[i + len(key) : end].strip()
+    key = "load_model: loading model '"
+    i = line.find(key)
+    if i >= 0:
+        end = line.rfind("'")
+        if end > i + len(key):
+            return line[i + len(key) : end].strip()
+    return None
+
+
+def read_log_lines(fh: IO[bytes], *, chunk: int = 1 << 20) -> Iterator[str]:
+    """The lines of a binary log stream, decoded as UTF-8 (bad bytes replaced), each cut at
+    MAX_LINE characters, reading ``chunk`` bytes at a time: memory stays bounded whatever the
+    file's size or its longest line."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    carry = ""
+    skipping = False  # inside a line already cut at MAX_LINE: drop until its end
+    while True:
+        block = fh.read(chunk)
+        text = decoder.decode(block, final=not block)
+        parts = (carry + text).split("\n")
+        carry = parts.pop()
+        for part in parts:
+            if not skipping:
+                yield part.rstrip("\r")[:MAX_LINE]
+            skipping = False
+        if len(carry) > MAX_LINE:
+            if not skipping:
+                yield carry[:MAX_LINE]
+            skipping, carry = True, ""
+        if not block:
+            break
+    if carry and not skipping:
+        yield carry.rstrip("\r")
+
+
+def parse_log(text: str | Iterable[str]) -> ParsedLog:
+    """Parse a llama-server / llama-cli log (its text, or its lines one by one); raise LogError
+    (one line) when it is not a llama.cpp log, ends before its context was created, or carries
+    no buffer sizes."""
     model = None
     offl: tuple[int, int] | None = None
     params: dict[str, str] = {}
@@ -167,21 +249,21 @@ def parse_log(text: str) -> ParsedLog:
     expert_layers: set[int] = set()
     cpu_overrides = False
     loaded = False
-    for line in text.splitlines():
-        if m := _VERBOSITY.search(line):
+    for line in _lines(text):
+        if m := _near(_VERBOSITY, line, "verbosity = "):
             verbosity = int(m.group(1))
-        if _MODEL_LOADED.search(line):
+        if _near(_MODEL_LOADED, line, ": model loaded"):
             loaded = True
         if not any(
             w in line for w in ("llama", "buffer size", "load_", "memory_breakdown", "overridden")
         ):
             continue
-        if (m := _LOADED.search(line)) or (m := _LOADING.search(line)):
-            model = model or m.group(1).strip()
+        if (path := _model_path(line)) is not None:
+            model = model or path
             seen_llama = True
-        elif m := _OFFLOADED.search(line):
+        elif m := _near(_OFFLOADED, line, "offloaded "):
             offl = offl or (int(m.group(1)), int(m.group(2)))
-        elif m := _PARAM.search(line):
+        elif m := _near(_PARAM, line, "llama_context: "):
             key, value = m.group(1), m.group(2)
             if key == "n_seq_max":
                 n_contexts += 1
@@ -191,16 +273,16 @@ def parse_log(text: str) -> ParsedLog:
             seen_llama = True
         elif "tensor overrides to CPU" in line:
             cpu_overrides = True
-        elif m := _OVERRIDE.search(line):
+        elif m := _near(_OVERRIDE, line, " buffer type overridden to "):
             if m.group(2).startswith("CPU") or m.group(2).endswith("_Host"):
                 expert_layers.add(int(m.group(1)))
-        elif m := _OVERFLOW.search(line):
+        elif m := _near(_OVERFLOW, line, "n_ctx_seq ("):
             n_ctx_train = n_ctx_train or int(m.group(2))
-        elif m := _FA_AUTO.search(line):
+        elif m := _near(_FA_AUTO, line, "Flash Attention was auto"):
             fa_resolved = fa_resolved or _fa(m.group(1))
-        elif m := _KV_SIZE.search(line):
+        elif m := _near(_KV_SIZE, line, "llama_kv_cache"):
             types = types or (m.group(1).lower(), m.group(2).lower())
-        elif m := _BUFFER.search(line):
+        elif m := _near(_BUFFER, line, " buffer size = "):
             kind = m.group(3).lower()
             if m.group(1) in _CLIP_FUNCS:
                 kind = "mmproj_" + kind
@@ -215,11 +297,11 @@ def parse_log(text: str) -> ParsedLog:
             else:
                 reserved[buf.device] = len(buffers)
             buffers.append(buf)
-        elif m := _BREAKDOWN_DEV.search(line):
+        elif m := _near(_BREAKDOWN_DEV, line, "memory_breakdown_print: |"):
             dev = m.group(1)
             for kind, mib in zip(("model", "context", "compute"), m.group(6, 7, 8), strict=True):
                 breakdown.append(LoggedBuffer(kind, dev, float(mib)))
-        elif m := _BREAKDOWN_HOST.search(line):
+        elif m := _near(_BREAKDOWN_HOST, line, "memory_breakdown_print: |"):
             dev = m.group(1)
             for kind, mib in zip(("model", "context", "compute"), m.group(3, 4, 5), strict=True):
                 breakdown.append(LoggedBuffer(kind, dev, float(mib)))

@@ -29,6 +29,7 @@ the measured logs under tests/fixtures/llamacpp/logs.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = ["EVIDENCE", "DraftAcceptance", "MTPGrade", "draft_acceptance", "mtp_grade"]
@@ -124,11 +125,13 @@ class DraftAcceptance:
         }
 
 
-def draft_acceptance(log_text: str) -> DraftAcceptance | None:
-    """Summed draft acceptance of every request a llama-server log reports; None without any."""
+def draft_acceptance(log: str | Iterable[str]) -> DraftAcceptance | None:
+    """Summed draft acceptance of every request a llama-server log (its text, or its lines)
+    reports; None without any."""
     acc = gen = n = 0
-    for m in _DRAFT.finditer(log_text):
-        acc += int(m["acc"])
-        gen += int(m["gen"])
-        n += 1
+    for line in log.splitlines() if isinstance(log, str) else log:
+        for m in _DRAFT.finditer(line):
+            acc += int(m["acc"])
+            gen += int(m["gen"])
+            n += 1
     return DraftAcceptance(acc, gen, n) if n else None

@@ -1,5 +1,10 @@
 """How to run a ranked quant: llama-server, Ollama and LM Studio command lines (pure: no I/O).
 
+Every command is an argv list joined by crawler.ranking.shell.shell_join (each word quoted; control
+characters and option-looking operands refused): repo ids, paths and labels come from whoever
+published them, and a printed command must never run anything but the program it names. An
+emitter returns None where no safe command exists.
+
 The llama.cpp flags were checked against llama.cpp's ``common/arg.cpp`` and ``common/download.cpp``
 (the tree vendored by llama-cpp-python 0.3.36, ggml-org/llama.cpp ``0c1e57098``).
 """
@@ -11,6 +16,7 @@ import shlex
 from collections.abc import Sequence
 
 from crawler.fit import RunConfig, command
+from crawler.ranking.shell import UnsafeArgument, shell_join
 
 __all__ = [
     "hf_args",
@@ -49,19 +55,34 @@ def is_model_file(path: str) -> bool:
 
 
 def llama_server_command(
-    repo_id: str, path: str, label: str | None, cfg: RunConfig, siblings: Sequence[str]
-) -> str:
+    repo_id: str,
+    path: str,
+    label: str | None,
+    cfg: RunConfig,
+    siblings: Sequence[str],
+    *,
+    mmproj: bool = False,
+    split: Sequence[float] = (),
+) -> str | None:
     """The ``llama-server`` command that downloads this quant and runs it exactly as ``cfg``.
 
     crawler.fit.command is the one source of the flags (checked against llama.cpp's
-    common/arg.cpp); its ``-m PATH`` becomes the Hub download, plus ``--no-mmproj``: ``-hf``
-    fetches a vision projector by default (arg.cpp ``--hf-repo`` help), which would use memory the
-    estimate does not count.
+    common/arg.cpp); its ``-m PATH`` becomes the Hub download, plus ``--no-mmproj`` unless
+    ``mmproj``: ``-hf`` fetches a vision projector by default (arg.cpp ``--hf-repo`` help), which
+    would use memory the estimate does not count. ``split`` is the ``-ts`` layer split.
     """
     args = shlex.split(command(cfg.replace(model_path="MODEL")))
     i = args.index("-m")
-    args[i : i + 2] = [*hf_args(repo_id, path, label, siblings), "--no-mmproj"]
-    return shlex.join(args)
+    args[i : i + 2] = [
+        *hf_args(repo_id, path, label, siblings),
+        *([] if mmproj else ["--no-mmproj"]),
+    ]
+    if split:
+        args += ["-ts", ",".join(f"{x:g}" for x in split)]
+    try:
+        return shell_join(args)
+    except UnsafeArgument:
+        return None
 
 
 #: Cache types Ollama's OLLAMA_KV_CACHE_TYPE accepts (one type for K and V; needs flash attention).
@@ -80,10 +101,15 @@ def ollama_command(repo_id: str, label: str | None, cfg: RunConfig) -> str | Non
         return None
     if cfg.type_k != cfg.type_v or cfg.type_k not in _OLLAMA_CACHE:
         return None
-    env = [f"OLLAMA_CONTEXT_LENGTH={cfg.ctx}", "OLLAMA_FLASH_ATTENTION=1"]
+    env = {"OLLAMA_CONTEXT_LENGTH": str(cfg.ctx), "OLLAMA_FLASH_ATTENTION": "1"}
     if cfg.type_k != "f16":
-        env.append(f"OLLAMA_KV_CACHE_TYPE={cfg.type_k}")
-    return f"{' '.join(env)} ollama serve & ollama run hf.co/{repo_id}:{shlex.quote(label)}"
+        env["OLLAMA_KV_CACHE_TYPE"] = cfg.type_k
+    try:
+        serve = shell_join(["ollama", "serve"], env=env)
+        run = shell_join(["ollama", "run", f"hf.co/{repo_id}:{label}"], positional=(2,))
+    except UnsafeArgument:
+        return None
+    return f"{serve} & {run}"
 
 
 def lmstudio_command(repo_id: str, cfg: RunConfig) -> str | None:
@@ -94,7 +120,12 @@ def lmstudio_command(repo_id: str, cfg: RunConfig) -> str | None:
     """
     if cfg.mtp or cfg.cpu_moe or cfg.n_cpu_moe or (cfg.type_k, cfg.type_v) != ("f16", "f16"):
         return None
-    return (
-        f"lms get {shlex.quote(repo_id)} && "
-        f"lms load {shlex.quote(repo_id)} --gpu max --context-length {cfg.ctx}"
-    )
+    try:
+        get = shell_join(["lms", "get", repo_id], positional=(2,))
+        load = shell_join(
+            ["lms", "load", repo_id, "--gpu", "max", "--context-length", str(cfg.ctx)],
+            positional=(2,),
+        )
+    except UnsafeArgument:
+        return None
+    return f"{get} && {load}"

@@ -221,11 +221,11 @@ def finish(
             speed=speed_of(r.candidate, est, budget),
         )
     c = r.candidate
-    command = llama_server_command(c.repo_id, c.path, c.quant_label, cfg, paths)
-    if spec.vision:  # -hf downloads the repo's projector unless told not to (launch.py)
-        command = command.replace(" --no-mmproj", "")
-    if budget.split:  # the layer split the estimate assumed (llama.cpp -ts, common/arg.cpp)
-        command += " -ts " + ",".join(f"{x:g}" for x in budget.split)
+    # With --vision, -hf downloads the repo's projector (launch.py); budget.split is the layer
+    # split the estimate assumed (llama.cpp -ts, common/arg.cpp).
+    command = llama_server_command(
+        c.repo_id, c.path, c.quant_label, cfg, paths, mmproj=spec.vision, split=budget.split or ()
+    )
     return replace_ranked(
         r,
         rank=rank,

@@ -139,6 +139,9 @@ class Candidate:
     bound_hint: float | None = None
     #: With ``--vision``: bytes of the repo's smallest projector file (None: it has none).
     projector_bytes: int | None = None
+    #: Where the analysis came from (``quants.source``): None = this catalog's own crawl.
+    source: str | None = None
+    source_revision: str | None = None
 
     def group(self, name: str) -> GroupStats | None:
         """The named group, if the profile has it."""
@@ -276,7 +279,7 @@ class Ranked:
     max_ctx: int | None
     quality: QualityEstimate | None
     speed: SpeedEstimate | None
-    command: str  # llama-server
+    command: str | None  # llama-server (None: no safe command: crawler.ranking.shell)
     ollama: str | None = None  # equivalent, where Ollama can express the configuration
     lm_studio: str | None = None
     devices: tuple[DeviceShare, ...] = ()  # several GPUs: each device's share

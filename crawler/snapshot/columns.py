@@ -20,6 +20,7 @@ from crawler.catalog.tables import (
     Quant,
     QuantVersion,
     Repo,
+    StoredJSON,
     TensorGroup,
     TensorTable,
 )
@@ -46,7 +47,7 @@ def _write_table(table: Table) -> Table:
     cols = [
         Column(
             c.name,
-            JSON(none_as_null=True) if isinstance(c.type, JSON) else c.type,
+            JSON(none_as_null=True) if isinstance(c.type, JSON | StoredJSON) else c.type,
             primary_key=c.primary_key,
         )
         for c in table.columns

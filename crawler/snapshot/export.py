@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -180,17 +180,41 @@ def _batches(conn: Connection, query: Select[Any], name: str) -> Iterator[pa.Rec
         )
 
 
+def create_new(path: Path) -> BinaryIO:
+    """``path`` opened for writing as a NEW regular file.
+
+    Whatever is there already (a stale temporary file, or one planted as a symlink to a file
+    elsewhere) is removed, never followed: ``O_EXCL | O_NOFOLLOW`` then fail rather than write
+    through a link that appears in between.
+    """
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise UsageError(f"cannot replace {path}: {exc.strerror or exc}") from None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
+    return os.fdopen(fd, "wb")
+
+
 def _write_file(conn: Connection, out: Path, name: str, cutoff: datetime | None) -> FileEntry:
     path = out / name
     tmp = path.with_suffix(".parquet.tmp")
     rows = 0
     # zstd: the best size/speed of pyarrow's codecs for these text-heavy columns; no write
     # statistics timestamp or random metadata, so equal rows give equal bytes.
-    with pq.ParquetWriter(tmp, arrow_schema(name), compression="zstd") as writer:
+    with (
+        create_new(tmp) as fh,
+        pq.ParquetWriter(fh, arrow_schema(name), compression="zstd") as writer,
+    ):
         for batch in _batches(conn, _select(name, cutoff), name):
             writer.write_batch(batch, row_group_size=BATCH_ROWS)
             rows += batch.num_rows
-    os.replace(tmp, path)
+    os.replace(tmp, path)  # replaces a symlink at ``path`` itself, never its target
     return FileEntry(rows=rows, bytes=path.stat().st_size, sha256=_sha256(path))
 
 
@@ -239,6 +263,7 @@ def export_snapshot(
         files=entries,
     )
     tmp = out / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(manifest.dumps(), encoding="utf-8")
+    with create_new(tmp) as fh:
+        fh.write(manifest.dumps().encode("utf-8"))
     os.replace(tmp, out / MANIFEST_NAME)  # last: a reader never sees a manifest for half a write
     return ExportResult(out, manifest)

@@ -7,8 +7,9 @@ one), and an unchanged export makes no commit at all. Snapshot files of an earli
 this one lacks (``tensor_tables.parquet`` without ``--with-tensors``) are deleted in the same
 commit.
 
-Pulling is ``snapshot_download`` into a cache under the data directory: the Hub cache keeps blobs
-by content, so only changed files are fetched again and an unchanged snapshot downloads 0 bytes.
+Pulling downloads the manifest, then only the files it names (each checked against the Hub's
+listing first), into a cache under the data directory: the Hub cache keeps blobs by content, so
+only changed files are fetched again and an unchanged snapshot downloads 0 bytes.
 The same manifest imported before is not imported again (``crawl_state`` remembers its sha256).
 
 The token comes from where huggingface_hub looks (``HF_TOKEN``, then ``hf auth login``'s file);
@@ -25,9 +26,15 @@ from typing import Any
 from crawler.catalog import Catalog
 from crawler.catalog.scans import get_state, set_state
 from crawler.config import Settings
-from crawler.errors import HubError, HubNotFound, HubUnavailable
+from crawler.errors import HubError, HubNotFound, HubUnavailable, SnapshotError
 from crawler.snapshot.import_ import ImportSummary, import_snapshot, verify_snapshot
-from crawler.snapshot.manifest import FILES, MANIFEST_NAME, OPTIONAL_FILES
+from crawler.snapshot.manifest import (
+    FILES,
+    MANIFEST_NAME,
+    OPTIONAL_FILES,
+    ManifestError,
+    parse_manifest,
+)
 
 __all__ = ["PublishResult", "PullResult", "publish_snapshot", "pull_snapshot"]
 
@@ -129,38 +136,95 @@ def _blob_bytes(cache: Path) -> int:
     return sum(p.stat().st_size for p in cache.rglob("blobs/*") if p.is_file())
 
 
+#: A manifest is a few hundred bytes a file; anything this large is not one.
+MAX_MANIFEST_BYTES = 1024 * 1024
+
+
+def _refuse(repo_id: str, message: str) -> SnapshotError:
+    return SnapshotError(f"dataset {repo_id}: {message}; nothing was downloaded or imported")
+
+
 def pull_snapshot(
     settings: Settings, catalog: Catalog, repo_id: str, *, revision: str | None = None
 ) -> PullResult:
-    """Download dataset ``repo_id`` (at ``revision``) and import it into ``catalog``."""
+    """Download dataset ``repo_id`` (at ``revision``) and import it into ``catalog``.
+
+    A dataset is untrusted input: the manifest is fetched first (bounded), then ONLY the files
+    it names, each after the Hub's listing of it agrees with the size (and, for LFS files, the
+    sha256) the manifest declares; verify_snapshot then checks every downloaded byte's sha256
+    and every row before the import writes anything. Other files of the dataset are never read.
+    """
     import httpx2
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError
 
     cache = settings.resolved_data_dir / "hub-cache"
     cache.mkdir(parents=True, exist_ok=True)
     before = _blob_bytes(cache)
-    try:
-        folder = Path(
-            snapshot_download(
+    api = _api(settings)
+    token = settings.hf_token or None
+
+    def download(name: str, commit: str) -> Path:
+        return Path(
+            hf_hub_download(
                 repo_id,
+                name,
                 repo_type=REPO_TYPE,
-                revision=revision,
+                revision=commit,
                 cache_dir=cache,
                 endpoint=settings.hf_endpoint,
-                token=settings.hf_token or None,
-                allow_patterns=["*.parquet", MANIFEST_NAME],
+                token=token,
             )
         )
+
+    try:
+        commit = str(api.dataset_info(repo_id, revision=revision).sha)
+        listed = {
+            p.path: p
+            for p in api.get_paths_info(
+                repo_id, [MANIFEST_NAME], repo_type=REPO_TYPE, revision=commit
+            )
+        }
+        entry = listed.get(MANIFEST_NAME)
+        if entry is None or not hasattr(entry, "size"):
+            raise _refuse(repo_id, f"no {MANIFEST_NAME} (not a quants snapshot)")
+        if entry.size > MAX_MANIFEST_BYTES:
+            raise _refuse(repo_id, f"{MANIFEST_NAME} is {entry.size} bytes, not a manifest")
+        manifest_file = download(MANIFEST_NAME, commit)
+        try:
+            manifest = parse_manifest(manifest_file.read_text("utf-8", errors="replace"))
+        except ManifestError as exc:
+            raise _refuse(repo_id, str(exc)) from None
+        names = sorted(manifest.files)
+        listed = {
+            p.path: p
+            for p in api.get_paths_info(repo_id, names, repo_type=REPO_TYPE, revision=commit)
+        }
+        for name in names:
+            want = manifest.files[name]
+            have = listed.get(name)
+            if have is None or not hasattr(have, "size"):
+                raise _refuse(repo_id, f"{name}: named by the manifest but not in the dataset")
+            if have.size != want.bytes:
+                raise _refuse(
+                    repo_id, f"{name}: {have.size} bytes on the Hub, the manifest says {want.bytes}"
+                )
+            lfs = getattr(have, "lfs", None)
+            if lfs is not None and lfs.sha256 != want.sha256:
+                raise _refuse(repo_id, f"{name}: sha256 on the Hub differs from the manifest's")
+        for name in names:
+            download(name, commit)
     except (HfHubHTTPError, httpx2.HTTPError, OSError) as exc:
         raise _hub_error(exc, repo_id) from None
     downloaded = _blob_bytes(cache) - before
-    commit = folder.name
-    verify_snapshot(folder)  # a dataset that is not a (good) snapshot: a clear error, no import
-    manifest_sha = hashlib.sha256((folder / MANIFEST_NAME).read_bytes()).hexdigest()
+    folder = manifest_file.parent
+    verify_snapshot(folder)  # sizes, sha256 and every row: a clear error, no import
+    manifest_sha = hashlib.sha256(manifest_file.read_bytes()).hexdigest()
     key = f"snapshot:{repo_id}"
     if get_state(catalog, key) == manifest_sha:
         return PullResult(repo_id, commit, downloaded, None)
-    summary = import_snapshot(catalog, folder)
+    summary = import_snapshot(
+        catalog, folder, source=f"dataset {repo_id}", source_revision=commit[:64]
+    )
     set_state(catalog, key, manifest_sha)
     return PullResult(repo_id, commit, downloaded, summary)

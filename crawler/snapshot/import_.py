@@ -1,11 +1,15 @@
 """``quants import``: merge a snapshot into any catalog, idempotently, in ONE transaction.
 
 Checked whole before anything is written: the manifest (a newer schema is refused), every
-file's size and sha256, every Parquet footer, schema and row count. Then one transaction merges:
+file's size and sha256, every Parquet footer, schema and row count, and every value of every
+row (crawler/snapshot/validate.py: a snapshot is untrusted input). Then one transaction merges:
 
 - a repo or quant the catalog does not know is added;
-- a quant both know: the newer analysis (``analysed_at``) wins; equal times keep the local row,
-  so importing the same snapshot twice changes nothing; a repo row follows its ``scanned_at``;
+- a quant both know: a local crawl's own read is always kept (an import never replaces it; a
+  snapshot that saw newer content marks the repo for the next crawl to read); otherwise, the
+  newer analysis (``analysed_at``) wins, equal times keep the local row, so importing the same
+  snapshot twice changes nothing; a repo row follows its ``scanned_at``;
+- each quant added or replaced records where it came from (``quants.source``, migration 0006);
 - nothing local is removed: local quants the snapshot lacks stay; history rows
   (``quant_versions``) are unioned; a local tensor table stays unless the quant's content changed;
 - the times stored are the snapshot's (``analysed_at``, ``scanned_at``): the crawl and the
@@ -20,7 +24,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +49,13 @@ from crawler.snapshot.columns import WRITE_TABLES as TABLES
 from crawler.snapshot.columns import arrow_schema, as_utc, columns_of
 from crawler.snapshot.manifest import MANIFEST_NAME, Manifest, ManifestError, parse_manifest
 from crawler.snapshot.rows import Batch, Insert, batches
+from crawler.snapshot.validate import MAX_ROWS, validate_file
 
 __all__ = ["ImportSummary", "import_snapshot", "verify_snapshot"]
 
 _CHUNK = 5_000  # ids per IN (...) list
+#: Bytes of one snapshot file (compressed Parquet) the importer reads at all.
+MAX_SNAPSHOT_FILE = 16 * 1024**3
 
 
 @dataclass
@@ -103,6 +110,14 @@ def verify_snapshot(path: Path) -> Manifest:
         raise SnapshotError(f"{path}: {exc}") from None
     for name, entry in sorted(manifest.files.items()):
         file = path / name
+        if entry.rows > MAX_ROWS or entry.bytes > MAX_SNAPSHOT_FILE:
+            raise SnapshotError(
+                f"{name}: the manifest declares {entry.rows} rows and {entry.bytes} bytes "
+                f"(at most {MAX_ROWS} rows, {MAX_SNAPSHOT_FILE} bytes)"
+            )
+        if file.exists() and not file.is_file():
+            # (A symlink to a regular file is read: the Hub cache holds its files that way.)
+            raise SnapshotError(f"{name}: not a regular file")
         if not file.is_file():
             raise SnapshotError(f"{name}: missing from the snapshot")
         size = file.stat().st_size
@@ -121,6 +136,10 @@ def verify_snapshot(path: Path) -> Manifest:
             raise SnapshotError(f"{name}: columns differ from schema {manifest.schema_version}")
         if rows != entry.rows:
             raise SnapshotError(f"{name}: {rows} rows, the manifest says {entry.rows}")
+    # Every value, before anything is written (crawler/snapshot/validate.py).
+    now = datetime.now(UTC)
+    for name in sorted(manifest.files):
+        validate_file(path, name, now=now)
     return manifest
 
 
@@ -163,8 +182,19 @@ class _Merge:
     and make a row dict only for an UPDATE (a local row the snapshot's newer one replaces).
     """
 
-    def __init__(self, conn: Connection, path: Path, summary: ImportSummary) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        path: Path,
+        summary: ImportSummary,
+        source: str,
+        source_revision: str | None,
+    ) -> None:
         self.conn = conn
+        self.source = source
+        self.source_revision = source_revision
+        # Repos where the snapshot saw newer content than a kept local read: re-crawl them.
+        self.recheck: set[int] = set()
         self.path = path
         self.summary = summary
         self.dialect = conn.dialect.name
@@ -226,13 +256,21 @@ class _Merge:
         local = {
             (r.repo_pk, r.path): r
             for r in self.conn.execute(
-                select(Quant.id, Quant.repo_pk, Quant.path, Quant.analysed_at, Quant.content_key)
+                select(
+                    Quant.id,
+                    Quant.repo_pk,
+                    Quant.path,
+                    Quant.analysed_at,
+                    Quant.content_key,
+                    Quant.source,
+                )
             )
         }
-        names = _names(name, ("repo_id",), ("repo_pk",))
+        names = _names(name, ("repo_id",), ("repo_pk", "source", "source_revision"))
         changed = [n for n in names if n not in ("first_seen_at", "repo_pk", "path")]
         insert = Insert(self.conn, name, names)
         replaced: list[int] = []
+        provenance = {"source": self.source, "source_revision": self.source_revision}
         for batch in self._batches(name):
             repo_ids, paths = batch.col("repo_id"), batch.col("path")
             pks = [self._repo(repo_id, name) for repo_id in repo_ids]
@@ -241,8 +279,18 @@ class _Merge:
                 mine = local.get((pk, path))
                 if mine is None:
                     take.append(i)
+                elif mine.source is None and mine.analysed_at is not None:
+                    # This catalog's crawl read the file itself: that outranks any import.
+                    # A snapshot that saw other content marks the repo for the next crawl.
+                    if mine.content_key != batch.col("content_key")[i] and _newer(
+                        batch.col("analysed_at")[i], mine.analysed_at
+                    ):
+                        self.recheck.add(pk)
+                    self.summary.quants_kept += 1
+                    continue
                 elif _newer(batch.col("analysed_at")[i], mine.analysed_at):
-                    values = _decoded(name, {**batch.row(i), "repo_pk": pk}, changed)
+                    row = {**batch.row(i), "repo_pk": pk, **provenance}
+                    values = _decoded(name, row, changed)
                     self.conn.execute(update(table).where(table.c.id == mine.id).values(**values))
                     replaced.append(mine.id)
                     if mine.content_key != batch.col("content_key")[i]:
@@ -253,7 +301,13 @@ class _Merge:
                     continue
                 self.quants_taken.add((repo_id, path))
                 self.touched_repos.add(pk)
-            self.summary.quants_added += insert(batch, take, {"repo_pk": pks})
+            n = batch.size
+            extra: dict[str, list[Any]] = {
+                "repo_pk": pks,
+                "source": [self.source] * n,
+                "source_revision": [self.source_revision] * n,
+            }
+            self.summary.quants_added += insert(batch, take, extra)
         # The snapshot's children replace the old ones of the quants it won.
         for ids in _chunks(replaced):
             for model in (TensorGroup, MemoryModel):
@@ -261,6 +315,8 @@ class _Merge:
         stale = sorted(self.content_changed)
         for ids in _chunks(stale):
             self.conn.execute(delete(TensorTable).where(TensorTable.quant_id.in_(ids)))
+        for ids in _chunks(sorted(self.recheck)):
+            self.conn.execute(update(Repo).where(Repo.id.in_(ids)).values(scanned_sha=None))
         by_pk = {pk: rid for rid, pk in self.repo_pk.items()}
         self.quant_id = {
             (by_pk[repo_pk], path): qid
@@ -359,9 +415,22 @@ class _Merge:
             )
 
 
-def import_snapshot(catalog: Catalog, path: Path) -> ImportSummary:
-    """Verify, then merge the snapshot at ``path`` into ``catalog`` in one transaction."""
+def import_snapshot(
+    catalog: Catalog,
+    path: Path,
+    *,
+    source: str | None = None,
+    source_revision: str | None = None,
+) -> ImportSummary:
+    """Verify, then merge the snapshot at ``path`` into ``catalog`` in one transaction.
+
+    The quants it adds or replaces record ``source`` / ``source_revision`` (default: the
+    directory, and the manifest's sha256), as migration 0006 describes.
+    """
     manifest = verify_snapshot(path)
+    if source is None:
+        source = f"directory {path.resolve()}"[:512]
+        source_revision = hashlib.sha256((path / MANIFEST_NAME).read_bytes()).hexdigest()
     summary = ImportSummary(manifest=manifest.to_json())
     with catalog.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
@@ -376,7 +445,7 @@ def import_snapshot(catalog: Catalog, path: Path) -> ImportSummary:
                 # (crawler/snapshot/bulk.py).
                 empty = empty_tables(conn, sorted({t.name for t in TABLES.values()}))
                 dropped = drop_for_load(conn, empty)
-                merge = _Merge(conn, path, summary)
+                merge = _Merge(conn, path, summary, source, source_revision)
                 merge.repos()
                 merge.quants()
                 merge.children("tensor_groups.parquet")

@@ -28,10 +28,10 @@ from sqlalchemy import Connection, bindparam
 
 from crawler.errors import SnapshotError
 from crawler.snapshot.columns import WRITE_TABLES as TABLES
+from crawler.snapshot.validate import BATCH_ROWS
 
 __all__ = ["Batch", "Insert", "batches"]
 
-_BATCH = 20_000
 #: SQLAlchemy's SQLite DATETIME storage format (sqlalchemy.dialects.sqlite.DATETIME); Arrow's
 #: ``%S`` prints the seconds with the unit's fraction (6 digits for microseconds).
 _SQLITE_TS = "%Y-%m-%d %H:%M:%S"
@@ -87,7 +87,7 @@ def batches(path: Path, name: str, dialect: str) -> Iterator[Batch]:
     if not file.exists():
         return
     try:
-        for batch in pq.ParquetFile(file).iter_batches(batch_size=_BATCH):
+        for batch in pq.ParquetFile(file).iter_batches(batch_size=BATCH_ROWS):
             yield Batch(batch, dialect)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise SnapshotError(f"{name}: unreadable ({exc}); nothing was imported") from None

@@ -10,6 +10,7 @@ typo never silently widens a search.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
 ]
 
 MAX_TEXT = 200
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 SORTS = ("quality", "speed", "size", "margin", "ctx", "downloads", "updated")
 _TRUE = {"1", "true", "on", "yes"}
 _FALSE = {"0", "false", "off", "no", ""}
@@ -46,6 +48,9 @@ def text(name: str, raw: str, *, required: bool = False) -> str | None:
         return None
     if len(value) > MAX_TEXT:
         raise BadParam(f"{name}: at most {MAX_TEXT} characters")
+    if _CONTROL.search(value):
+        # NUL cannot reach PostgreSQL text at all; no other control belongs in a search.
+        raise BadParam(f"{name}: holds a control character")
     return value
 
 
@@ -54,6 +59,9 @@ def number(name: str, raw: str, lo: float, hi: float) -> float | None:
     value = raw.strip()
     if not value:
         return None
+    # ASCII only: float() also takes other scripts' digits ("١٢") and "nan"/"inf".
+    if not value.isascii():
+        raise BadParam(f"{name}: not a number")
     try:
         x = float(value)
     except ValueError:
@@ -71,7 +79,8 @@ def integer(name: str, raw: str, lo: int, hi: int) -> int | None:
     scale = 1
     if value[-1:] in ("k", "K"):
         value, scale = value[:-1], 1024
-    if not value.isdigit() or len(value) > 9:
+    # str.isdigit() is also true of "²" and other scripts' digits, which int() refuses or reads.
+    if not (value.isascii() and value.isdigit()) or len(value) > 9:
         raise BadParam(f"{name}: not a whole number")
     n = int(value) * scale
     if not lo <= n <= hi:

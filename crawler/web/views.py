@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.catalog.reader import Reader
 from crawler.profile.mtp_grade import mtp_grade
+from crawler.search import provenance_json
 from crawler.units import GIB
 
 if TYPE_CHECKING:
@@ -192,6 +193,8 @@ def _quant_json(q: QuantDetail) -> dict[str, Any]:
         },
         "attention": {"min_bits": v["attn_min_bits"], "preserved": v["attn_preserved"]},
         "claims": list(q.claims),
+        "provenance": provenance_json(q.source, q.source_revision),
+        "unreadable": list(q.unreadable),
         "versions": [
             {
                 "revision": ver.revision,

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008_measured_quality"
-down_revision = "0005_repo_claims"
+down_revision: str | None = "0006_provenance"
 branch_labels = None
 depends_on = None
 

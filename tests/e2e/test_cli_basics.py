@@ -35,7 +35,14 @@ def test_db_upgrade_creates_schema(catalog_url):
     assert lines[0].split()[-1] == lines[1].split()[-1] != "empty"
 
 
+def made(url: str) -> str:
+    """``url`` with an empty catalog made (`quants sql` reads; it never creates one)."""
+    assert quants("db", "upgrade", db=url).returncode == 0
+    return url
+
+
 def test_sql_on_empty_catalog_and_refused_write(catalog_url):
+    made(catalog_url)
     out = quants("sql", "select * from v_quants", "--json", db=catalog_url)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == []
@@ -43,13 +50,15 @@ def test_sql_on_empty_catalog_and_refused_write(catalog_url):
     assert out.returncode == 1
     assert out.stdout == ""
     lines = out.stderr.splitlines()
-    assert lines[0].startswith("error: refused: the catalog is read-only")
+    assert lines[0].startswith("error: refused: quants sql only reads")
     assert lines[1].startswith("hint: ")
     assert "Traceback" not in out.stderr
 
 
 def test_sql_csv_and_params(sqlite_url):
-    out = quants("sql", "select :a as a, :b as b", "-p", "a=3", "-p", "b=x", "--csv", db=sqlite_url)
+    out = quants(
+        "sql", "select :a as a, :b as b", "-p", "a=3", "-p", "b=x", "--csv", db=made(sqlite_url)
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == "a,b\n3,x\n"
 
@@ -61,7 +70,7 @@ def test_sql_list_shows_every_shipped_query():
 
 
 def test_sql_table_escapes_terminal_control_characters(sqlite_url):
-    out = quants("sql", "select char(27) || '[31mred' as x", db=sqlite_url)
+    out = quants("sql", "select char(27) || '[31mred' as x", db=made(sqlite_url))
     assert out.returncode == 0
     assert "\x1b" not in out.stdout
     assert "\\x1b[31mred" in out.stdout
@@ -79,7 +88,7 @@ def test_sql_table_escapes_terminal_control_characters(sqlite_url):
     ],
 )
 def test_bad_arguments_get_one_line_errors(sqlite_url, args, code, needle):
-    out = quants(*args, db=sqlite_url)
+    out = quants(*args, db=made(sqlite_url))
     assert out.returncode == code
     assert needle in out.stderr
     assert "Traceback" not in out.stderr
@@ -88,9 +97,13 @@ def test_bad_arguments_get_one_line_errors(sqlite_url, args, code, needle):
 def test_unreachable_database_is_a_clean_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    out = quants("sql", "select 1", db=f"sqlite:///{blocker}/sub/c.db")
+    out = quants("db", "upgrade", db=f"sqlite:///{blocker}/sub/c.db")
     assert out.returncode == 1
     assert out.stderr.startswith("error: cannot open catalog")
+    # `quants sql` never creates a catalog: a missing one is named as such.
+    out = quants("sql", "select 1", db=f"sqlite:///{blocker}/sub/c.db")
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: no catalog at")
     assert "Traceback" not in out.stderr
 
 

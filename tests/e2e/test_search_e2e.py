@@ -327,13 +327,23 @@ RESULT_KEYS = {
 
 def test_json_schema(catalog_db):
     doc = _search(catalog_db, "--vram", "24", "--ctx", "32768", "--gpu", "rtx 4090")
-    assert set(doc) == {"schema_version", "request", "budget", "gpu", "counts", "results"}
+    assert set(doc) == {
+        "schema_version",
+        "request",
+        "budget",
+        "gpu",
+        "counts",
+        "results",
+        "unreadable",
+    }
     assert doc["counts"]["fitting"] >= len(doc["results"]) > 0
+    assert doc["unreadable"] == [] and doc["counts"]["unreadable"] == 0
     for r in doc["results"]:
         for key, typ in RESULT_KEYS.items():
             assert isinstance(r[key], typ), key
         for key in ("quant_label", "architecture", "quality", "tok_s", "ollama", "lm_studio"):
             assert key in r
+        assert r["provenance"] == {"from": "crawl"}
         assert set(r["bytes"]) == {
             "weights",
             "kv",

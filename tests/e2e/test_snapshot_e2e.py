@@ -230,6 +230,11 @@ def _label(db: str, path: str) -> Any:
         conn.close()
 
 
+def _just_now() -> str:
+    """A time after the module's crawl and not after the import's (validate.py's cap)."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def test_newer_analysis_wins_older_loses_and_nothing_local_is_lost(crawled) -> None:
     db, snap, tmp = crawled
     some = snapshot(db)["quants"]
@@ -241,29 +246,50 @@ def test_newer_analysis_wins_older_loses_and_nothing_local_is_lost(crawled) -> N
     newer_db = f"sqlite:///{newer}"
     _sql(
         newer_db,
-        "UPDATE quants SET quant_label='RELABELLED', analysed_at='2099-01-01 00:00:00'"
-        " WHERE path = ?",
+        "UPDATE quants SET quant_label='RELABELLED', analysed_at=? WHERE path = ?",
+        _just_now(),
         path_a,
     )
     _sql(newer_db, "DELETE FROM quants WHERE path = ?", path_b)
     ok("export", str(tmp / "newer-snap"), "--db", newer_db, tmp=tmp)
 
-    # Newer snapshot into the older catalog: A's newer analysis wins, B (local only) stays.
-    older = tmp / "older.sqlite"
-    shutil.copy(db.removeprefix("sqlite:///"), older)
-    older_db = f"sqlite:///{older}"
+    # Newer snapshot into a catalog that imported the older one: A's newer analysis wins (both
+    # are imported), B stays; A now names the newer snapshot as its source.
+    older_db = f"sqlite:///{tmp / 'older.sqlite'}"
+    import_(snap, older_db, tmp)
     summary = import_(tmp / "newer-snap", older_db, tmp)
     assert summary["quants_updated"] == 1
     assert _label(older_db, path_a) == ("RELABELLED",)
     assert _label(older_db, path_b) is not None
     labels = {r[0]: r[3] for r in view(older_db, tmp, "v_quants") if r[2] == path_a}
     assert set(labels.values()) == {"RELABELLED"}
+    sources = dict(_sources(older_db))
+    assert sources[path_a] == f"directory {(tmp / 'newer-snap').resolve()}"
+    assert sources[path_b] == f"directory {snap.resolve()}"
 
-    # Older snapshot into the newer catalog: the local newer analysis is kept; B is added back.
+    # Into the crawled catalog itself: the local crawl's own reads outrank any import.
+    local = tmp / "local.sqlite"
+    shutil.copy(db.removeprefix("sqlite:///"), local)
+    local_db = f"sqlite:///{local}"
+    summary = import_(tmp / "newer-snap", local_db, tmp)
+    assert summary["quants_updated"] == 0 and summary["quants_added"] == 0
+    assert _label(local_db, path_a) == _label(db, path_a)
+    assert all(source is None for _, source in _sources(local_db))
+
+    # Older snapshot into the newer catalog: its local reads are kept; B is added back, imported.
     summary = import_(snap, newer_db, tmp)
     assert summary["quants_updated"] == 0 and summary["quants_added"] == 1
     assert _label(newer_db, path_a) == ("RELABELLED",)
     assert _label(newer_db, path_b) == _label(db, path_b)
+    assert dict(_sources(newer_db))[path_b] == f"directory {snap.resolve()}"
+
+
+def _sources(db: str) -> list[tuple[str, str | None]]:
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    try:
+        return conn.execute("SELECT path, source FROM quants").fetchall()
+    finally:
+        conn.close()
 
 
 def _counts(db: str) -> dict[str, int]:
@@ -481,8 +507,8 @@ def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
         path_a = snapshot(db)["quants"][0][1]
         _sql(
             f"sqlite:///{newer}",
-            "UPDATE quants SET quant_label='RELABELLED',"
-            " analysed_at='2099-01-01 00:00:00' WHERE path = ?",
+            "UPDATE quants SET quant_label='RELABELLED', analysed_at=? WHERE path = ?",
+            _just_now(),
             path_a,
         )
         third = hub_cli(emu, publisher, "publish", DATASET, "--db", f"sqlite:///{newer}")
@@ -501,3 +527,93 @@ def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
         old = hub_cli(emu, puller, "pull", DATASET, "--revision", first["commit"], "--db", target)
         assert old["commit"] == first["commit"] and old["imported"]["quants_updated"] == 0
         assert "RELABELLED" in {r[3] for r in view(target, tmp, "v_quants")}
+
+
+def test_a_falsified_import_is_undone_by_crawl_verify_imported(
+    crawled,
+    world_cache: FileCache,  # noqa: F811
+) -> None:
+    """The "quality 100, dated 9999" attack: an imported analysis survives a plain crawl (the
+    repo's commit did not change), so --verify-imported re-reads it from the Hub."""
+    db, _snap, tmp = crawled
+    path_a = snapshot(db)["quants"][0][1]
+    honest = _label(db, path_a)
+    forged = tmp / "forged.sqlite"
+    shutil.copy(db.removeprefix("sqlite:///"), forged)
+    forged_db = f"sqlite:///{forged}"
+    _sql(
+        forged_db,
+        "UPDATE quants SET quant_label='FORGED', quality_score=100, analysed_at=? WHERE path = ?",
+        _just_now(),
+        path_a,
+    )
+    ok("export", str(tmp / "forged-snap"), "--db", forged_db, tmp=tmp)
+    target = f"sqlite:///{tmp / 'verify.sqlite'}"
+    import_(tmp / "forged-snap", target, tmp)
+    assert _label(target, path_a) == ("FORGED",)
+    emulator = HubEmulator()
+    populate(emulator.state, world_cache, WORLD)
+    with emulator:
+        plain = crawl(emulator, target, tmp)
+        assert plain["quants_analysed"] == 0 and _label(target, path_a) == ("FORGED",)
+        out = ok(
+            "crawl", "--endpoint", emulator.endpoint, "--db", target, "--all", "--json",
+            "--verify-imported", tmp=tmp,
+        )  # fmt: skip
+    verified = json.loads(out)
+    assert verified["quants_analysed"] >= len(snapshot(db)["quants"]) - 3
+    assert _label(target, path_a) == honest
+    sources = dict(_sources(target))
+    assert sources[path_a] is None  # now this catalog's own read
+    doc = json.loads(ok("search", *SEARCH, "--db", target, tmp=tmp))
+    assert all(r["provenance"] == {"from": "crawl"} for r in doc["results"])
+
+
+def test_bad_stored_rows_are_skipped_and_counted_not_fatal(crawled) -> None:
+    """Rows the import would refuse, written around it (old data, a bug): search, the web app,
+    changes and reprofile skip and count them; none answers an internal error or a 500."""
+    from starlette.testclient import TestClient
+
+    from crawler.web import create_app
+
+    db, _snap, tmp = crawled
+    bad = tmp / "bad-rows.sqlite"
+    shutil.copy(db.removeprefix("sqlite:///"), bad)
+    bad_db = f"sqlite:///{bad}"
+    conn = sqlite3.connect(bad)
+    try:
+        qid, repo, path = conn.execute(
+            "SELECT q.id, r.repo_id, q.path FROM quants q JOIN repos r ON r.id = q.repo_pk"
+            " JOIN memory_models m ON m.quant_id = q.id WHERE m.status = 'ok'"
+            " AND q.vanished_at IS NULL ORDER BY q.quality_score DESC LIMIT 1"
+        ).fetchone()
+        conn.execute("UPDATE memory_models SET coefficients = '{broken' WHERE quant_id = ?", (qid,))
+        conn.execute("UPDATE quants SET claims = '{', profile = '[' WHERE id = ?", (qid,))
+        conn.execute("UPDATE quant_versions SET profile = 'nope' WHERE quant_id = ?", (qid,))
+        conn.execute("UPDATE tensor_tables SET data = ? WHERE quant_id = ?", (b"not zlib", qid))
+        conn.commit()
+    finally:
+        conn.close()
+    text = quants("search", *SEARCH[:-1], "--db", bad_db, tmp=tmp)
+    assert text.returncode == 0, text.stderr
+    assert f"1 skipped: stored analysis unreadable (e.g. {repo}/{path})" in text.stderr
+    doc = json.loads(ok("search", *SEARCH, "--db", bad_db, tmp=tmp))
+    assert doc["counts"]["unreadable"] == 1 and doc["unreadable"] == [f"{repo}/{path}"]
+    assert path not in {r["path"] for r in doc["results"]}
+    for args in (("changes",), ("reprofile", "--json")):
+        out = quants(*args, "--db", bad_db, tmp=tmp)
+        assert out.returncode == 0 and "internal error" not in out.stderr, out.stderr
+    reprofiled = json.loads(ok("reprofile", "--json", "--db", bad_db, tmp=tmp))
+    assert reprofiled["failed"] == 1
+    client = TestClient(create_app(bad_db), base_url="http://127.0.0.1")
+    quant = {"repo": repo, "path": path}
+    for url, params in (
+        ("/api/search", {"vram": 24, "ctx": 32768, "limit": 100}),
+        ("/", {"vram": 24, "ctx": 32768, "limit": 100}),
+        ("/scans", {}),
+        ("/api/scans", {}),
+        ("/quant", quant),
+    ):
+        assert client.get(url, params=params).status_code == 200, url
+    page = client.get("/api/quant", params=quant).json()
+    assert set(page["unreadable"]) == {"memory model", "claims", "tensor table"}

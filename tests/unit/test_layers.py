@@ -86,7 +86,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
         ("base", "gguf", "fit", "profile", "ranking", "catalog", "crawl", "library"),
         frozenset(),
     ),
-    ("mcp", ("crawler.mcp_server",), ("base", "api"), frozenset({"mcp", "pydantic"})),
+    (
+        "mcp",
+        ("crawler.mcp_server",),
+        ("base", "profile", "library", "api"),
+        frozenset({"mcp", "pydantic"}),
+    ),
     (
         "web",
         ("crawler.web",),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -210,10 +211,20 @@ def test_hostile_names_are_escaped_in_html_and_svg(served: Served) -> None:
 
 
 def test_serve_warns_off_loopback_and_refuses_a_taken_port(served: Served) -> None:
-    proc, base, head = start_server(served.db, served.tmp, "--host", "0.0.0.0")
+    # Off loopback the Host names must be given; the Host check stays on.
+    bare = run_quants("serve", "--db", served.db, "--host", "0.0.0.0", "--port", "0",
+                      env=clean_env(served.tmp), timeout=60)  # fmt: skip
+    assert bare.returncode == 2 and "--allow-host NAME" in bare.stderr.splitlines()[0]
+    proc, base, head = start_server(
+        served.db, served.tmp, "--host", "0.0.0.0", "--allow-host", "quants.lan"
+    )
     try:
         assert base.startswith("http://0.0.0.0:")
         assert "warning: listening on 0.0.0.0, not 127.0.0.1" in head
+        local = base.replace("0.0.0.0", "127.0.0.1")
+        assert _status(local, "quants.lan") == 200
+        assert _status(local, "evil.example") == 400
+        assert _status(local, "0.0.0.0") == 400
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
@@ -225,3 +236,63 @@ def test_serve_warns_off_loopback_and_refuses_a_taken_port(served: Served) -> No
                          env=clean_env(served.tmp), timeout=60)  # fmt: skip
     assert missing.returncode == 1 and "no catalog at" in missing.stderr
     assert not (served.tmp / "none.sqlite").exists()  # read-only: never created
+
+
+def _status(base: str, host: str) -> int:
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        conn.request("GET", "/scans", headers={"Host": host})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("host", ["127.1", "127.0.0.2", "0x7f000001", "::1", "localhost"])
+def test_every_loopback_spelling_keeps_the_host_check(served: Served, host: str) -> None:
+    proc, base, _ = start_server(served.db, served.tmp, "--host", host)
+    try:
+        assert _status(base, "evil.example") == 400
+        assert _status(base, "localhost") == 200
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_a_client_that_never_finishes_its_headers_is_cut_off(served: Served) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    from crawler.web import limits
+
+    parts = urlsplit(served.base)
+    with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=30) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        sock.settimeout(limits.HEADER_TIMEOUT_S + 15)
+        assert sock.recv(1) == b""  # the server closed the connection
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "word"),
+    [
+        ("/api/search", {"vram": "2²", "ctx": 4096}, "vram"),
+        ("/api/search", {"vram": 24, "ctx": "٤٠٩٦"}, "ctx"),
+        ("/api/search", {"vram": "\uff12\uff14", "ctx": 4096}, "vram"),
+        ("/api/search", {"vram": "nan", "ctx": 4096}, "vram"),
+        ("/api/search", {"vram": "inf", "ctx": 4096}, "vram"),
+        ("/api/search", {"vram": "1e400", "ctx": 4096}, "vram"),
+        ("/api/search", {"vram": 24, "ctx": 4096, "q": "a\x00b"}, "q"),
+        ("/api/search", {"vram": 24, "ctx": 4096, "author": "\x1b[2J"}, "author"),
+        ("/api/scans", {"limit": "¹⁰"}, "limit"),
+        ("/api/quant", {"repo": "a\x00", "path": "x.gguf"}, "repo"),
+        ("/api/quant", {"repo": "o/r", "path": "x.gguf", "ctx": "NaN"}, "ctx"),
+    ],
+)
+def test_hostile_parameters_are_400s(
+    served: Served, path: str, params: dict[str, Any], word: str
+) -> None:
+    status, doc = served.json(path, params)
+    assert status == 400 and doc["error"].startswith(word), doc

@@ -1,0 +1,499 @@
+"""Every row of a snapshot checked before anything is written: a snapshot is untrusted input.
+
+A snapshot comes from whoever published the dataset. Each value must be one the crawl could
+have written; the first that is not refuses the whole snapshot, naming file, row and column
+(RowProblem). Checked, file by file and batch by batch:
+
+- bounds before decoding: rows per file (manifest and Parquet footer), the decoded size the
+  footer declares per column chunk, and, while reading, the decoded bytes of every batch (a
+  repeated dictionary value is counted each time it is used: a few KB of Parquet can otherwise
+  decode to gigabytes);
+- types and ranges: integers within their column and not negative, floats finite (and bits,
+  bpw and quality in range), timestamps between 2000 and the import time plus a small skew (a
+  row dated 9999 would win every "newer analysis" merge forever);
+- names by the Hub's grammar: repo ids by huggingface_hub's own validator
+  (``huggingface_hub.utils.validate_repo_id``: ``[A-Za-z0-9_.-]``, at most 96 characters a part,
+  no ``--``/``..``, no ``.git`` end), file paths as ``huggingface_hub/_commit_api.py``
+  ``_validate_path_in_repo`` accepts them (relative, no ``.``/``..`` segment, nothing under
+  ``.git``/``.cache``), plus quants' own rule: no control characters and no empty segment;
+- closed vocabularies (file kinds, memory status, gated modes, the tensor table encoding) and
+  hex ids;
+- JSON: decoded size and depth, no NaN/Infinity, and the shape the crawl writes: tags and claims
+  lists of strings, card data and profile objects, tensor-group type counts, memory
+  coefficients through crawler.fit.MemoryCoefficients with every field of its type;
+- tensor tables through crawler.catalog.tensor_tables.decode_tensor_table (bounded inflate);
+- keys unique per file (a duplicate would be a primary-key error half-way through the merge).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import types
+import typing
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from crawler.catalog.tensor_tables import TENSOR_TABLE_ENCODING, TensorTableError
+from crawler.catalog.tensor_tables import decode_tensor_table as _decode_table
+from crawler.errors import SnapshotError
+from crawler.snapshot.columns import TABLES, columns_of
+
+__all__ = [
+    "BATCH_ROWS",
+    "MAX_BATCH_BYTES",
+    "MAX_FILE_BYTES",
+    "MAX_ROWS",
+    "RowProblem",
+    "check_hub_path",
+    "check_repo_id",
+    "validate_file",
+]
+
+#: Rows per record batch; the merge reads the same batches (crawler/snapshot/rows.py).
+BATCH_ROWS = 20_000
+#: Rows in one snapshot file (a whole-Hub catalog holds a few hundred thousand quants).
+MAX_ROWS = 10_000_000
+#: Decoded bytes of one file's variable-width values, and of one batch's.
+MAX_FILE_BYTES = 8 * 1024**3
+MAX_BATCH_BYTES = 512 * 1024**2
+#: A column chunk the Parquet footer says decodes to more than this is refused before reading.
+MAX_CHUNK_BYTES = 2 * 1024**3
+#: Decoded size of one JSON value, and its nesting depth.
+MAX_JSON_BYTES = 4 * 1024**2
+MAX_JSON_DEPTH = 32
+#: A text column without a declared length (``reason``).
+MAX_TEXT = 64 * 1024
+#: Compressed bytes of one stored tensor table.
+MAX_BLOB_BYTES = 16 * 1024**2
+#: How far past the import time a timestamp may be (clocks differ a little).
+CLOCK_SKEW = timedelta(minutes=10)
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+
+_INT_MAX = {"Integer": (1 << 31) - 1, "BigInteger": (1 << 63) - 1}
+_BITS = (0.0, 64.0)
+_FLOAT_RANGES: dict[str, tuple[float, float]] = {
+    "bpw": _BITS,
+    "min_bits": _BITS,
+    "max_bits": _BITS,
+    "mtp_min_bits": _BITS,
+    "attn_min_bits": _BITS,
+    "quality_score": (0.0, 100.0),
+    "fit_verify_experts": (0.0, 1e12),
+}
+_ENUMS: dict[tuple[str, str], frozenset[str]] = {
+    ("files.parquet", "kind"): frozenset(
+        {"gguf", "shard", "part", "mmproj", "mtp_sidecar", "other"}
+    ),
+    ("memory_models.parquet", "status"): frozenset({"ok", "unknown"}),
+    ("repos.parquet", "gated"): frozenset({"auto", "manual"}),
+    ("tensor_tables.parquet", "encoding"): frozenset({TENSOR_TABLE_ENCODING}),
+}
+_HEX = re.compile(r"[0-9a-fA-F]{1,64}")
+_HEX_COLUMNS = frozenset({"sha", "scanned_sha", "revision", "lfs_oid", "blob_id", "analysed_oid"})
+_PATH_COLUMNS = frozenset({"path", "quant_path"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_FORBIDDEN_FOLDERS = (".git", ".cache")  # huggingface_hub constants.FORBIDDEN_FOLDERS
+_KEYS: dict[str, tuple[str, ...]] = {
+    "repos.parquet": ("repo_id",),
+    "quants.parquet": ("repo_id", "path"),
+    "files.parquet": ("repo_id", "path"),
+    "tensor_groups.parquet": ("repo_id", "path", "group_name"),
+    "memory_models.parquet": ("repo_id", "path"),
+    "tensor_tables.parquet": ("repo_id", "path"),
+}
+
+
+class RowProblem(SnapshotError):
+    """One value of a snapshot row is not one the crawl could have written."""
+
+    def __init__(self, name: str, row: int | None, column: str | None, problem: str) -> None:
+        where = name + (f", row {row + 1}" if row is not None else "")
+        where += f", column {column}" if column else ""
+        super().__init__(f"{where}: {problem}; the snapshot was refused, nothing was imported")
+        self.file = name
+        self.row = row
+        self.column = column
+
+
+# -- names -----------------------------------------------------------------------------------
+
+
+def check_repo_id(value: str) -> str | None:
+    """Why ``value`` is not a Hub repo id (None when it is)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils._validators import validate_repo_id
+
+    try:
+        validate_repo_id(value)
+    except HFValidationError:
+        return f"{value[:120]!r} is not a Hub repo id"
+    return None
+
+
+def check_hub_path(value: str) -> str | None:
+    """Why ``value`` is not a file path a Hub repo can hold (None when it is)."""
+    if not value or len(value) > 1024:
+        return "a file path must be 1 to 1024 characters"
+    if _CONTROL.search(value):
+        return f"file path {value[:120]!r} holds a control character"
+    parts = value.split("/")
+    if value.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return f"file path {value[:120]!r} is not relative and normal"
+    if any(p in _FORBIDDEN_FOLDERS for p in parts[:-1]):
+        return f"file path {value[:120]!r} is under a folder the Hub forbids"
+    return None
+
+
+# -- JSON --------------------------------------------------------------------------------------
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return False
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return True
+
+
+def _load_json(text: str) -> Any:
+    if len(text) > MAX_JSON_BYTES:
+        raise ValueError(f"JSON of {len(text)} characters (at most {MAX_JSON_BYTES})")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if not _depth(value, MAX_JSON_DEPTH):
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH}")
+    return value
+
+
+def _str_list(v: Any) -> str | None:
+    if not isinstance(v, list) or not all(isinstance(x, str) and len(x) <= 1024 for x in v):
+        return "not a list of strings"
+    return None
+
+
+def _object(v: Any) -> str | None:
+    return None if isinstance(v, dict) else "not a JSON object"
+
+
+def _type_counts(v: Any) -> str | None:
+    if not isinstance(v, dict) or not all(
+        isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 0
+        for k, n in v.items()
+    ):
+        return "not an object of tensor type counts"
+    return None
+
+
+def _check_typed(value: Any, hint: Any, where: str) -> str | None:
+    """Whether ``value`` has the type ``hint`` names (the dataclass field types of crawler.fit)."""
+    origin = typing.get_origin(hint)
+    if hint is bool:
+        return None if isinstance(value, bool) else f"{where} is not a boolean"
+    if hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool) and -1 <= value < 1 << 53
+        return None if ok else f"{where} is not an integer in range"
+    if hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return None if ok else f"{where} is not a finite number"
+    if hint is str:
+        return None if isinstance(value, str) and len(value) <= MAX_TEXT else f"{where}: text"
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        problems = [_check_typed(value, a, where) for a in args if a is not type(None)]
+        return None if any(p is None for p in problems) else problems[0]
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, tuple):
+            return f"{where} is not a list"
+        if len(args) == 2 and args[1] is Ellipsis:
+            for i, v in enumerate(value):
+                problem = _check_typed(v, args[0], f"{where}[{i}]")
+                if problem:
+                    return problem
+            return None
+        if len(args) != len(value):
+            return f"{where} has {len(value)} items, not {len(args)}"
+        for i, (v, a) in enumerate(zip(value, args, strict=True)):
+            problem = _check_typed(v, a, f"{where}[{i}]")
+            if problem:
+                return problem
+        return None
+    if dataclasses.is_dataclass(hint):
+        return _check_dataclass(value, hint, where)
+    return None
+
+
+def _check_dataclass(value: Any, cls: Any, where: str) -> str | None:
+    if not isinstance(value, cls):
+        return f"{where} is not a {cls.__name__}"
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(value):
+        problem = _check_typed(getattr(value, f.name), hints[f.name], f"{where}.{f.name}")
+        if problem:
+            return problem
+    return None
+
+
+def _coefficients(v: Any) -> str | None:
+    from crawler.fit import MemoryCoefficients
+
+    if not isinstance(v, dict):
+        return "not a JSON object"
+    try:
+        co = MemoryCoefficients.from_json(v)
+    except (TypeError, ValueError, KeyError) as exc:
+        return f"not memory coefficients ({exc})"
+    return _check_dataclass(co, MemoryCoefficients, "coefficients")
+
+
+_JSON_SHAPES: dict[str, Callable[[Any], str | None]] = {
+    "tags": _str_list,
+    "claims": _str_list,
+    "card_data": _object,
+    "profile": _object,
+    "types": _type_counts,
+    "coefficients": _coefficients,
+}
+
+
+# -- per column ------------------------------------------------------------------------------
+
+
+def _column_limits(name: str) -> dict[str, tuple[str, int | None]]:
+    """column -> (SQL type name, declared length) from the catalog table the file fills."""
+    table = TABLES[name]
+    out: dict[str, tuple[str, int | None]] = {}
+    for c in table.columns:
+        out[c.name] = (type(c.type).__name__, getattr(c.type, "length", None))
+    return out
+
+
+def _first(mask: pa.Array) -> int | None:
+    hits = pc.indices_nonzero(pc.fill_null(mask, False))
+    return int(hits[0].as_py()) if len(hits) else None
+
+
+def _dense(array: pa.Array) -> pa.Array:
+    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+
+
+def _python_check(array: pa.Array, check: Callable[[Any], str | None]) -> tuple[int, str] | None:
+    """First row whose value ``check`` refuses, checking each distinct value once."""
+    if pa.types.is_dictionary(array.type):
+        problems = {}
+        for i, v in enumerate(array.dictionary.to_pylist()):
+            if v is not None:
+                p = check(v)
+                if p:
+                    problems[i] = p
+        if not problems:
+            return None
+        mask = pc.is_in(array.indices, pa.array(list(problems), array.indices.type))
+        row = _first(mask)
+        return None if row is None else (row, problems[array.indices[row].as_py()])
+    for i, v in enumerate(array.to_pylist()):
+        if v is not None:
+            p = check(v)
+            if p:
+                return i, p
+    return None
+
+
+def _value_bytes(array: pa.Array) -> int:
+    """Decoded bytes of a string/binary column, a dictionary value counted at every use."""
+    if pa.types.is_dictionary(array.type):
+        lengths = pc.binary_length(array.dictionary)
+        return int(pc.sum(pc.take(lengths, array.indices)).as_py() or 0)
+    return int(pc.sum(pc.binary_length(array)).as_py() or 0)
+
+
+class _Checker:
+    """The checks of one snapshot file."""
+
+    def __init__(self, name: str, now: datetime) -> None:
+        self.name = name
+        self.limits = _column_limits(name)
+        self.kinds = {c.name: c.kind for c in columns_of(name)}
+        self.latest = now + CLOCK_SKEW
+        self.keys: set[tuple[Any, ...]] = set()
+        self.total = 0
+
+    def fail(self, row: int | None, column: str | None, problem: str) -> RowProblem:
+        return RowProblem(self.name, row, column, problem)
+
+    def column(self, col: str, array: pa.Array, offset: int) -> None:
+        kind = self.kinds[col]
+        sql_type, length = self.limits.get(col, ("", None))
+        bad: int | None = None
+        problem = ""
+        if kind == "int":
+            top = _INT_MAX.get(sql_type, (1 << 63) - 1)
+            bad = _first(pc.or_(pc.less(array, 0), pc.greater(array, top)))
+            problem = f"not an integer from 0 to {top}"
+        elif kind == "float":
+            lo, hi = _FLOAT_RANGES.get(col, (0.0, 1e30))
+            finite = pc.is_finite(array)
+            bad = _first(
+                pc.or_(pc.invert(finite), pc.or_(pc.less(array, lo), pc.greater(array, hi)))
+            )
+            problem = f"not a finite number from {lo:g} to {hi:g}"
+        elif kind == "ts":
+            lo = pa.scalar(EARLIEST, pa.timestamp("us", tz="UTC"))
+            hi = pa.scalar(self.latest, pa.timestamp("us", tz="UTC"))
+            bad = _first(pc.or_(pc.less(array, lo), pc.greater(array, hi)))
+            problem = f"a time outside {EARLIEST:%Y-%m-%d} .. the import time"
+        if bad is not None:
+            value = array[bad].as_py()
+            shown = value.isoformat() if isinstance(value, datetime) else repr(value)
+            raise self.fail(offset + bad, col, f"{shown} is {problem}")
+        if kind in ("str", "json", "bytes"):
+            self.text(col, kind, array, offset, length)
+
+    def text(self, col: str, kind: str, array: pa.Array, offset: int, length: int | None) -> None:
+        values = array.dictionary if pa.types.is_dictionary(array.type) else array
+        cap = MAX_BLOB_BYTES if kind == "bytes" else MAX_JSON_BYTES if kind == "json" else None
+        if kind == "str":
+            cap = length or MAX_TEXT
+        if cap is not None and len(values):
+            measure = pc.binary_length(values) if kind == "bytes" else pc.utf8_length(values)
+            if (pc.max(measure).as_py() or 0) > cap:
+                found = _python_check(
+                    array, lambda v: f"{len(v)} long, at most {cap}" if len(v) > cap else None
+                )
+                if found:
+                    raise self.fail(offset + found[0], col, found[1])
+        check = self.value_check(col, kind)
+        if check is not None:
+            found = _python_check(array, check)
+            if found:
+                raise self.fail(offset + found[0], col, found[1])
+
+    def value_check(self, col: str, kind: str) -> Callable[[Any], str | None] | None:
+        enum = _ENUMS.get((self.name, col))
+        if enum is not None:
+            return lambda v: None if v in enum else f"{str(v)[:60]!r} is not one of {sorted(enum)}"
+        if col == "repo_id":
+            return check_repo_id
+        if col in _PATH_COLUMNS:
+            return check_hub_path
+        if col in _HEX_COLUMNS:
+            return lambda v: None if _HEX.fullmatch(v) else f"{v[:80]!r} is not a hex id"
+        if kind == "json":
+            shape = _JSON_SHAPES.get(col, lambda _v: None)
+
+            def check_json(text: str) -> str | None:
+                try:
+                    value = _load_json(text)
+                except ValueError as exc:
+                    return f"bad JSON ({str(exc)[:120]})"
+                return None if value is None else shape(value)
+
+            return check_json
+        if kind == "bytes":
+
+            def check_table(blob: bytes) -> str | None:
+                try:
+                    _decode_table(blob)
+                except TensorTableError as exc:
+                    return f"tensor table: {exc}"
+                return None
+
+            return check_table
+        return None
+
+    def batch(self, batch: pa.RecordBatch, offset: int) -> None:
+        size = sum(
+            _value_bytes(batch.column(i))
+            for i, f in enumerate(batch.schema)
+            if pa.types.is_dictionary(f.type)
+            or pa.types.is_string(f.type)
+            or pa.types.is_binary(f.type)
+        )
+        if size > MAX_BATCH_BYTES:
+            raise self.fail(
+                offset, None, f"rows decode to {size} bytes (at most {MAX_BATCH_BYTES})"
+            )
+        self.total += size
+        if self.total > MAX_FILE_BYTES:
+            raise self.fail(offset, None, f"decodes to more than {MAX_FILE_BYTES} bytes")
+        for i, col in enumerate(batch.schema.names):
+            self.column(col, batch.column(i), offset)
+        key_cols = _KEYS.get(self.name)
+        if key_cols:
+            keys = zip(*(_dense(batch.column(c)).to_pylist() for c in key_cols), strict=True)
+            for i, key in enumerate(keys):
+                if key in self.keys:
+                    raise self.fail(offset + i, ",".join(key_cols), f"duplicate key {key!r}")
+                self.keys.add(key)
+
+
+def _reader(file: Path) -> pq.ParquetFile:
+    meta = pq.ParquetFile(file)
+    dict_cols = [
+        f.name
+        for f in meta.schema_arrow
+        if pa.types.is_string(f.type) or pa.types.is_binary(f.type)
+    ]
+    return pq.ParquetFile(file, read_dictionary=dict_cols)
+
+
+def _footer_bounds(name: str, meta: pq.FileMetaData) -> None:
+    if meta.num_rows > MAX_ROWS:
+        raise RowProblem(name, None, None, f"{meta.num_rows} rows (at most {MAX_ROWS})")
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            if chunk.total_uncompressed_size > MAX_CHUNK_BYTES:
+                raise RowProblem(
+                    name,
+                    None,
+                    chunk.path_in_schema,
+                    f"a column chunk declares {chunk.total_uncompressed_size} decoded bytes "
+                    f"(at most {MAX_CHUNK_BYTES})",
+                )
+
+
+def validate_file(path: Path, name: str, *, now: datetime | None = None) -> int:
+    """Check every row of snapshot file ``name`` under ``path``; return its row count.
+
+    Raises RowProblem naming the first bad value, SnapshotError for an unreadable file.
+    """
+    file = path / name
+    checker = _Checker(name, now or datetime.now(UTC))
+    offset = 0
+    try:
+        reader = _reader(file)
+        _footer_bounds(name, reader.metadata)
+        for batch in _batches(reader):
+            checker.batch(batch, offset)
+            offset += batch.num_rows
+    except (pa.ArrowException, OSError) as exc:
+        raise SnapshotError(f"{name}: unreadable ({exc}); nothing was imported") from None
+    return offset
+
+
+def _batches(reader: pq.ParquetFile) -> Iterator[pa.RecordBatch]:
+    yield from reader.iter_batches(batch_size=BATCH_ROWS)
