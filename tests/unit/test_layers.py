@@ -63,7 +63,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
     (
         "snapshot",
         ("crawler.snapshot",),
-        ("base", "catalog"),
+        ("base", "catalog", "crawler.fit"),  # the crawl's own models check an import's rows
         frozenset({"pyarrow", "huggingface_hub", "httpx2", "sqlalchemy"}),
     ),
     (
@@ -96,7 +96,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
         "web",
         ("crawler.web",),
         ("base", "fit", "profile", "ranking", "charts", "catalog", "library"),
-        frozenset({"starlette", "jinja2", "logging"}),
+        frozenset({"starlette", "jinja2", "logging", "uvicorn", "socket"}),
     ),
     (
         "cli",
