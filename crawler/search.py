@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from crawler.budget import DEFAULT_HEADROOM_GIB, budget_json, budget_text, usable_bytes
 from crawler.errors import NothingFits, UsageError
 from crawler.fit.devices import DeviceShare, parse_tensor_split
 from crawler.fit.setup import parse_ngl
@@ -32,6 +33,7 @@ __all__ = [
     "result_json",
     "search",
     "search_json",
+    "validate_request",
 ]
 
 
@@ -43,12 +45,14 @@ class SearchRequest:
     filters: Filters
     vram_gib: float | None = None
     gpu: str | None = None  # one GPU (``2x NAME``: two of it)
-    headroom_gib: float = 0.5
+    headroom_gib: float = DEFAULT_HEADROOM_GIB
     ram_gib: float | None = None
     sort: str = "quality"
     limit: int = 20
     more_gpus: tuple[str, ...] = ()  # further devices (a repeated --gpu)
     tensor_split: tuple[float, ...] = ()  # -ts
+    #: Estimate every candidate so the counts say how many fit, not just the shown ones.
+    count_fits: bool = True
 
 
 def build_request(
@@ -57,7 +61,7 @@ def build_request(
     vram: float | None = None,
     ctx: int | None = None,
     gpu: str | Sequence[str] | None = None,
-    headroom: float = 0.5,
+    headroom: float | None = None,
     cache_type_k: str | None = None,
     cache_type_v: str | None = None,
     auto_cache: bool = False,
@@ -134,7 +138,7 @@ def build_request(
         filters=filters,
         vram_gib=vram,
         gpu=gpus[0] if gpus else None,
-        headroom_gib=headroom,
+        headroom_gib=DEFAULT_HEADROOM_GIB if headroom is None else headroom,
         ram_gib=ram,
         sort=sort,
         limit=limit,
@@ -205,8 +209,7 @@ def _several_gpus(req: SearchRequest, names: list[str]) -> tuple[Budget, GPUMatc
     ds = device_set(names, req.vram_gib, req.tensor_split)
     budgets = ds.budgets
     headroom = int(req.headroom_gib * GIB)
-    if headroom < 0 or headroom >= budgets[0]:
-        raise UsageError("--headroom must be >= 0 and smaller than the first GPU's memory")
+    usable_bytes(budgets[0], headroom)  # the headroom comes off the first GPU
     budget = Budget(
         vram_bytes=sum(budgets),
         headroom_bytes=headroom,
@@ -219,6 +222,23 @@ def _several_gpus(req: SearchRequest, names: list[str]) -> tuple[Budget, GPUMatc
     return budget, ds.matches[0] if ds.matches else None
 
 
+def validate_request(req: SearchRequest) -> tuple[Budget, GPUMatch | None, RunSpec]:
+    """Every check a search makes that needs no catalog and no network: the GPU names, the
+    budget and headroom, the run's flags. The CLI calls it before looking anything up on the
+    Hub, so a typo is reported as itself, also when the Hub is unreachable."""
+    from crawler.ranking.model import SORT_KEYS
+
+    if req.sort not in SORT_KEYS:
+        raise UsageError(f"--sort {req.sort!r}: use one of {', '.join(SORT_KEYS)}")
+    budget, match = resolve_budget(req)
+    spec = req.spec.validated()
+    if req.sort == "speed" and budget.bandwidth_gb_s is None:
+        raise UsageError("--sort speed needs --gpu NAME (the speed estimate uses its bandwidth)")
+    if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
+        raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
+    return budget, match, spec
+
+
 def search(reader: Reader, req: SearchRequest) -> SearchResult:
     """Run one search on the catalog ``reader`` reads (:meth:`crawler.catalog.reader.Reader.open`
     or :meth:`Catalog.reader() <crawler.catalog.database.Catalog.reader>`); NothingFits when no
@@ -227,12 +247,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     from crawler.catalog.ordered import stream_candidates
 
     started = time.perf_counter()
-    budget, match = resolve_budget(req)
-    spec = req.spec.validated()
-    if req.sort == "speed" and budget.bandwidth_gb_s is None:
-        raise UsageError("--sort speed needs --gpu NAME (the speed estimate uses its bandwidth)")
-    if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
-        raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
+    budget, match, spec = validate_request(req)
     # The catalog streams candidates in the sort's order (for speed, margin and ctx: in the
     # order of an upper bound) and ranking stops reading once nothing left can rank higher.
     stream = stream_candidates(reader, spec, budget, req.filters, req.sort)
@@ -247,6 +262,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
             siblings=sibling_lookup(reader),
             materialize=materializer(reader, vision=spec.vision),
             presorted=True,
+            count_all=req.count_fits,
         )
     finally:
         stream.close()
@@ -283,7 +299,8 @@ def _gib(n: int) -> str:
 def _nothing_fits_message(res: SearchResult) -> str:
     o, spec = res.outcome, res.request.spec
     ctx = f"ctx {spec.ctx}" if spec.ctx else "the minimum context 4096"
-    where = f"{_gib(res.budget.device_bytes)} ({res.budget.gpu_name or 'VRAM'} less headroom)"
+    b = res.budget
+    where = f"{budget_text(b.vram_bytes, b.headroom_bytes)} ({b.gpu_name or '--vram'})"
     too_big = o.too_big + res.prefiltered_out
     unknown = res.unknown_memory
     if o.considered == 0 and too_big == 0 and unknown == 0:
@@ -431,8 +448,7 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "limit": req.limit,
         },
         "budget": {
-            "vram_bytes": b.vram_bytes,
-            "headroom_bytes": b.headroom_bytes,
+            **budget_json(b.vram_bytes, b.headroom_bytes),
             "device_bytes": b.device_bytes,
             "ram_bytes": b.ram_bytes,
             "devices": list(b.devices) or None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -21,7 +21,8 @@ from urllib.parse import unquote, urlsplit
 from crawler.config import Settings
 from crawler.errors import HubNotFound, HubUnavailable, QuantsError, UsageError
 from crawler.gguf import GGUFHeader, read_header
-from crawler.labels import byte_parts, is_mtp_sidecar_name, parse_quant_label, split_info
+from crawler.labels import parse_quant_label
+from crawler.quant_files import byte_parts, is_gguf_name, is_quant_start, shard_info, shard_names
 from crawler.profile import merge_headers
 
 if TYPE_CHECKING:
@@ -129,9 +130,20 @@ def parse_target(target: str, *, endpoint: str = "https://huggingface.co") -> Ta
     m = _HUB_FILE.match(target)
     if m:
         return Target("hub_file", target, m.group("repo"), m.group("path"))
+    if _looks_local(target):
+        raise UsageError(
+            f"no such file: {target!r} (a Hub file is owner/repo/path.gguf, a quant"
+            " owner/repo:QUANT)"
+        )
     raise UsageError(
         f"{target!r} is not a local file, an http(s) URL, owner/repo/path.gguf or owner/repo:QUANT"
     )
+
+
+def _looks_local(target: str) -> bool:
+    """A path meant as a file on this machine: no Hub form matched and it names a GGUF file or
+    starts like a path."""
+    return target.startswith(("/", "./", "../", "~")) or "\\" in target or is_gguf_name(target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,22 +168,10 @@ class HeaderRead:
 
 
 def _quant_files(files: Sequence[HubFile]) -> list[HubFile]:
-    """GGUF files that can be a quant's first file (no mmproj, no MTP sidecar, no later part)."""
-    out = []
+    """The files that start a quant (crawler.quant_files: no projector, sidecar, imatrix or later
+    shard or part)."""
     paths = [f.path for f in files]
-    for f in files:
-        base = f.path.rsplit("/", 1)[-1].lower()
-        si = split_info(f.path)
-        if not (base.endswith(".gguf") or (si and si[0] == "part")):
-            continue
-        if "mmproj" in base or is_mtp_sidecar_name(f.path):
-            continue
-        if si is not None and si[2] and si[1] != 1:
-            continue
-        if si is not None and not si[2] and byte_parts(f.path, paths)[0] != f.path:
-            continue  # .partNN: only the lowest index holds the header
-        out.append(f)
-    return out
+    return [f for f in files if is_quant_start(f.path, paths)]
 
 
 def resolve_quant(files: Sequence[HubFile], quant: str) -> HubFile:
@@ -197,14 +197,7 @@ def resolve_quant(files: Sequence[HubFile], quant: str) -> HubFile:
 
 
 def _shard_paths(path: str, files: Sequence[HubFile]) -> list[str]:
-    si = split_info(path)
-    if si is None or si[0] != "split":
-        return [path]
-    _, _, count = si
-    m = re.search(r"-(\d{5})-of-(\d{5})\.gguf$", path, re.I)
-    assert m is not None
-    stem = path[: m.start()]
-    names = [f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
+    names = shard_names(path)
     present = {f.path for f in files}
     missing = [n for n in names if n not in present]
     if present and missing:
@@ -218,12 +211,17 @@ def read_target(
     *,
     hub: HubClient | None = None,
     size_hint: int | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> HeaderRead:
-    """Read (and merge) the header(s) behind ``target``; see :func:`parse_target`."""
+    """Read (and merge) the header(s) behind ``target``; see :func:`parse_target`.
+    ``announce`` is told, before the first request, what is being fetched from where."""
     t = parse_target(target, endpoint=settings.hf_endpoint)
     cap = settings.max_header_bytes
     if t.kind == "file":
         return _read_local(t.value, cap, size_hint)
+    if announce is not None:
+        where = "" if t.kind == "url" else f" on the Hub ({settings.hf_endpoint})"
+        announce(f"reading the GGUF header of {target}{where} ...")
     if t.kind == "url":
         with UrlReader(t.value, timeout_s=settings.timeout_s) as reader:
             header = read_header(reader, max_header_bytes=cap, size_hint=size_hint, source=t.value)
@@ -244,11 +242,9 @@ def read_target(
 
 def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
     paths = [path]
-    si = split_info(path)
+    si = shard_info(path)
     if si is not None and si[0] == "split":
-        m = re.search(r"-(\d{5})-of-(\d{5})\.gguf$", path, re.I)
-        assert m is not None
-        paths = [f"{path[: m.start()]}-{i:05d}-of-{si[2]:05d}.gguf" for i in range(1, si[2] + 1)]
+        paths = shard_names(path)
     elif si is not None and si[0] == "part":
         folder = Path(path).parent
         paths = byte_parts(path, [str(folder / n.name) for n in folder.iterdir()])
@@ -313,7 +309,7 @@ def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> 
         if not any(f.path == first for f in files):
             raise HubNotFound(f"no file {first} in {t.repo_id}", repo_id=t.repo_id)
     sizes = {f.path: f.size for f in files}
-    si = split_info(first)
+    si = shard_info(first)
     if si is not None and si[0] == "part":
         paths = byte_parts(first, [f.path for f in files])
         to_read = paths[:1]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from crawler.cli._app import JsonOpt, VramOpt, app
+from crawler.cli._app import CTX_HELP, HeadroomOpt, JsonOpt, VramOpt, app, ctx_value
 
 if TYPE_CHECKING:
     from crawler.estimating import EstimateReport
@@ -26,7 +26,9 @@ def estimate_cmd(
             show_default=False,
         ),
     ],
-    ctx: Annotated[int, typer.Option("--ctx", "-c", min=1, help="Context length in tokens.")],
+    ctx: Annotated[
+        int, typer.Option("--ctx", "-c", parser=ctx_value, metavar="TOKENS", help=CTX_HELP)
+    ],
     cache_type_k: Annotated[str, typer.Option("--cache-type-k", "-ctk", help=_CACHE_HELP)] = "f16",
     cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv", help=_CACHE_HELP)] = "f16",
     flash_attn: Annotated[
@@ -94,6 +96,7 @@ def estimate_cmd(
         ),
     ] = None,
     vram: VramOpt = None,
+    headroom: HeadroomOpt = None,
     as_json: JsonOpt = False,
     plot: Annotated[
         Path | None,
@@ -109,17 +112,20 @@ def estimate_cmd(
     from crawler.cli._output import print_json
     from crawler.config import Settings
     from crawler.errors import UsageError
-    from crawler.estimating import estimate_report
+    from crawler.estimating import check_options, estimate_report
     from crawler.fit import RunConfig
     from crawler.fit.notes import estimate_warnings
-    from crawler.source import read_target
+    from crawler.source import parse_target, read_target
 
     if plot is not None:
         from crawler.cli._plot import check_plot_path
 
         check_plot_path(plot)
     settings = Settings.from_env()
-    read = read_target(target, settings)
+    if headroom is None:
+        headroom = settings.headroom_gib
+    if mmproj is not None and no_mmproj:
+        raise UsageError("--mmproj and --no-mmproj exclude each other")
     cfg = RunConfig(
         ctx=ctx,
         type_k=cache_type_k.lower(),
@@ -133,13 +139,18 @@ def estimate_cmd(
         type_v_draft=cache_type_v_draft.lower(),
         cpu_moe=cpu_moe,
         n_cpu_moe=n_cpu_moe,
-        model_path=read.source,
     )
-    if mmproj is not None and no_mmproj:
-        raise UsageError("--mmproj and --no-mmproj exclude each other")
+    # Every option is checked before the first request to the Hub.
+    check_options(
+        cfg, n_gpu_layers=n_gpu_layers, mmproj=mmproj, vram_gib=vram, gpus=gpus or (),
+        tensor_split=tensor_split, headroom_gib=headroom,
+    )  # fmt: skip
+    parse_target(target, endpoint=settings.hf_endpoint)
+    read = read_target(target, settings, announce=_announce)
+    cfg = cfg.replace(model_path=read.source)
     report = estimate_report(
         read, cfg, n_gpu_layers=n_gpu_layers, mmproj=mmproj, vram_gib=vram, gpus=gpus or (),
-        tensor_split=tensor_split,
+        tensor_split=tensor_split, headroom_gib=headroom,
     )  # fmt: skip
     for line in estimate_warnings(read.header, report.coefficients, cfg):
         typer.echo(f"warning: {line}", err=True)
@@ -155,6 +166,13 @@ def estimate_cmd(
     if report.max_ctx == 0:
         # Not even one token fits: the "nothing fits" exit code (README, Exit codes).
         raise typer.Exit(3)
+
+
+def _announce(text: str) -> None:
+    """The line said before a network step starts (so a slow Hub is never a silent one)."""
+    from crawler.cli._output import safe_text
+
+    typer.echo(safe_text(text), err=True)
 
 
 def _plot(
@@ -220,7 +238,7 @@ def _render(report: EstimateReport) -> str:
         tightest = ", tightest device" if report.devices else ""
         lines += [
             "",
-            f"budget {human_bytes(report.budget_bytes)}: {verdict}, margin"
+            f"budget {report.budget_line}: {verdict}, margin"
             f" {_signed(report.margin_bytes)}{tightest}; {largest}",
         ]
         if report.alternatives:

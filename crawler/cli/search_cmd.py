@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from crawler.cli._app import CtxOpt, DbOpt, JsonOpt, LimitOpt, VramOpt, app
+from crawler.cli._app import (
+    CtxOpt,
+    DbOpt,
+    HeadroomOpt,
+    JsonOpt,
+    LimitOpt,
+    VramOpt,
+    app,
+    gib_value,
+)
 from crawler.cli._ondemand import OfflineOpt, ensure_model
 
 if TYPE_CHECKING:
@@ -43,10 +52,7 @@ def search(
             " split, modelled from llama.cpp's source): repeat it or write '2x 3090'.",
         ),
     ] = None,
-    headroom: Annotated[
-        float,
-        typer.Option("--headroom", min=0, help="GiB kept free for other programs (desktop)."),
-    ] = 0.5,
+    headroom: HeadroomOpt = None,
     cache_type_k: Annotated[
         str | None,
         typer.Option(
@@ -133,7 +139,10 @@ def search(
         ),
     ] = "gpu",
     ram: Annotated[
-        float | None, typer.Option("--ram", min=0.1, help="Host memory in GiB (--cpu-moe).")
+        float | None,
+        typer.Option(
+            "--ram", parser=gib_value, metavar="GIB", help="Host memory in GiB (--cpu-moe)."
+        ),
     ] = None,
     sort: Annotated[str, typer.Option("--sort", help=_SORT_HELP)] = "quality",
     limit: LimitOpt = 20,
@@ -151,10 +160,13 @@ def search(
     from crawler.cli._output import print_json
     from crawler.config import Settings
     from crawler.search import search as run_search
-    from crawler.search import search_json
+    from crawler.search import search_json, validate_request
 
-    req = _request(params)
     settings = Settings.from_env().replace(db_url=db)
+    if params["headroom"] is None:
+        params["headroom"] = settings.headroom_gib
+    req = _request(params)
+    validate_request(req)  # every option checked before the first request to the Hub
     ensure_model(settings, query, offline, search_argv)
     with reading(settings.resolved_db_url) as reader:
         res = run_search(reader, req)
@@ -284,11 +296,16 @@ def _render(res: SearchResult) -> str:
 
 
 def _footer(res: SearchResult) -> str:
+    from crawler.budget import budget_text
+
     o = res.outcome
     fit = f"{o.fitting}" if not o.unevaluated else f">= {o.fitting}"
+    b = res.budget
     parts = [
-        f"{fit} of {o.considered + res.prefiltered_out} candidates fit; "
-        f"showing {len(o.results)} by {res.request.sort} ({res.seconds * 1000:.0f} ms)"
+        f"{fit} fit of {o.considered + res.prefiltered_out} candidates; showing"
+        f" {len(o.results)} by {res.request.sort} ({res.seconds * 1000:.0f} ms)",
+        f"budget: {budget_text(b.vram_bytes, b.headroom_bytes)}"
+        + (f" on the first of {len(b.devices)} GPUs" if b.devices else ""),
     ]
     if o.unevaluated:
         parts.append(f"{o.unevaluated} not estimated: none of them could rank higher")

@@ -60,6 +60,7 @@ def rank_candidates(
     siblings: Callable[[Sequence[str]], Mapping[str, Sequence[str]]] | None = None,
     materialize: Materialize | None = None,
     presorted: bool = False,
+    count_all: bool = False,
 ) -> SearchOutcome:
     """Filter, estimate, sort. A result's ``estimate.total`` never exceeds ``budget.device_bytes``.
 
@@ -71,13 +72,15 @@ def rank_candidates(
     the catalog parses coefficients only for the candidates actually estimated. ``presorted``:
     ``candidates`` already come in :func:`pre_key` order (the catalog's ORDER BY), so they are
     consumed lazily and the rest of the stream is never read once ranking can stop.
+    ``count_all`` estimates every candidate, so ``fitting`` counts all that fit (the results are
+    the same; only the early stop is given up).
     """
     if sort not in SORT_KEYS:
         raise UsageError(f"--sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
     spec = spec.validated()
     filters = filters or Filters()
-    early = limit is not None and sort in EARLY_STOP_SORTS
-    bounded = limit is not None and presorted and sort in BOUNDED_SORTS
+    early = limit is not None and sort in EARLY_STOP_SORTS and not count_all
+    bounded = limit is not None and presorted and sort in BOUNDED_SORTS and not count_all
     lazy = presorted and (early or bounded)
     stream = (c for c in candidates if filters.accepts(c))
     qualities: dict[int, QualityEstimate | None] = {}
