@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.budget import DEFAULT_HEADROOM_GIB, budget_json, budget_text, usable_bytes
-from crawler.errors import InvalidConfig, UsageError
+from crawler.errors import InvalidConfig, NoSuchFile, UsageError
 from crawler.fit import (
     FitEstimate,
     MemoryCoefficients,
@@ -173,7 +173,7 @@ def check_options(
             " or Apple silicon"
         )
     if mmproj is not None and not Path(mmproj).is_file():
-        raise UsageError(f"--mmproj: no such file {mmproj!r}")
+        raise NoSuchFile(f"--mmproj: no such file: {mmproj!r}")
 
 
 def estimate_report(
@@ -341,7 +341,7 @@ def projector_from_file(path: str) -> Projector:
 
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"--mmproj: no such file {path!r}")
+        raise NoSuchFile(f"--mmproj: no such file: {path!r}")
     reader = FileReader(p)
     try:
         return projector(read_header(reader, file_size=p.stat().st_size, source=str(p)))

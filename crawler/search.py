@@ -279,6 +279,10 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
         seconds=time.perf_counter() - started,
     )
     if not outcome.results:
+        from crawler.catalog.empty import EMPTY_CATALOG, FILL_CATALOG, catalog_is_empty
+
+        if outcome.considered == 0 and catalog_is_empty(reader):
+            raise NothingFits(EMPTY_CATALOG, hint=FILL_CATALOG)
         raise NothingFits(_nothing_fits_message(result), hint=_nothing_fits_hint(result))
     return result
 

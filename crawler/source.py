@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from crawler.config import Settings
-from crawler.errors import HubNotFound, HubUnavailable, QuantsError, UsageError
+from crawler.errors import HubNotFound, HubUnavailable, NoSuchFile, QuantsError, UsageError
 from crawler.gguf import GGUFHeader, read_header
 from crawler.labels import parse_quant_label
 from crawler.quant_files import byte_parts, is_gguf_name, is_quant_start, shard_info, shard_names
@@ -54,6 +54,8 @@ class FileReader:
         self.path = Path(path)
         try:
             self._fh: BinaryIO = self.path.open("rb")
+        except FileNotFoundError:
+            raise NoSuchFile(f"no such file: {str(self.path)!r}") from None
         except OSError as exc:
             raise UsageError(f"cannot open {self.path}: {exc.strerror}") from None
         self.size = os.fstat(self._fh.fileno()).st_size
@@ -131,10 +133,7 @@ def parse_target(target: str, *, endpoint: str = "https://huggingface.co") -> Ta
     if m:
         return Target("hub_file", target, m.group("repo"), m.group("path"))
     if _looks_local(target):
-        raise UsageError(
-            f"no such file: {target!r} (a Hub file is owner/repo/path.gguf, a quant"
-            " owner/repo:QUANT)"
-        )
+        raise NoSuchFile(f"no such file: {target!r}")
     raise UsageError(
         f"{target!r} is not a local file, an http(s) URL, owner/repo/path.gguf or owner/repo:QUANT"
     )
@@ -250,7 +249,7 @@ def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
         paths = byte_parts(path, [str(folder / n.name) for n in folder.iterdir()])
     for p in paths:
         if not Path(p).exists():
-            raise UsageError(f"missing shard {p}")
+            raise NoSuchFile(f"no such file: {p!r} (a shard of {path!r})")
     if si is not None and si[0] == "part":
         # Byte-concatenated parts: only part 1 has a header; the file is all parts together.
         total = sum(Path(p).stat().st_size for p in paths)

@@ -80,3 +80,23 @@ HeadroomOpt = Annotated[
     float | None,
     typer.Option("--headroom", parser=headroom_value, metavar="GIB", help=HEADROOM_HELP),
 ]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from crawler import __version__
+
+        typer.echo(f"quants {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    pass
