@@ -94,6 +94,7 @@ def UrlReader(url: str, *, timeout_s: float = 30.0) -> RangeReader:
         max_retries=2,
         sleep=time.sleep,
         clock=time.monotonic,
+        fail_fast=True,
     )
     return RangeReader(transport, url, repo_id=None, token=False)
 
@@ -235,7 +236,8 @@ def read_target(
             )
     from crawler.hub import HubClient
 
-    client = hub or HubClient(settings)
+    # A person is waiting: a Hub that never answers is unreachable after one timeout.
+    client = hub or HubClient(settings, fail_fast=True)
     return _read_hub(client, t, cap, size_hint)
 
 

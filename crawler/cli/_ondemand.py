@@ -40,6 +40,7 @@ def ensure_model(settings: Settings, query: str | None, offline: bool, search: S
             max_age=timedelta(hours=settings.fresh_hours),
             progress=StderrProgress(),
             search=search,
+            announce=lambda text: typer.echo(safe_text(text), err=True),
         )
     if done.action == "busy":
         typer.echo(

@@ -32,12 +32,17 @@ def serve(
     from crawler.config import Settings
     from crawler.errors import UsageError
 
-    url = Settings.from_env().replace(db_url=db).resolved_db_url
+    settings = Settings.from_env().replace(db_url=db)
+    url = settings.resolved_db_url
     loopback = host in _LOOPBACK
     from crawler.web import create_app
     from crawler.web.app import LOOPBACK_HOSTS
 
-    web = create_app(url, allowed_hosts=LOOPBACK_HOSTS if loopback else ("*",))
+    web = create_app(
+        url,
+        allowed_hosts=LOOPBACK_HOSTS if loopback else ("*",),
+        headroom_gib=settings.headroom_gib,
+    )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
