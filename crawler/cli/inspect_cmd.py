@@ -29,13 +29,15 @@ def inspect(
 ) -> None:
     """Show which tensors of a GGUF are at which precision, the MTP/attention verdicts and any
     contradiction between its name and its contents (reads only the header)."""
-    from crawler.cli._output import print_json
+    from crawler.cli._output import print_json, safe_text
     from crawler.config import Settings
     from crawler.profile import build_profile
     from crawler.source import read_target
 
     settings = Settings.from_env()
-    read = read_target(target, settings)
+    read = read_target(
+        target, settings, announce=lambda text: typer.echo(safe_text(text), err=True)
+    )
     profile = build_profile(
         read.header, file_name=read.file_name, repo_id=read.repo_id, repo_files=read.repo_files
     )

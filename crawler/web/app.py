@@ -31,8 +31,9 @@ from starlette.staticfiles import StaticFiles
 from crawler.catalog.reader import Reader
 from crawler.errors import CatalogError, NothingFits, QuantsError, UsageError
 from crawler.budget import DEFAULT_HEADROOM_GIB
-from crawler.web.params import BadParam, gib, integer, parse_search, pick, search_values, text
+from crawler.web.params import BadParam, integer, parse_search, pick, search_values, text
 from crawler.web.params import ctx as ctx_param
+from crawler.web.params import gib as gib_param
 from crawler.web.views import model_view, quant_view, scans_view, search_view
 
 if TYPE_CHECKING:
@@ -275,8 +276,8 @@ def _quant_args(site: Site, request: Request) -> tuple[str, str, float | None, f
     pick(query, ("repo", "path", "vram", "headroom", "ctx"))
     repo = text("repo", query.get("repo", ""), required=True)
     path = text("path", query.get("path", ""), required=True)
-    vram = gib("vram", query.get("vram", ""))
-    headroom = gib("headroom", query.get("headroom", ""), 0, 1024)
+    vram = gib_param("vram", query.get("vram", ""))
+    headroom = gib_param("headroom", query.get("headroom", ""), 0, 1024)
     ctx = ctx_param("ctx", query.get("ctx", ""))
     assert repo is not None and path is not None
     return repo, path, vram, site.headroom_gib if headroom is None else headroom, ctx
