@@ -36,7 +36,13 @@ from crawler.ranking.commands import llama_server_command
 from crawler.source import HeaderRead
 from crawler.units import GIB
 
-__all__ = ["EstimateReport", "check_options", "estimate_report", "projector_from_file", "target_command"]
+__all__ = [
+    "EstimateReport",
+    "check_options",
+    "estimate_report",
+    "projector_from_file",
+    "target_command",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +156,9 @@ def check_options(
     for flag, name in (("-ctk", cfg.type_k), ("-ctv", cfg.type_v),
                        ("-ctkd", cfg.type_k_draft), ("-ctvd", cfg.type_v_draft)):  # fmt: skip
         if name not in CACHE_TYPES:
-            raise UsageError(f"{flag} {name!r}: not a cache type; use one of {', '.join(CACHE_TYPES)}")
+            raise UsageError(
+                f"{flag} {name!r}: not a cache type; use one of {', '.join(CACHE_TYPES)}"
+            )
     if cfg.flash_attn not in ("on", "off", "auto"):
         raise UsageError(f"-fa {cfg.flash_attn!r}: use on, off or auto")
     if vram_gib is not None and vram_gib <= 0:

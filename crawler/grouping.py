@@ -27,6 +27,7 @@ __all__ = [
     "group_files",
 ]
 
+
 class SourceFile(Protocol):
     """What grouping needs of a listed file (``crawler.hub.HubFile`` has these)."""
 

@@ -194,8 +194,9 @@ def ensure_model(
     """Make the catalog hold the quants of the model ``query`` names; see the module docstring.
 
     ``search`` evaluates the watches after the pass, as after any crawl (None: they wait for
-    the next one). ``announce`` is told before the first request to the Hub. Raises HubUnreachable when the Hub cannot be reached at all (nothing is
-    recorded as looked up then, so the next search tries again).
+    the next one). ``announce`` is told before the first request to the Hub. Raises
+    HubUnreachable when the Hub cannot be reached at all (nothing is recorded as looked up then,
+    so the next search tries again).
     """
     import threading
 

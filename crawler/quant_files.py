@@ -34,9 +34,9 @@ __all__ = [
     "classify",
     "is_gguf_name",
     "is_imatrix",
+    "is_mtp_sidecar",
     "is_projector",
     "is_quant_start",
-    "is_mtp_sidecar",
     "is_sidecar",
     "llama_cpp_model_file",
     "loaded_name",
@@ -108,7 +108,9 @@ def classify(path: str) -> tuple[FileKind, int | None, int | None] | None:
     part = _PART.match(name)
     if part is not None:
         index, count = int(part["index"]), int(part["count"])
-        return (FileKind.PART, index, count) if 1 <= index <= count else (FileKind.OTHER, None, None)
+        return (
+            (FileKind.PART, index, count) if 1 <= index <= count else (FileKind.OTHER, None, None)
+        )
     partnn = _PARTNN.match(name)
     if partnn is not None:
         return FileKind.PART, int(partnn["index"]), None
@@ -156,7 +158,9 @@ def shard_names(path: str) -> list[str]:
     if m is None:
         return [path]
     width = len(m["index"])
-    names = [f"{m['stem']}-{i:0{width}d}-of-{m['count']}.gguf" for i in range(1, int(m["count"]) + 1)]
+    names = [
+        f"{m['stem']}-{i:0{width}d}-of-{m['count']}.gguf" for i in range(1, int(m["count"]) + 1)
+    ]
     return [posixpath.join(folder, n) if folder else n for n in names]
 
 

@@ -22,8 +22,8 @@ from crawler.config import Settings
 from crawler.errors import HubNotFound, HubUnavailable, NoSuchFile, QuantsError, UsageError
 from crawler.gguf import GGUFHeader, read_header
 from crawler.labels import parse_quant_label
-from crawler.quant_files import byte_parts, is_gguf_name, is_quant_start, shard_info, shard_names
 from crawler.profile import merge_headers
+from crawler.quant_files import byte_parts, is_gguf_name, is_quant_start, shard_info, shard_names
 
 if TYPE_CHECKING:
     from crawler.hub import HubClient, HubFile
@@ -251,7 +251,7 @@ def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
         paths = byte_parts(path, [str(folder / n.name) for n in folder.iterdir()])
     for p in paths:
         if not Path(p).exists():
-            raise NoSuchFile(f"no such file: {p!r} (a shard of {path!r})")
+            raise NoSuchFile(f"missing shard {p!r} of {path!r}: no such file")
     if si is not None and si[0] == "part":
         # Byte-concatenated parts: only part 1 has a header; the file is all parts together.
         total = sum(Path(p).stat().st_size for p in paths)

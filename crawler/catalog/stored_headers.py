@@ -24,7 +24,9 @@ def header_by_file_name(reader: Reader, file_name: str) -> tuple[str, str, list[
     base = file_name.replace("\\", "/").rsplit("/", 1)[-1]
     # LIKE narrows (its _ and % may over-match; a byte-cut quant's path goes on past the name);
     # the name llama.cpp loads decides (crawler.quant_files: X.gguf for X.gguf.part1of2).
-    rows = [r for r in reader.rows(_SQL, {"pattern": f"%{base}%"}) if loaded_name(str(r[1])) == base]
+    rows = [
+        r for r in reader.rows(_SQL, {"pattern": f"%{base}%"}) if loaded_name(str(r[1])) == base
+    ]
     if len(rows) != 1:
         return None
     repo_id, path, data, encoding = rows[0]

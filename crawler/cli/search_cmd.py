@@ -6,6 +6,7 @@ run through it, parsed by this command's own option parser).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -199,7 +200,8 @@ def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
     from crawler.search import search as run_search
     from crawler.search import search_json
 
-    req = request_from_argv(argv)
+    # A saved search only needs the results: ranking may stop early, the counts are not shown.
+    req = dataclasses.replace(request_from_argv(argv), count_fits=False)
     with catalog.reader() as reader:
         results: list[dict[str, Any]] = search_json(run_search(reader, req))["results"]
     return results

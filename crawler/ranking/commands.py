@@ -10,8 +10,8 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from crawler.quant_files import llama_cpp_model_file
 from crawler.fit import RunConfig, command
+from crawler.quant_files import llama_cpp_model_file
 
 __all__ = [
     "hf_args",

@@ -28,9 +28,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from crawler.budget import DEFAULT_HEADROOM_GIB
 from crawler.catalog.reader import Reader
 from crawler.errors import CatalogError, NothingFits, QuantsError, UsageError
-from crawler.budget import DEFAULT_HEADROOM_GIB
 from crawler.web.params import BadParam, integer, parse_search, pick, search_values, text
 from crawler.web.params import ctx as ctx_param
 from crawler.web.params import gib as gib_param

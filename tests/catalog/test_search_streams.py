@@ -71,7 +71,10 @@ def test_every_sort_returns_the_head_of_the_full_ranking(synthetic_url):
                         req = SearchRequest(spec=spec, filters=filters, gpu="rtx 4090", sort=sort)
                     expected = _oracle(full, req)
                     for limit in (3, 20, 60):
-                        limited = SearchRequest(**{**_fields(req), "limit": limit})
+                        # The early stop (a saved search's path): the same head, fewer reads.
+                        limited = SearchRequest(
+                            **{**_fields(req), "limit": limit, "count_fits": False}
+                        )
                         try:
                             res = search(reader, limited)
                         except NothingFits:
@@ -79,6 +82,13 @@ def test_every_sort_returns_the_head_of_the_full_ranking(synthetic_url):
                             continue
                         got = [_key(r) for r in res.outcome.results]
                         assert got == expected[:limit], (spec, filters, sort, limit)
+                        if limit == 3:
+                            # The default counts every fit, not the shown ones: same head.
+                            full_count = search(
+                                reader, SearchRequest(**{**_fields(req), "limit": 3})
+                            )
+                            assert full_count.outcome.fitting == len(expected)
+                            assert [_key(r) for r in full_count.outcome.results] == got
                         checked += 1
                         stopped_early += res.outcome.unevaluated > 0 or (
                             res.outcome.considered < len(expected)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import Cli, clean_env, run_quants, start_quants
+from tests.cli import Cli, run_quants, start_quants
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate, text
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401
@@ -41,16 +41,20 @@ def _world() -> list[RepoSpec]:
     return [
         RepoSpec(BASE, (text("config.json", '{"model_type": "llama"}'),), when),
         RepoSpec(
-            REPO, tuple(Quant(f"chat-7b-{r}.gguf", "llama", r) for r in RECIPES), when,
+            REPO,
+            tuple(Quant(f"chat-7b-{r}.gguf", "llama", r) for r in RECIPES),
+            when,
             card_data=card,
-        ),  # fmt: skip
+        ),
     ]
 
 
 def _split_repo(emu: HubEmulator, cache: FileCache) -> None:
     """Shards written with 3 digits, and EAGLE-3 / DFlash sidecars beside them."""
     files = cache.files([Quant("M-Q4_K_M.gguf", "llama", "Q4_K_M", split=3)])
-    renamed = {p.replace("-0000", "-00").replace("-of-00003", "-of-003"): b for p, b in files.items()}
+    renamed = {
+        p.replace("-0000", "-00").replace("-of-00003", "-of-003"): b for p, b in files.items()
+    }
     assert sorted(renamed) == [f"M-Q4_K_M-00{i}-of-003.gguf" for i in (1, 2, 3)]
     renamed |= cache.files(
         [Quant("eagle3-M-Q8_0.gguf", "llama", "Q8_0"), Quant("dflash-M-Q8_0.gguf", "llama", "Q8_0")]
@@ -279,4 +283,3 @@ def test_a_3_digit_split_is_one_quant_and_sidecars_are_not_quants(cli: Cli) -> N
     for sidecar in ("eagle3", "dflash"):
         out = cli.run("inspect", f"{SPLIT_REPO}:Q8_0", ok=False)
         assert out.returncode == 2 and "no quant 'Q8_0'" in out.stderr, (sidecar, out.stderr)
-
