@@ -71,6 +71,13 @@ def import_command(
 def _render_import(data: dict[str, object], *, as_json: bool) -> None:
     from crawler.cli._output import print_json
 
+    differ = data.get("kinds_differ")
+    if differ:
+        typer.echo(
+            f"note: {differ} files of the snapshot are grouped differently by this version's"
+            " naming rules; `quants crawl --full` regroups their repos",
+            err=True,
+        )
     if as_json:
         print_json(data)
         return
