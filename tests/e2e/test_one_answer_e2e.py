@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import Cli, run_quants, start_quants
+from tests.cli import Cli, clean_env, run_quants, start_quants
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate, text
 from tests.hub_emulator import Fault, HubEmulator
 from tests.hub_emulator.fixtures import world_cache  # noqa: F401
@@ -283,3 +283,42 @@ def test_a_3_digit_split_is_one_quant_and_sidecars_are_not_quants(cli: Cli) -> N
     for sidecar in ("eagle3", "dflash"):
         out = cli.run("inspect", f"{SPLIT_REPO}:Q8_0", ok=False)
         assert out.returncode == 2 and "no quant 'Q8_0'" in out.stderr, (sidecar, out.stderr)
+
+
+# --- publish is atomic from the reader's side -------------------------------------------------
+
+TOKEN = "hf_test_user"
+
+
+def _hub_env(cli: Cli, emu: HubEmulator, tmp: Path) -> dict[str, str]:
+    # The emulator speaks the LFS batch protocol: HF_HUB_DISABLE_XET=1 (huggingface_hub
+    # constants.py) makes huggingface_hub upload that way.
+    return {**clean_env(tmp, QUANTS_DB=f"sqlite:///{cli.db}", QUANTS_HF_ENDPOINT=emu.endpoint,
+                        HF_HUB_DISABLE_XET="1", HF_TOKEN=TOKEN)}  # fmt: skip
+
+
+def test_a_failed_publish_leaves_nothing_and_pull_names_what_is_missing(
+    cli: Cli, emu: HubEmulator, tmp_path: Path
+) -> None:
+    env = _hub_env(cli, emu, tmp_path / "publisher")
+    failed = "quants-bot/failed-catalog"
+    emu.faults.add(Fault.http(400, "commit refused"), path=f"/api/datasets/{failed}/commit/")
+    out = run_quants("publish", failed, env=env)
+    assert out.returncode != 0 and "nothing was published" in out.stderr, out.stderr
+    assert failed not in emu.state.datasets  # no empty dataset for a reader to find
+    emu.faults.clear()
+    # A dataset with no snapshot in it, and one whose manifest lists files it lacks.
+    good = "quants-bot/good-catalog"
+    assert run_quants("publish", good, env=env).returncode == 0
+    files = emu.state.datasets[good].commits[-1].files
+    emu.state.create_dataset("quants-bot/empty", {".gitattributes": files[".gitattributes"]})
+    emu.state.create_dataset(
+        "quants-bot/partial", {k: v for k, v in files.items() if k != "quants.parquet"}
+    )
+    puller = {**env, "QUANTS_DB": f"sqlite:///{tmp_path / 'pulled.sqlite'}"}
+    empty = run_quants("pull", "quants-bot/empty", env=puller)
+    assert empty.returncode == 1 and "holds no quants snapshot" in empty.stderr, empty.stderr
+    partial = run_quants("pull", "quants-bot/partial", env=puller)
+    assert partial.returncode == 1, partial.stderr
+    assert "is incomplete: manifest.json lists quants.parquet" in partial.stderr
+    assert TOKEN not in out.stderr + empty.stderr + partial.stderr
