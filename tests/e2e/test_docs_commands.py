@@ -65,7 +65,7 @@ def doc_commands() -> list[DocCommand]:
             mark = _MARK.search(text)
             words = shlex.split(text, comments=True)
             if "bin/quants" in " ".join(words) and not text.startswith("quants "):
-                words = words[[i for i, w in enumerate(words) if w.endswith("bin/quants")][0] :]
+                words = words[next(i for i, w in enumerate(words) if w.endswith("bin/quants")) :]
             out.append(
                 DocCommand(
                     f"{path.relative_to(ROOT)}:{n}",
