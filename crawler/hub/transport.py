@@ -53,8 +53,9 @@ _MAX_BACKOFF_S: Final = 8.0
 # A 429 asking for more than one rate-limit window (5 min, docs/hub/rate-limits.md) is not waited
 # out inside a call: HubRateLimited goes up so the crawl can record it and move on.
 _MAX_RATE_WAIT_S: Final = 300.0
-# A whole body may take this long at least (QUANTS_TIMEOUT bounds each read, not the body).
-_MIN_BODY_DEADLINE_S: Final = 30.0
+# A whole body may take this many timeouts (30 s at the default 10 s): QUANTS_TIMEOUT bounds the
+# connect and each read, a body as a whole gets longer.
+_BODY_DEADLINE_FACTOR: Final = 3.0
 # JSON replies (listings, trees) are small; a larger body is a broken or hostile server.
 _MAX_JSON_BYTES: Final = 64 * 1024 * 1024
 
@@ -103,7 +104,7 @@ class Transport:
         # Connect and each read (the first byte included) wait at most timeout_s; a body as a
         # whole gets a longer deadline, so a large header on a slow line still arrives.
         self._timeout_s = settings.timeout_s
-        self._body_deadline_s = max(_MIN_BODY_DEADLINE_S, 3 * settings.timeout_s)
+        self._body_deadline_s = _BODY_DEADLINE_FACTOR * settings.timeout_s
         self._fail_fast = fail_fast
         self._answered = False  # any response from the server, on this transport
         self._max_requests = settings.max_requests
