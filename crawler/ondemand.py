@@ -237,8 +237,8 @@ def ensure_model(
         """Under the crawl lock: resolve the base models, then scan them and the names."""
         try:
             bases.extend(resolve_base_models(client, terms, query))
-        except HubUnreachable:
-            raise
+        except HubUnreachable as exc:
+            raise HubUnreachable(f"{exc}; --offline answers from what is stored") from None
         except HubError as exc:
             raise HubUnreachable(
                 f"cannot reach the Hub at {settings.hf_endpoint} ({exc}); "

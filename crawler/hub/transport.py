@@ -248,7 +248,7 @@ class Transport:
         except httpx2.ConnectError as exc:
             if self._fail_fast and not self._answered:
                 raise HubUnreachable(
-                    f"cannot connect to the Hub at {self.endpoint} ({exc or type(exc).__name__})",
+                    f"cannot reach the Hub at {self.endpoint} ({exc or type(exc).__name__})",
                     repo_id=repo_id,
                     url=url,
                 ) from None

@@ -213,8 +213,10 @@ def test_a_silent_hub_ends_fast_with_exit_4(silent_hub: HubEmulator, tmp_path: P
     assert ("looking up" in first or "reading the GGUF header" in first) and "on the Hub" in first
     assert said_at < elapsed
     errors = [line for line in rest.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: the Hub at {silent_hub.endpoint} did not answer within 1 s"
-                      " (QUANTS_TIMEOUT)"], rest  # fmt: skip
+    assert len(errors) == 1, rest
+    assert errors[0].startswith(
+        f"error: the Hub at {silent_hub.endpoint} did not answer within 1 s (QUANTS_TIMEOUT)"
+    )
     assert elapsed < 12, elapsed  # one 1 s timeout, not retries; python start-up is the rest
 
 
