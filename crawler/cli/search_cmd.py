@@ -164,8 +164,6 @@ def search(
     from crawler.search import search_json, validate_request
 
     settings = Settings.from_env().replace(db_url=db)
-    if params["headroom"] is None:
-        params["headroom"] = settings.headroom_gib
     req = _request(params)
     validate_request(req)  # every option checked before the first request to the Hub
     ensure_model(settings, query, offline, search_argv)
@@ -184,10 +182,15 @@ def search(
 
 
 def _request(params: Mapping[str, Any]) -> SearchRequest:
-    """The library's request for this command's parsed options (by parameter name)."""
+    """The library's request for this command's parsed options (by parameter name); without
+    --headroom, QUANTS_HEADROOM's (the one budget rule, crawler.budget)."""
+    from crawler.config import Settings
     from crawler.search import build_request
 
-    return build_request(**{k: v for k, v in params.items() if k not in _NOT_SEARCH})
+    values = {k: v for k, v in params.items() if k not in _NOT_SEARCH}
+    if values.get("headroom") is None:
+        values["headroom"] = Settings.from_env().headroom_gib
+    return build_request(**values)
 
 
 def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
