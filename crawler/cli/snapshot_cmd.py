@@ -119,6 +119,12 @@ def publish_command(
             path = Path(tmp) / "snapshot"
             with Catalog.open(settings.resolved_db_url) as catalog:
                 export_snapshot(catalog, path, with_tensors=with_tensors)
+        typer.echo(
+            safe_text(
+                f"publishing to dataset {dataset_repo} on the Hub ({settings.hf_endpoint}) ..."
+            ),
+            err=True,
+        )
         result = publish_snapshot(settings, path, dataset_repo)
     if as_json:
         print_json(result.to_json())
@@ -140,7 +146,7 @@ def pull_command(
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
     from crawler.catalog import Catalog
-    from crawler.cli._output import print_json
+    from crawler.cli._output import print_json, safe_text
     from crawler.config import Settings
     from crawler.lock import crawl_lock
     from crawler.snapshot.hubsync import pull_snapshot
@@ -151,6 +157,10 @@ def pull_command(
         crawl_lock(settings, command="quants pull"),
         Catalog.open(settings.resolved_db_url) as catalog,
     ):
+        typer.echo(
+            safe_text(f"pulling dataset {dataset_repo} from the Hub ({settings.hf_endpoint}) ..."),
+            err=True,
+        )
         result = pull_snapshot(settings, catalog, dataset_repo, revision=revision)
     if as_json:
         print_json(result.to_json())
