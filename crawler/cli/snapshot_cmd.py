@@ -107,7 +107,7 @@ def publish_command(
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
     from crawler.catalog import Catalog
-    from crawler.cli._output import print_json
+    from crawler.cli._output import print_json, safe_text
     from crawler.config import Settings
     from crawler.snapshot.export import export_snapshot
     from crawler.snapshot.hubsync import publish_snapshot
