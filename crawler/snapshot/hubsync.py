@@ -110,8 +110,9 @@ def publish_snapshot(
     api = _api(settings)
     created = False
     try:
-        created = not api.repo_exists(repo_id, repo_type=REPO_TYPE)
+        existed = api.repo_exists(repo_id, repo_type=REPO_TYPE)
         url = str(api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True))
+        created = not existed
         remote = set(api.list_repo_files(repo_id, repo_type=REPO_TYPE))
         ops: list[Any] = [
             CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(snapshot / name))
