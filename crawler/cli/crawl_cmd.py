@@ -87,7 +87,6 @@ def crawl(
         limit=limit,
     )
     stop = threading.Event()
-    typer.echo(f"crawling the Hub at {settings.hf_endpoint} ...", err=True)
     # SIGTERM (service managers, `kill`): finish the repos in flight, record "interrupted".
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
