@@ -37,6 +37,11 @@ __all__ = [
 ]
 
 
+#: A search counts what fits over at most this many candidates (about 60 ms on the 2-core machine
+#: of docs/performance.md); beyond it the count is a lower bound and says so.
+COUNT_CAP = 1000
+
+
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
     """Everything ``quants search`` was asked, before the budget is resolved."""
@@ -51,8 +56,9 @@ class SearchRequest:
     limit: int = 20
     more_gpus: tuple[str, ...] = ()  # further devices (a repeated --gpu)
     tensor_split: tuple[float, ...] = ()  # -ts
-    #: Estimate every candidate so the counts say how many fit, not just the shown ones.
-    count_fits: bool = True
+    #: Candidates estimated at most to count what fits beyond the shown rows (None: only what
+    #: ranking read; saved searches need no count).
+    count_cap: int | None = COUNT_CAP
 
 
 def build_request(
@@ -158,6 +164,10 @@ class SearchResult:
     prefiltered_out: int  # excluded by the SQL lower bound (cannot fit)
     unknown_memory: int  # memory rules not modelled (left out by the catalog query)
     seconds: float
+    #: How many candidates fit in all (not only the shown rows), and whether that is exact
+    #: (False: a lower bound, counting stopped at SearchRequest.count_cap candidates).
+    fit_count: int = 0
+    fit_count_exact: bool = True
 
 
 def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
@@ -262,10 +272,23 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
             siblings=sibling_lookup(reader),
             materialize=materializer(reader, vision=spec.vision),
             presorted=True,
-            count_all=req.count_fits,
         )
     finally:
         stream.close()
+    fit_count, exact = outcome.fitting, not outcome.unevaluated
+    if req.count_cap and (outcome.unevaluated or outcome.considered >= req.limit):
+        # Ranking stopped once nothing could rank higher: count what fits apart, bounded.
+        from crawler.ranking.rank import count_fitting
+
+        counted = stream_candidates(reader, spec, budget, req.filters, req.sort)
+        try:
+            fits, _, exact = count_fitting(
+                counted, budget, spec, req.filters,
+                materialize=materializer(reader, vision=spec.vision), cap=req.count_cap,
+            )  # fmt: skip
+        finally:
+            counted.close()
+        fit_count = max(fits, outcome.fitting)
     prefiltered_out = unknown = 0
     if not outcome.results:
         prefiltered_out, unknown = count_left_out(reader, spec, budget, req.filters)
@@ -277,6 +300,8 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
         prefiltered_out=prefiltered_out,
         unknown_memory=unknown + outcome.unknown_memory,
         seconds=time.perf_counter() - started,
+        fit_count=fit_count,
+        fit_count_exact=exact,
     )
     if not outcome.results:
         from crawler.catalog.empty import EMPTY_CATALOG, FILL_CATALOG, catalog_is_empty
@@ -461,7 +486,8 @@ def search_json(res: SearchResult) -> dict[str, Any]:
         "gpu": gpu,
         "counts": {
             "considered": o.considered,
-            "fitting": o.fitting,
+            "fitting": res.fit_count,
+            "fitting_exact": res.fit_count_exact,
             "too_big": o.too_big + res.prefiltered_out,
             "unknown_memory": res.unknown_memory,
             "invalid_config": o.invalid_config,

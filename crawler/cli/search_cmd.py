@@ -204,7 +204,7 @@ def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
     from crawler.search import search_json
 
     # A saved search only needs the results: ranking may stop early, the counts are not shown.
-    req = dataclasses.replace(request_from_argv(argv), count_fits=False)
+    req = dataclasses.replace(request_from_argv(argv), count_cap=None)
     with catalog.reader() as reader:
         results: list[dict[str, Any]] = search_json(run_search(reader, req))["results"]
     return results
@@ -304,11 +304,13 @@ def _footer(res: SearchResult) -> str:
     from crawler.budget import budget_text
 
     o = res.outcome
-    fit = f"{o.fitting}" if not o.unevaluated else f">= {o.fitting}"
+    if res.fit_count_exact:
+        fit = f"{res.fit_count} fit"
+    else:
+        fit = f">= {res.fit_count} fit (counted over the first {res.request.count_cap} candidates)"
     b = res.budget
     parts = [
-        f"{fit} fit of {o.considered + res.prefiltered_out} candidates; showing"
-        f" {len(o.results)} by {res.request.sort} ({res.seconds * 1000:.0f} ms)",
+        f"{fit}; showing {len(o.results)} by {res.request.sort} ({res.seconds * 1000:.0f} ms)",
         f"budget: {budget_text(b.vram_bytes, b.headroom_bytes)}"
         + (f" on the first of {len(b.devices)} GPUs" if b.devices else ""),
     ]

@@ -39,7 +39,7 @@ from crawler.ranking.model import (
 )
 from crawler.ranking.order import beaten, optimistic_key, pre_key, sort_key
 
-__all__ = ["Materialize", "pre_key", "rank_candidates", "sort_key"]
+__all__ = ["Materialize", "count_fitting", "pre_key", "rank_candidates", "sort_key"]
 
 
 #: Largest step of candidates materialized and estimated at once; the first step is ``limit``
@@ -60,7 +60,6 @@ def rank_candidates(
     siblings: Callable[[Sequence[str]], Mapping[str, Sequence[str]]] | None = None,
     materialize: Materialize | None = None,
     presorted: bool = False,
-    count_all: bool = False,
 ) -> SearchOutcome:
     """Filter, estimate, sort. A result's ``estimate.total`` never exceeds ``budget.device_bytes``.
 
@@ -72,15 +71,13 @@ def rank_candidates(
     the catalog parses coefficients only for the candidates actually estimated. ``presorted``:
     ``candidates`` already come in :func:`pre_key` order (the catalog's ORDER BY), so they are
     consumed lazily and the rest of the stream is never read once ranking can stop.
-    ``count_all`` estimates every candidate, so ``fitting`` counts all that fit (the results are
-    the same; only the early stop is given up).
     """
     if sort not in SORT_KEYS:
         raise UsageError(f"--sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
     spec = spec.validated()
     filters = filters or Filters()
-    early = limit is not None and sort in EARLY_STOP_SORTS and not count_all
-    bounded = limit is not None and presorted and sort in BOUNDED_SORTS and not count_all
+    early = limit is not None and sort in EARLY_STOP_SORTS
+    bounded = limit is not None and presorted and sort in BOUNDED_SORTS
     lazy = presorted and (early or bounded)
     stream = (c for c in candidates if filters.accepts(c))
     qualities: dict[int, QualityEstimate | None] = {}
@@ -197,6 +194,44 @@ def rank_candidates(
         smallest_total=smallest,
         unevaluated=total - estimated,
     )
+
+
+def count_fitting(
+    candidates: Iterable[Candidate],
+    budget: Budget,
+    spec: RunSpec,
+    filters: Filters | None = None,
+    *,
+    materialize: Materialize | None = None,
+    cap: int,
+) -> tuple[int, int, bool]:
+    """(how many fit, how many were estimated, whether the candidates ran out) over at most
+    ``cap`` candidates: the count a search reports besides the rows it shows, which ranking's
+    early stop does not give. Identical memory models are estimated once, as in ranking."""
+    spec = spec.validated()
+    filters = filters or Filters()
+    fits = estimated = 0
+    memo: dict[tuple[int, bool, int | None], tuple[MemoryCoefficients, bool]] = {}
+    stream = (c for c in candidates if filters.accepts(c))
+    for batch in _batches(stream, 64):
+        if estimated >= cap:
+            return fits, estimated, False
+        for c in materialize(batch) if materialize is not None else batch:
+            estimated += 1
+            if c.coefficients.status != "ok":
+                continue
+            key = (id(c.coefficients), mtp_usable(c), c.projector_bytes)
+            known = memo.get(key)
+            if known is not None and known[0] is c.coefficients:
+                fits += known[1]
+                continue
+            try:
+                fit = evaluate(c, spec, budget)[0] is not None
+            except EstimateError:
+                fit = False
+            memo[key] = (c.coefficients, fit)
+            fits += fit
+    return fits, estimated, True
 
 
 def _batches(items: Iterator[Candidate], limit: int | None) -> Iterator[list[Candidate]]:

@@ -73,7 +73,7 @@ def test_every_sort_returns_the_head_of_the_full_ranking(synthetic_url):
                     for limit in (3, 20, 60):
                         # The early stop (a saved search's path): the same head, fewer reads.
                         limited = SearchRequest(
-                            **{**_fields(req), "limit": limit, "count_fits": False}
+                            **{**_fields(req), "limit": limit, "count_cap": None}
                         )
                         try:
                             res = search(reader, limited)
@@ -87,7 +87,8 @@ def test_every_sort_returns_the_head_of_the_full_ranking(synthetic_url):
                             full_count = search(
                                 reader, SearchRequest(**{**_fields(req), "limit": 3})
                             )
-                            assert full_count.outcome.fitting == len(expected)
+                            assert full_count.fit_count == len(expected)
+                            assert full_count.fit_count_exact
                             assert [_key(r) for r in full_count.outcome.results] == got
                         checked += 1
                         stopped_early += res.outcome.unevaluated > 0 or (
