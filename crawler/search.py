@@ -37,9 +37,9 @@ __all__ = [
 ]
 
 
-#: A search counts what fits over at most this many candidates (about 60 ms on the 2-core machine
-#: of docs/performance.md); beyond it the count is a lower bound and says so.
-COUNT_CAP = 1000
+#: A search counts what fits over at most this many candidates (one model's quants are fewer;
+#: docs/performance.md has the cost); beyond it the count is a lower bound and says so.
+COUNT_CAP = 128
 
 
 @dataclass(frozen=True, slots=True)

@@ -213,7 +213,7 @@ def count_fitting(
     fits = estimated = 0
     memo: dict[tuple[int, bool, int | None], tuple[MemoryCoefficients, bool]] = {}
     stream = (c for c in candidates if filters.accepts(c))
-    for batch in _batches(stream, 64):
+    while batch := list(itertools.islice(stream, min(64, cap - estimated) or 1)):
         if estimated >= cap:
             return fits, estimated, False
         for c in materialize(batch) if materialize is not None else batch:
