@@ -83,12 +83,18 @@ def test_every_sort_returns_the_head_of_the_full_ranking(synthetic_url):
                         got = [_key(r) for r in res.outcome.results]
                         assert got == expected[:limit], (spec, filters, sort, limit)
                         if limit == 3:
-                            # The default counts every fit, not the shown ones: same head.
-                            full_count = search(
-                                reader, SearchRequest(**{**_fields(req), "limit": 3})
-                            )
+                            # The count says how many fit in all, not the shown ones (a cap above
+                            # the catalog's size: exact), and the head is the same.
+                            counted = {**_fields(req), "limit": 3, "count_cap": 10_000}
+                            full_count = search(reader, SearchRequest(**counted))
                             assert full_count.fit_count == len(expected)
                             assert full_count.fit_count_exact
+                            # A small cap: a lower bound, and "exact" only when it is.
+                            capped = {**_fields(req), "limit": 3, "count_cap": 50}
+                            low = search(reader, SearchRequest(**capped))
+                            assert low.fit_count <= len(expected)
+                            if low.fit_count_exact:
+                                assert low.fit_count == len(expected)
                             assert [_key(r) for r in full_count.outcome.results] == got
                         checked += 1
                         stopped_early += res.outcome.unevaluated > 0 or (
