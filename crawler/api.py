@@ -119,7 +119,7 @@ def search(
     vram: float | None = None,
     ctx: int | None = None,
     gpu: str | Sequence[str] | None = None,
-    headroom: float = 0.5,
+    headroom: float | None = None,
     cache_type_k: str | None = None,
     cache_type_v: str | None = None,
     auto_cache: bool = False,
@@ -148,15 +148,22 @@ def search(
     progress: Progress | None = None,
     on_lookup: LookupHook | None = None,
     watches: SearchFn | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> SearchAnswer:
-    """The quants that fit ``vram`` GiB (or ``gpu``) at ``ctx`` tokens, best first.
+    """The quants that fit ``vram`` GiB (or ``gpu``) less ``headroom`` (default: the setting)
+    at ``ctx`` tokens, best first.
 
     The options are ``quants search``'s (docs/search.md); ``db`` is the catalog URL (default:
-    QUANTS_DB or the data directory's SQLite file). Raises NothingFits when nothing fits.
+    QUANTS_DB or the data directory's SQLite file). Every option is checked before the Hub is
+    asked anything. Raises NothingFits when nothing fits.
     """
     from crawler.crawl.catalogs import reading
-    from crawler.search import build_request
+    from crawler.search import build_request, validate_request
     from crawler.search import search as run_search
+
+    settings = Settings.from_env().replace(db_url=db)
+    if headroom is None:
+        headroom = settings.headroom_gib
 
     for option, value, least in (
         ("--vram", vram, 0.1), ("--ctx", ctx, 1), ("--headroom", headroom, 0),
@@ -174,8 +181,8 @@ def search(
         tier=tier, vision=vision, flash_attn=flash_attn, parallel=parallel, ubatch=ubatch,
         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, sort=sort, limit=limit,
     )  # fmt: skip
-    settings = Settings.from_env().replace(db_url=db)
-    done = _look_up(settings, query, offline, progress, on_lookup, watches)
+    validate_request(req)
+    done = _look_up(settings, query, offline, progress, on_lookup, watches, announce)
     with reading(settings.resolved_db_url) as reader:
         result = run_search(reader, req)
     return SearchAnswer(result, done)
@@ -188,6 +195,7 @@ def _look_up(
     progress: Progress | None,
     on_lookup: LookupHook | None,
     watches: SearchFn | None,
+    announce: Callable[[str], None] | None = None,
 ) -> OnDemand | None:
     """Look the model ``query`` names up on the Hub unless offline or looked up recently
     (crawler.crawl.ondemand); ``watches`` evaluates the saved searches afterwards, as a crawl
@@ -205,6 +213,7 @@ def _look_up(
             max_age=timedelta(hours=settings.fresh_hours),
             progress=progress,
             search=watches,
+            announce=announce,
         )
     if on_lookup is not None:
         on_lookup(done)
@@ -251,16 +260,23 @@ def estimate(
     gpu: str | Sequence[str] | None = None,
     tensor_split: str | None = None,
     vram: float | None = None,
+    headroom: float | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> EstimateAnswer:
     """The device memory llama-server needs for ``target`` (a local .gguf, a URL,
     owner/repo/path.gguf or owner/repo:QUANT) at ``ctx`` tokens; with ``vram`` (GiB) or
-    ``gpu``, whether it fits. ``parallel`` -1 is llama-server's default (4 unified slots)."""
+    ``gpu``, whether it fits within the budget less ``headroom`` (GiB; default: the setting).
+    ``parallel`` -1 is llama-server's default (4 unified slots). Every option is checked before
+    the first network request; ``announce`` hears a line before any network step starts."""
     from crawler.errors import UsageError
-    from crawler.estimating import estimate_report
+    from crawler.estimating import check_options, estimate_report
     from crawler.fit import RunConfig
     from crawler.fit.notes import estimate_warnings
-    from crawler.targets import read_target
+    from crawler.targets import parse_target, read_target
 
+    settings = Settings.from_env()
+    if headroom is None:
+        headroom = settings.headroom_gib
     if mmproj is not None and no_mmproj:
         raise UsageError("--mmproj and --no-mmproj exclude each other")
     _check_min("--ctx", ctx, 1)
@@ -268,7 +284,6 @@ def estimate(
     _check_min("--ubatch", ubatch, 1)
     _check_min("--spec-draft-n-max", spec_draft_n_max, 0)
     _check_min("--n-cpu-moe", n_cpu_moe, 0)
-    read = read_target(target, Settings.from_env())
     cfg = RunConfig(
         ctx=ctx,
         type_k=cache_type_k.lower(),
@@ -282,12 +297,18 @@ def estimate(
         type_v_draft=cache_type_v_draft.lower(),
         cpu_moe=cpu_moe,
         n_cpu_moe=n_cpu_moe,
-        model_path=read.source,
     )
     gpus = (gpu,) if isinstance(gpu, str) else tuple(gpu or ())
+    check_options(
+        cfg, n_gpu_layers=n_gpu_layers, mmproj=mmproj, vram_gib=vram, gpus=gpus,
+        tensor_split=tensor_split, headroom_gib=headroom,
+    )  # fmt: skip
+    parse_target(target, endpoint=settings.hf_endpoint)
+    read = read_target(target, settings, announce=announce)
+    cfg = cfg.replace(model_path=read.source)
     report = estimate_report(
         read, cfg, n_gpu_layers=n_gpu_layers, mmproj=mmproj, vram_gib=vram, gpus=gpus,
-        tensor_split=tensor_split,
+        tensor_split=tensor_split, headroom_gib=headroom,
     )  # fmt: skip
     warnings = tuple(estimate_warnings(read.header, report.coefficients, cfg))
     return EstimateAnswer(report, warnings)
@@ -329,12 +350,15 @@ class InspectAnswer(_Answer):
         return doc
 
 
-def inspect(target: str, *, tensors: bool = False) -> InspectAnswer:
-    """Read the header of ``target`` (as for estimate) and profile its precision."""
+def inspect(
+    target: str, *, tensors: bool = False, announce: Callable[[str], None] | None = None
+) -> InspectAnswer:
+    """Read the header of ``target`` (as for estimate) and profile its precision; ``announce``
+    hears a line before any network step starts."""
     from crawler.profile.build import build_profile
     from crawler.targets import read_target
 
-    read = read_target(target, Settings.from_env())
+    read = read_target(target, Settings.from_env(), announce=announce)
     profile = build_profile(
         read.header, file_name=read.file_name, repo_id=read.repo_id, repo_files=read.repo_files
     )
@@ -365,13 +389,14 @@ def compare(
     progress: Progress | None = None,
     on_lookup: LookupHook | None = None,
     watches: SearchFn | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> CompareAnswer:
     """The quants of the base model ``query`` names (fuzzy; several matches: a UsageError)."""
     from crawler.catalog.comparison import load_comparison
     from crawler.crawl.catalogs import reading
 
     settings = Settings.from_env().replace(db_url=db)
-    done = _look_up(settings, query, offline, progress, on_lookup, watches)
+    done = _look_up(settings, query, offline, progress, on_lookup, watches, announce)
     with reading(settings.resolved_db_url) as reader:
         comparison = load_comparison(reader, query)
     return CompareAnswer(comparison, done)

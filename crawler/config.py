@@ -9,9 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crawler.budget import DEFAULT_HEADROOM_GIB
 from crawler.errors import ConfigError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+#: A Hub that has not started answering in this many seconds is not waited for longer.
+DEFAULT_TIMEOUT_S = 10.0
 
 # A 248k-token vocabulary makes an ~11 MB header (bench/bench_header.py); 64 MiB leaves room
 # for the largest real headers while bounding memory on hostile files.
@@ -33,7 +36,8 @@ class Settings:
     data_dir: Path | None = None
     hf_endpoint: str = DEFAULT_ENDPOINT
     hf_token: str | None = dataclasses.field(default=None, repr=False)
-    timeout_s: float = 30.0
+    #: Connect and first-byte timeout of every Hub request, in seconds (``QUANTS_TIMEOUT``).
+    timeout_s: float = DEFAULT_TIMEOUT_S
     log_level: str = "WARNING"
     debug: bool = False
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
@@ -47,6 +51,8 @@ class Settings:
     #: Base models whose quantized children the default crawl also lists (``QUANTS_BASE_MODELS``,
     #: comma-separated), besides the base models the catalog already holds.
     base_models: tuple[str, ...] = ()
+    #: GiB of GPU memory kept free for other programs (``QUANTS_HEADROOM``; crawler.budget).
+    headroom_gib: float = DEFAULT_HEADROOM_GIB
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -70,6 +76,15 @@ class Settings:
             kw["base_models"] = tuple(
                 b.strip() for b in env["QUANTS_BASE_MODELS"].split(",") if b.strip()
             )
+        if env.get("QUANTS_HEADROOM"):
+            from crawler.amounts import AmountError, parse_gib
+
+            try:
+                kw["headroom_gib"] = parse_gib(
+                    env["QUANTS_HEADROOM"], name="QUANTS_HEADROOM", minimum=0, maximum=1024
+                )
+            except AmountError as exc:
+                raise ConfigError(str(exc)) from None
         kw["offline"] = env.get("QUANTS_OFFLINE", "") not in ("", "0", "false", "no")
         for var, field, conv in (
             ("QUANTS_TIMEOUT", "timeout_s", float),

@@ -40,6 +40,18 @@ class UsageError(QuantsError):
     exit_code = 2
 
 
+class NoSuchFile(UsageError):
+    """A local file named on the command line does not exist."""
+
+
+class EmptyCatalog(UsageError):
+    """The catalog holds no quant at all; ``hint`` names the ways to fill it."""
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+
 class HubError(QuantsError):
     """The Hub (or a mirror) answered with an error or not at all.
 

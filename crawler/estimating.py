@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crawler.errors import InvalidConfig, TruncatedModel, UsageError
+from crawler.budget import DEFAULT_HEADROOM_GIB, budget_json, budget_text, usable_bytes
+from crawler.errors import InvalidConfig, NoSuchFile, TruncatedModel, UsageError
 from crawler.fit import (
     FitEstimate,
     MemoryCoefficients,
@@ -36,7 +37,13 @@ from crawler.ranking.shell import is_safe_argument
 from crawler.targets import HeaderRead
 from crawler.units import GIB
 
-__all__ = ["EstimateReport", "estimate_report", "projector_from_file", "target_command"]
+__all__ = [
+    "EstimateReport",
+    "check_options",
+    "estimate_report",
+    "projector_from_file",
+    "target_command",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +56,9 @@ class EstimateReport:
     estimate: FitEstimate  # device bytes as shown: the GPU's share with -ngl, Metal's on Apple
     command: str
     setup: Setup | None = None  # -ngl below all / a projector
-    budget_bytes: int | None = None  # one device: its budget; several: their sum
+    budget_bytes: int | None = None  # usable bytes: one device's; several: their sum
+    vram_bytes: int | None = None  # the memory before the headroom (several GPUs: their sum)
+    headroom_bytes: int = 0  # kept free (crawler.budget); several GPUs: off the first
     max_ctx: int | None = None  # None: not computed (partial offload keeps the asked context)
     devices: tuple[DeviceShare, ...] = ()
     device_names: tuple[str, ...] = ()
@@ -65,6 +74,13 @@ class EstimateReport:
         if self.budget_bytes is None:
             return None
         return self.budget_bytes - self.estimate.total
+
+    @property
+    def budget_line(self) -> str | None:
+        """``24.00 GiB - 0.50 headroom = 23.50 GiB`` (None without a budget)."""
+        if self.vram_bytes is None:
+            return None
+        return budget_text(self.vram_bytes, self.headroom_bytes)
 
     @property
     def fits(self) -> bool | None:
@@ -101,6 +117,8 @@ class EstimateReport:
                 budget_bytes=self.budget_bytes,
                 max_ctx=self.max_ctx,
             )
+            if self.vram_bytes is not None:
+                data["budget"] = budget_json(self.vram_bytes, self.headroom_bytes)
         if self.devices:
             data["devices"] = [
                 {"device": d.index, "name": self.device_names[d.index], "slots": [d.first, d.last],
@@ -121,6 +139,52 @@ class EstimateReport:
         return target_command(self.read, cfg)
 
 
+def check_options(
+    cfg: RunConfig,
+    *,
+    n_gpu_layers: str = "all",
+    mmproj: str | None = None,
+    vram_gib: float | None = None,
+    gpus: Sequence[str] = (),
+    tensor_split: str | None = None,
+    headroom_gib: float = DEFAULT_HEADROOM_GIB,
+) -> None:
+    """Every check ``quants estimate`` makes that needs no header: cache types, flags, GPU names,
+    the budget and its headroom, -ngl, -ts, the projector file. The CLI runs it before reading
+    anything from the Hub, so a typo is reported as itself."""
+    from crawler.fit import CACHE_TYPES
+
+    for flag, name in (("-ctk", cfg.type_k), ("-ctv", cfg.type_v),
+                       ("-ctkd", cfg.type_k_draft), ("-ctvd", cfg.type_v_draft)):  # fmt: skip
+        if name not in CACHE_TYPES:
+            raise UsageError(
+                f"{flag} {name!r}: not a cache type; use one of {', '.join(CACHE_TYPES)}"
+            )
+    if cfg.flash_attn not in ("on", "off", "auto"):
+        raise UsageError(f"-fa {cfg.flash_attn!r}: use on, off or auto")
+    if vram_gib is not None and vram_gib <= 0:
+        raise UsageError("--vram must be positive")
+    matches = resolve_gpus(gpus)
+    several = len(matches) > 1 or tensor_split is not None
+    if several:
+        split = parse_tensor_split(tensor_split) if tensor_split is not None else ()
+        ds = device_set(gpus, vram_gib, split)
+        usable_bytes(ds.budgets[0], int(headroom_gib * GIB))
+    elif vram_gib is not None:
+        usable_bytes(int(vram_gib * GIB), int(headroom_gib * GIB))
+    elif matches:
+        usable_bytes(matches[0].gpu.budget_bytes, int(headroom_gib * GIB))
+    ngl = parse_ngl(n_gpu_layers)
+    apple = len(matches) == 1 and not several and matches[0].gpu.kind == "apple"
+    if (several or apple) and (ngl != "all" or mmproj is not None):
+        raise UsageError(
+            "-ngl and --mmproj are modelled for one CUDA GPU: leave them out with several GPUs"
+            " or Apple silicon"
+        )
+    if mmproj is not None and not Path(mmproj).is_file():
+        raise NoSuchFile(f"--mmproj: no such file: {mmproj!r}")
+
+
 def estimate_report(
     read: HeaderRead,
     cfg: RunConfig,
@@ -130,10 +194,12 @@ def estimate_report(
     vram_gib: float | None = None,
     gpus: Sequence[str] = (),
     tensor_split: str | None = None,
+    headroom_gib: float = DEFAULT_HEADROOM_GIB,
 ) -> EstimateReport:
     """The estimate of ``read`` run with ``cfg`` (``-ngl``, ``--mmproj``), against ``--vram`` or
     the ``--gpu`` devices (one GPU's memory, Apple's working set, or several GPUs' layer split;
-    ``--vram`` wins for one GPU and is per device with ``-ts``)."""
+    ``--vram`` wins for one GPU and is per device with ``-ts``), less ``headroom_gib``
+    (crawler.budget: the rule ``quants search`` applies)."""
     from crawler.fit import coefficients
 
     header = read.header
@@ -144,25 +210,24 @@ def estimate_report(
             f" {header.data_end:,}; llama.cpp refuses such a file ('data is not within the file"
             " bounds'), so there is nothing to run"
         )
+    check_options(
+        cfg, n_gpu_layers=n_gpu_layers, mmproj=mmproj, vram_gib=vram_gib, gpus=gpus,
+        tensor_split=tensor_split, headroom_gib=headroom_gib,
+    )  # fmt: skip
     coeffs = coefficients(header)
     est = estimate(coeffs, cfg)
     matches = resolve_gpus(gpus)
     several = len(matches) > 1 or tensor_split is not None
-    if vram_gib is not None and vram_gib <= 0:
-        raise UsageError("--vram must be positive")
     one_gpu = matches[0] if len(matches) == 1 and not several else None
     apple = one_gpu is not None and one_gpu.gpu.kind == "apple"
-    budget: int | None = None
+    headroom = int(headroom_gib * GIB)
+    vram: int | None = None
     if vram_gib is not None and not several:
-        budget = int(vram_gib * GIB)
+        vram = int(vram_gib * GIB)
     elif one_gpu is not None:
-        budget = one_gpu.gpu.budget_bytes
+        vram = one_gpu.gpu.budget_bytes
+    budget = None if vram is None else usable_bytes(vram, headroom)
     ngl = parse_ngl(n_gpu_layers)
-    if (several or apple) and (ngl != "all" or mmproj is not None):
-        raise UsageError(
-            "-ngl and --mmproj are modelled for one CUDA GPU: leave them out with several GPUs"
-            " or Apple silicon"
-        )
     setup = None
     if ngl != "all" or mmproj is not None:
         proj = projector_from_file(mmproj) if mmproj is not None else None
@@ -177,7 +242,7 @@ def estimate_report(
         metal = metal_estimate(coeffs, cfg)
         report = _replace(report, estimate=metal, backend="metal", notes=(NOTE,))
     if several:
-        return _several(report, gpus, vram_gib, tensor_split)
+        return _several(report, gpus, vram_gib, tensor_split, headroom)
     if budget is None:
         return report
     room = budget - (setup.projector.total if setup is not None and setup.projector else 0)
@@ -188,7 +253,9 @@ def estimate_report(
         from crawler.fit.apple import metal_max_ctx
 
         largest = metal_max_ctx(coeffs, cfg, budget)
-    report = _replace(report, budget_bytes=budget, max_ctx=largest)
+    report = _replace(
+        report, budget_bytes=budget, vram_bytes=vram, headroom_bytes=headroom, max_ctx=largest
+    )
     if report.fits is False and not apple and not partial:
         report = _replace(report, alternatives=tuple(_what_fits(coeffs, cfg, room)))
     return report
@@ -204,19 +271,27 @@ def _with_setup(report: EstimateReport, setup: Setup, mmproj: str | None) -> Est
 
 
 def _several(
-    report: EstimateReport, gpus: Sequence[str], vram_gib: float | None, tensor_split: str | None
+    report: EstimateReport,
+    gpus: Sequence[str],
+    vram_gib: float | None,
+    tensor_split: str | None,
+    headroom: int,
 ) -> EstimateReport:
-    """Several GPUs: every device's share, the tightest decides; the command carries ``-ts``."""
+    """Several GPUs: every device's share, the tightest decides; the command carries ``-ts``.
+    The headroom comes off the first device, as ``quants search`` takes it."""
     split = parse_tensor_split(tensor_split) if tensor_split is not None else ()
     ds = device_set(gpus, vram_gib, split)
+    budgets = (usable_bytes(ds.budgets[0], headroom), *ds.budgets[1:])
     c, cfg = report.coefficients, report.config
-    shares = tuple(estimate_devices(c, cfg, ds.split, ds.budgets))
+    shares = tuple(estimate_devices(c, cfg, ds.split, budgets))
     cap = max(c.n_ctx_train or (1 << 20), cfg.ctx)
-    largest = max_ctx_split(c, cfg, ds.split, ds.budgets, limit=cap)
+    largest = max_ctx_split(c, cfg, ds.split, budgets, limit=cap)
     text = report.command + " -ts " + ",".join(f"{x:g}" for x in ds.split)
     return _replace(
         report,
-        budget_bytes=sum(ds.budgets),
+        budget_bytes=sum(budgets),
+        vram_bytes=sum(ds.budgets),
+        headroom_bytes=headroom,
         max_ctx=largest,
         devices=shares,
         device_names=ds.names,
@@ -286,7 +361,7 @@ def projector_from_file(path: str) -> Projector:
 
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"--mmproj: no such file {path!r}")
+        raise NoSuchFile(f"--mmproj: no such file: {path!r}")
     reader = FileReader(p)
     try:
         return projector(read_header(reader, file_size=p.stat().st_size, source=str(p)))

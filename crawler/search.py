@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from crawler.budget import DEFAULT_HEADROOM_GIB, budget_json, budget_text, usable_bytes
 from crawler.errors import NothingFits, UsageError
 from crawler.fit.devices import DeviceShare, parse_tensor_split
 from crawler.fit.gpus import GPUMatch, device_set, resolve_gpu
@@ -34,7 +35,13 @@ __all__ = [
     "result_json",
     "search",
     "search_json",
+    "validate_request",
 ]
+
+
+#: A search counts what fits over at most this many candidates (one model's quants are fewer;
+#: docs/performance.md has the cost); beyond it the count is a lower bound and says so.
+COUNT_CAP = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +52,15 @@ class SearchRequest:
     filters: Filters
     vram_gib: float | None = None
     gpu: str | None = None  # one GPU (``2x NAME``: two of it)
-    headroom_gib: float = 0.5
+    headroom_gib: float = DEFAULT_HEADROOM_GIB
     ram_gib: float | None = None
     sort: str = "quality"
     limit: int = 20
     more_gpus: tuple[str, ...] = ()  # further devices (a repeated --gpu)
     tensor_split: tuple[float, ...] = ()  # -ts
+    #: Candidates estimated at most to count what fits beyond the shown rows (None: only what
+    #: ranking read; saved searches need no count).
+    count_cap: int | None = COUNT_CAP
 
 
 def build_request(
@@ -59,7 +69,7 @@ def build_request(
     vram: float | None = None,
     ctx: int | None = None,
     gpu: str | Sequence[str] | None = None,
-    headroom: float = 0.5,
+    headroom: float | None = None,
     cache_type_k: str | None = None,
     cache_type_v: str | None = None,
     auto_cache: bool = False,
@@ -136,7 +146,7 @@ def build_request(
         filters=filters,
         vram_gib=vram,
         gpu=gpus[0] if gpus else None,
-        headroom_gib=headroom,
+        headroom_gib=DEFAULT_HEADROOM_GIB if headroom is None else headroom,
         ram_gib=ram,
         sort=sort,
         limit=limit,
@@ -158,6 +168,10 @@ class SearchResult:
     seconds: float
     #: ``repo/path`` of stored rows that could not be read (skipped, not fatal).
     unreadable: tuple[str, ...] = ()
+    #: How many candidates fit in all (not only the shown rows), and whether that is exact
+    #: (False: a lower bound, counting stopped at SearchRequest.count_cap candidates).
+    fit_count: int = 0
+    fit_count_exact: bool = True
 
 
 def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
@@ -209,8 +223,7 @@ def _several_gpus(req: SearchRequest, names: list[str]) -> tuple[Budget, GPUMatc
     ds = device_set(names, req.vram_gib, req.tensor_split)
     budgets = ds.budgets
     headroom = int(req.headroom_gib * GIB)
-    if headroom < 0 or headroom >= budgets[0]:
-        raise UsageError("--headroom must be >= 0 and smaller than the first GPU's memory")
+    usable_bytes(budgets[0], headroom)  # the headroom comes off the first GPU
     budget = Budget(
         vram_bytes=sum(budgets),
         headroom_bytes=headroom,
@@ -223,6 +236,23 @@ def _several_gpus(req: SearchRequest, names: list[str]) -> tuple[Budget, GPUMatc
     return budget, ds.matches[0] if ds.matches else None
 
 
+def validate_request(req: SearchRequest) -> tuple[Budget, GPUMatch | None, RunSpec]:
+    """Every check a search makes that needs no catalog and no network: the GPU names, the
+    budget and headroom, the run's flags. The CLI calls it before looking anything up on the
+    Hub, so a typo is reported as itself, also when the Hub is unreachable."""
+    from crawler.ranking.model import SORT_KEYS
+
+    if req.sort not in SORT_KEYS:
+        raise UsageError(f"--sort {req.sort!r}: use one of {', '.join(SORT_KEYS)}")
+    budget, match = resolve_budget(req)
+    spec = req.spec.validated()
+    if req.sort == "speed" and budget.bandwidth_gb_s is None:
+        raise UsageError("--sort speed needs --gpu NAME (the speed estimate uses its bandwidth)")
+    if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
+        raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
+    return budget, match, spec
+
+
 def search(reader: Reader, req: SearchRequest) -> SearchResult:
     """Run one search on the catalog ``reader`` reads (crawler.catalog.reader.Reader.open
     or Catalog.reader()); NothingFits when no
@@ -231,12 +261,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     from crawler.catalog.ordered import stream_candidates
 
     started = time.perf_counter()
-    budget, match = resolve_budget(req)
-    spec = req.spec.validated()
-    if req.sort == "speed" and budget.bandwidth_gb_s is None:
-        raise UsageError("--sort speed needs --gpu NAME (the speed estimate uses its bandwidth)")
-    if req.spec.auto_cache and (req.spec.type_k != "f16" or req.spec.type_v != "f16"):
-        raise UsageError("--auto-cache picks the cache types; leave out --cache-type-k/-v")
+    budget, match, spec = validate_request(req)
     # The catalog streams candidates in the sort's order (for speed, margin and ctx: in the
     # order of an upper bound) and ranking stops reading once nothing left can rank higher.
     stream = stream_candidates(reader, spec, budget, req.filters, req.sort)
@@ -255,6 +280,20 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
         )
     finally:
         stream.close()
+    fit_count, exact = outcome.fitting, not outcome.unevaluated
+    if req.count_cap and (outcome.unevaluated or outcome.considered >= req.limit):
+        # Ranking stopped once nothing could rank higher: count what fits apart, bounded.
+        from crawler.ranking.rank import count_fitting
+
+        counted = stream_candidates(reader, spec, budget, req.filters, req.sort)
+        try:
+            fits, _, exact = count_fitting(
+                counted, budget, spec, req.filters,
+                materialize=materializer(reader, vision=spec.vision), cap=req.count_cap,
+            )  # fmt: skip
+        finally:
+            counted.close()
+        fit_count = max(fits, outcome.fitting)
     prefiltered_out = unknown = 0
     if outcome.results:
         outcome = _with_measured(reader, outcome, req.sort)
@@ -269,8 +308,14 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
         unknown_memory=unknown + outcome.unknown_memory,
         seconds=time.perf_counter() - started,
         unreadable=tuple(unreadable),
+        fit_count=fit_count,
+        fit_count_exact=exact,
     )
     if not outcome.results:
+        from crawler.catalog.empty import EMPTY_CATALOG, FILL_CATALOG, catalog_is_empty
+
+        if outcome.considered == 0 and catalog_is_empty(reader):
+            raise NothingFits(EMPTY_CATALOG, hint=FILL_CATALOG)
         raise NothingFits(_nothing_fits_message(result), hint=_nothing_fits_hint(result))
     return result
 
@@ -314,7 +359,8 @@ def _gib(n: int) -> str:
 def _nothing_fits_message(res: SearchResult) -> str:
     o, spec = res.outcome, res.request.spec
     ctx = f"ctx {spec.ctx}" if spec.ctx else "the minimum context 4096"
-    where = f"{_gib(res.budget.device_bytes)} ({res.budget.gpu_name or 'VRAM'} less headroom)"
+    b = res.budget
+    where = f"{budget_text(b.vram_bytes, b.headroom_bytes)} ({b.gpu_name or '--vram'})"
     too_big = o.too_big + res.prefiltered_out
     unknown = res.unknown_memory
     if o.considered == 0 and too_big == 0 and unknown == 0:
@@ -475,8 +521,7 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "limit": req.limit,
         },
         "budget": {
-            "vram_bytes": b.vram_bytes,
-            "headroom_bytes": b.headroom_bytes,
+            **budget_json(b.vram_bytes, b.headroom_bytes),
             "device_bytes": b.device_bytes,
             "ram_bytes": b.ram_bytes,
             "devices": list(b.devices) or None,
@@ -485,7 +530,8 @@ def search_json(res: SearchResult) -> dict[str, Any]:
         "gpu": gpu,
         "counts": {
             "considered": o.considered,
-            "fitting": o.fitting,
+            "fitting": res.fit_count,
+            "fitting_exact": res.fit_count_exact,
             "too_big": o.too_big + res.prefiltered_out,
             "unknown_memory": res.unknown_memory,
             "invalid_config": o.invalid_config,

@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
 from crawler.config import Settings
-from crawler.errors import HubNotFound, HubUnavailable, QuantsError, UsageError
+from crawler.errors import HubNotFound, HubUnavailable, NoSuchFile, QuantsError, UsageError
 from crawler.gguf.parse import GGUFHeader, read_header
 from crawler.profile.build import merge_headers
-from crawler.profile.labels import byte_parts, is_mtp_sidecar_name, parse_quant_label, split_info
+from crawler.profile.labels import parse_quant_label
+from crawler.profile.quant_files import (
+    byte_parts,
+    is_gguf_name,
+    is_quant_start,
+    shard_info,
+    shard_names,
+)
 
 if TYPE_CHECKING:
     from crawler.hub import HubClient, HubFile
@@ -53,6 +60,8 @@ class FileReader:
         self.path = Path(path)
         try:
             self._fh: BinaryIO = self.path.open("rb")
+        except FileNotFoundError:
+            raise NoSuchFile(f"no such file: {str(self.path)!r}") from None
         except OSError as exc:
             raise UsageError(f"cannot open {self.path}: {exc.strerror}") from None
         self.size = os.fstat(self._fh.fileno()).st_size
@@ -91,6 +100,7 @@ def UrlReader(url: str, *, timeout_s: float = 30.0) -> RangeReader:
         max_retries=2,
         sleep=time.sleep,
         clock=time.monotonic,
+        fail_fast=True,
     )
     return RangeReader(transport, url, repo_id=None, token=False)
 
@@ -129,9 +139,17 @@ def parse_target(target: str, *, endpoint: str = "https://huggingface.co") -> Ta
     m = _HUB_FILE.match(target)
     if m:
         return Target("hub_file", target, m.group("repo"), m.group("path"))
+    if _looks_local(target):
+        raise NoSuchFile(f"no such file: {target!r}")
     raise UsageError(
         f"{target!r} is not a local file, an http(s) URL, owner/repo/path.gguf or owner/repo:QUANT"
     )
+
+
+def _looks_local(target: str) -> bool:
+    """A path meant as a file on this machine: no Hub form matched and it names a GGUF file or
+    starts like a path."""
+    return target.startswith(("/", "./", "../", "~")) or "\\" in target or is_gguf_name(target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,22 +174,10 @@ class HeaderRead:
 
 
 def _quant_files(files: Sequence[HubFile]) -> list[HubFile]:
-    """GGUF files that can be a quant's first file (no mmproj, no MTP sidecar, no later part)."""
-    out = []
+    """The files that start a quant (crawler.profile.quant_files: no projector, sidecar, imatrix or
+    later shard or part)."""
     paths = [f.path for f in files]
-    for f in files:
-        base = f.path.rsplit("/", 1)[-1].lower()
-        si = split_info(f.path)
-        if not (base.endswith(".gguf") or (si and si[0] == "part")):
-            continue
-        if "mmproj" in base or is_mtp_sidecar_name(f.path):
-            continue
-        if si is not None and si[2] and si[1] != 1:
-            continue
-        if si is not None and not si[2] and byte_parts(f.path, paths)[0] != f.path:
-            continue  # .partNN: only the lowest index holds the header
-        out.append(f)
-    return out
+    return [f for f in files if is_quant_start(f.path, paths)]
 
 
 def resolve_quant(files: Sequence[HubFile], quant: str) -> HubFile:
@@ -198,14 +204,10 @@ def resolve_quant(files: Sequence[HubFile], quant: str) -> HubFile:
 
 def _shard_paths(path: str, files: Sequence[HubFile]) -> tuple[list[str], list[str]]:
     """(every shard's path by the name, the ones missing from ``files``)."""
-    si = split_info(path)
+    si = shard_info(path)
     if si is None or si[0] != "split":
         return [path], []
-    _, _, count = si
-    m = re.search(r"-(\d{5})-of-(\d{5})\.gguf$", path, re.I)
-    assert m is not None
-    stem = path[: m.start()]
-    names = [f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
+    names = shard_names(path)
     present = {f.path for f in files}
     return names, [n for n in names if present and n not in present]
 
@@ -216,17 +218,23 @@ def read_target(
     *,
     hub: HubClient | None = None,
     size_hint: int | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> HeaderRead:
-    """Read (and merge) the header(s) behind ``target``; see parse_target."""
+    """Read (and merge) the header(s) behind ``target``; see parse_target.
+    ``announce`` is told, before the first request, what is being fetched from where."""
     t = parse_target(target, endpoint=settings.hf_endpoint)
     cap = settings.max_header_bytes
     if t.kind == "file":
         return _read_local(t.value, cap, size_hint)
+    if announce is not None:
+        where = "" if t.kind == "url" else f" on the Hub ({settings.hf_endpoint})"
+        announce(f"reading the GGUF header of {target}{where} ...")
     if t.kind == "url":
         return _read_url(t.value, settings, cap, size_hint)
     from crawler.hub import HubClient
 
-    client = hub or HubClient(settings)
+    # A person is waiting: a Hub that never answers is unreachable after one timeout.
+    client = hub or HubClient(settings, fail_fast=True)
     return _read_hub(client, t, cap, size_hint)
 
 
@@ -245,7 +253,7 @@ def _read_url(url: str, settings: Settings, cap: int, size_hint: int | None) -> 
     come from a one-byte range read each."""
     parts = urlsplit(url)
     name = unquote(parts.path).rsplit("/", 1)[-1]
-    si = split_info(name)
+    si = shard_info(name)
     names = byte_parts(name, ()) if si is not None and si[0] == "part" and si[2] else [name]
     if names[0] != name:
         raise UsageError(f"{name} is not the first part: the header is in {names[0]}")
@@ -301,19 +309,17 @@ def _has_split_keys(path: str, cap: int) -> bool:
 
 def _read_local(path: str, cap: int, size_hint: int | None) -> HeaderRead:
     paths = [path]
-    si = split_info(path)
+    si = shard_info(path)
     if si is not None and si[0] == "split" and not _has_split_keys(path, cap):
         si = None  # a whole file with a split-style name: llama.cpp loads it as one file
     if si is not None and si[0] == "split":
-        m = re.search(r"-(\d{5})-of-(\d{5})\.gguf$", path, re.I)
-        assert m is not None
-        paths = [f"{path[: m.start()]}-{i:05d}-of-{si[2]:05d}.gguf" for i in range(1, si[2] + 1)]
+        paths = shard_names(path)
     elif si is not None and si[0] == "part":
         folder = Path(path).parent
         paths = byte_parts(path, [str(folder / n.name) for n in folder.iterdir()])
     for p in paths:
         if not Path(p).exists():
-            raise UsageError(f"missing shard {p}")
+            raise NoSuchFile(f"missing shard {p!r} of {path!r}: no such file")
     if si is not None and si[0] == "part":
         # Byte-concatenated parts: only part 1 has a header; the file is all parts together.
         total = sum(Path(p).stat().st_size for p in paths)
@@ -372,7 +378,7 @@ def _read_hub(client: HubClient, t: Target, cap: int, size_hint: int | None) -> 
         if not any(f.path == first for f in files):
             raise HubNotFound(f"no file {first} in {t.repo_id}", repo_id=t.repo_id)
     sizes = {f.path: f.size for f in files}
-    si = split_info(first)
+    si = shard_info(first)
     is_part = si is not None and si[0] == "part"
     missing: list[str] = []
     if is_part:

@@ -76,7 +76,7 @@ def load_comparison(reader: Reader, query: str, *, groups: bool = True) -> Compa
     or when several base models do and none is named exactly (the message lists them).
     ``groups=False`` leaves each quant's ``groups`` empty (with_groups loads them).
     """
-    from crawler.errors import UsageError
+    from crawler.errors import EmptyCatalog, UsageError
     from crawler.ranking.query import QueryMatcher
 
     matcher = QueryMatcher(query)
@@ -87,6 +87,10 @@ def load_comparison(reader: Reader, query: str, *, groups: bool = True) -> Compa
         for row in rows:
             by_base.setdefault(row[6] or f"{row[1]}{_NO_BASE}", []).append(row)
         if not by_base:
+            from crawler.catalog.empty import EMPTY_CATALOG, FILL_CATALOG, catalog_is_empty
+
+            if catalog_is_empty(reader):
+                raise EmptyCatalog(EMPTY_CATALOG, hint=FILL_CATALOG)
             raise UsageError(f"no quant in the catalog matches {query!r}")
         key = _pick_base(query, sorted(by_base))
         found = key, by_base[key]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from crawler.catalog.reader import Reader
 from crawler.catalog.tensor_tables import TensorTableError, decode_tensor_table
 from crawler.gguf.parse import GGUFHeader
+from crawler.profile.quant_files import loaded_name
 
 __all__ = ["header_by_file_name"]
 
@@ -21,11 +22,10 @@ def header_by_file_name(reader: Reader, file_name: str) -> tuple[str, str, list[
     (its base name); None when no quant or several (different repos) match. The caller merges
     the shards (the catalog computes no profile)."""
     base = file_name.replace("\\", "/").rsplit("/", 1)[-1]
-    # LIKE narrows (its _ and % may over-match); the base name decides.
+    # LIKE narrows (its _ and % may over-match; a byte-cut quant's path goes on past the name);
+    # the name llama.cpp loads decides (crawler.profile.quant_files: X.gguf for X.gguf.part1of2).
     rows = [
-        r
-        for r in reader.rows(_SQL, {"pattern": f"%{base}"})
-        if str(r[1]) == base or str(r[1]).endswith("/" + base)
+        r for r in reader.rows(_SQL, {"pattern": f"%{base}%"}) if loaded_name(str(r[1])) == base
     ]
     if len(rows) != 1:
         return None

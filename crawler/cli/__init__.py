@@ -35,7 +35,8 @@ __all__ = ["app", "main"]
 # Error type name -> hint; looked up along the exception's MRO (the huggingface_hub pattern).
 _HINTS: dict[str, str] = {
     "ConfigError": "check the QUANTS_* environment variables and flags (see README)",
-    "UsageError": "see `quants COMMAND --help`",
+    "NoSuchFile": "check the path; a Hub file is owner/repo/path.gguf, a quant owner/repo:QUANT",
+    "UsageError": "`quants {command} --help` lists the options and the forms they take",
     "HubNotFound": "check the repo id and file path; private repos need HF_TOKEN",
     "HubGated": "accept the repo's terms on the Hub and set HF_TOKEN",
     "HubRateLimited": "wait and retry, or set HF_TOKEN for a larger rate limit",
@@ -73,6 +74,14 @@ def _hint_for(exc: BaseException) -> str | None:
     return None
 
 
+def _command_name(argv: list[str] | None) -> str:
+    """The subcommand being run (for hints that name it), from argv."""
+    args = sys.argv[1:] if argv is None else argv
+    names = {c.name for c in app.registered_commands if c.name}
+    names |= {g.name for g in app.registered_groups if g.name}
+    return next((a for a in args if a in names), "COMMAND")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; exit with the documented code."""
     from crawler.crawl.logs import escape_unconfigured_logs
@@ -85,11 +94,13 @@ def main(argv: list[str] | None = None) -> None:
     except QuantsError as exc:
         if debug:
             raise
+        # An expected error: its message and a hint chosen by its type; no traceback offer (the
+        # traceback of a known error says nothing more than the message).
         msg = f"error: {_one_line(str(exc)) or type(exc).__name__}"
         hint = getattr(exc, "hint", None) or _hint_for(exc)
         print(msg, file=sys.stderr)
         if hint:
-            print(f"hint: {hint} (QUANTS_DEBUG=1 shows the traceback)", file=sys.stderr)
+            print(f"hint: {hint.replace('{command}', _command_name(argv))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -22,9 +22,14 @@ OfflineOpt = Annotated[
 
 def lookup_hooks() -> dict[str, Any]:
     """The ``progress`` and ``on_lookup`` hooks of crawler.api.search / compare for a terminal."""
+    from crawler.cli._output import safe_text
     from crawler.crawl.progress import StderrProgress
 
-    return {"progress": StderrProgress(), "on_lookup": report_lookup}
+    return {
+        "progress": StderrProgress(),
+        "on_lookup": report_lookup,
+        "announce": lambda text: typer.echo(safe_text(text), err=True),
+    }
 
 
 def report_lookup(done: OnDemand) -> None:

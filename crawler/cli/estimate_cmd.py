@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from crawler.cli._app import JsonOpt, VramOpt, app
+from crawler.cli._app import CTX_HELP, HeadroomOpt, JsonOpt, VramOpt, app, ctx_value
 
 if TYPE_CHECKING:
     from crawler.estimating import EstimateReport
@@ -26,7 +26,9 @@ def estimate_cmd(
             show_default=False,
         ),
     ],
-    ctx: Annotated[int, typer.Option("--ctx", "-c", min=1, help="Context length in tokens.")],
+    ctx: Annotated[
+        int, typer.Option("--ctx", "-c", parser=ctx_value, metavar="TOKENS", help=CTX_HELP)
+    ],
     cache_type_k: Annotated[str, typer.Option("--cache-type-k", "-ctk", help=_CACHE_HELP)] = "f16",
     cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv", help=_CACHE_HELP)] = "f16",
     flash_attn: Annotated[
@@ -94,6 +96,7 @@ def estimate_cmd(
         ),
     ] = None,
     vram: VramOpt = None,
+    headroom: HeadroomOpt = None,
     as_json: JsonOpt = False,
     plot: Annotated[
         Path | None,
@@ -119,7 +122,7 @@ def estimate_cmd(
         spec_draft_n_max=spec_draft_n_max, cache_type_k_draft=cache_type_k_draft,
         cache_type_v_draft=cache_type_v_draft, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe,
         n_gpu_layers=n_gpu_layers, mmproj=mmproj, no_mmproj=no_mmproj, gpu=gpus,
-        tensor_split=tensor_split, vram=vram,
+        tensor_split=tensor_split, vram=vram, headroom=headroom, announce=_announce,
     )  # fmt: skip
     report = answer.report
     for line in answer.warnings:
@@ -136,6 +139,13 @@ def estimate_cmd(
     if report.max_ctx == 0:
         # Not even one token fits: the "nothing fits" exit code (README, Exit codes).
         raise typer.Exit(3)
+
+
+def _announce(text: str) -> None:
+    """The line said before a network step starts (so a slow Hub is never a silent one)."""
+    from crawler.cli._output import safe_text
+
+    typer.echo(safe_text(text), err=True)
 
 
 def _plot(
@@ -201,7 +211,7 @@ def _render(report: EstimateReport) -> str:
         tightest = ", tightest device" if report.devices else ""
         lines += [
             "",
-            f"budget {human_bytes(report.budget_bytes)}: {verdict}, margin"
+            f"budget {report.budget_line}: {verdict}, margin"
             f" {_signed(report.margin_bytes)}{tightest}; {largest}",
         ]
         if report.alternatives:

@@ -30,9 +30,11 @@ def inspect(
     """Show which tensors of a GGUF are at which precision, the MTP/attention verdicts and any
     contradiction between its name and its contents (reads only the header)."""
     from crawler import api
-    from crawler.cli._output import print_answer
+    from crawler.cli._output import print_answer, safe_text
 
-    answer = api.inspect(target, tensors=tensors)
+    answer = api.inspect(
+        target, tensors=tensors, announce=lambda text: typer.echo(safe_text(text), err=True)
+    )
     if as_json:
         print_answer(answer)
     else:

@@ -6,13 +6,23 @@ run through it, parsed by this command's own option parser).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from crawler.cli._app import CtxOpt, DbOpt, JsonOpt, LimitOpt, VramOpt, app
+from crawler.cli._app import (
+    CtxOpt,
+    DbOpt,
+    HeadroomOpt,
+    JsonOpt,
+    LimitOpt,
+    VramOpt,
+    app,
+    gib_value,
+)
 from crawler.cli._emit import check_emit, write_launchers
 from crawler.cli._ondemand import OfflineOpt
 
@@ -47,10 +57,7 @@ def search(
             " split, modelled from llama.cpp's source): repeat it or write '2x 3090'.",
         ),
     ] = None,
-    headroom: Annotated[
-        float,
-        typer.Option("--headroom", min=0, help="GiB kept free for other programs (desktop)."),
-    ] = 0.5,
+    headroom: HeadroomOpt = None,
     cache_type_k: Annotated[
         str | None,
         typer.Option(
@@ -137,7 +144,10 @@ def search(
         ),
     ] = "gpu",
     ram: Annotated[
-        float | None, typer.Option("--ram", min=0.1, help="Host memory in GiB (--cpu-moe).")
+        float | None,
+        typer.Option(
+            "--ram", parser=gib_value, metavar="GIB", help="Host memory in GiB (--cpu-moe)."
+        ),
     ] = None,
     sort: Annotated[str, typer.Option("--sort", help=_SORT_HELP)] = "quality",
     limit: LimitOpt = 20,
@@ -192,10 +202,15 @@ def search(
 
 
 def _request(params: Mapping[str, Any]) -> SearchRequest:
-    """The library's request for this command's parsed options (by parameter name)."""
+    """The library's request for this command's parsed options (by parameter name); without
+    --headroom, QUANTS_HEADROOM's (the one budget rule, crawler.budget)."""
+    from crawler.config import Settings
     from crawler.search import build_request
 
-    return build_request(**{k: v for k, v in params.items() if k not in _NOT_SEARCH})
+    values = {k: v for k, v in params.items() if k not in _NOT_SEARCH}
+    if values.get("headroom") is None:
+        values["headroom"] = Settings.from_env().headroom_gib
+    return build_request(**values)
 
 
 def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
@@ -208,7 +223,8 @@ def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
     from crawler.search import search as run_search
     from crawler.search import search_json
 
-    req = request_from_argv(argv)
+    # A saved search only needs the results: ranking may stop early, the counts are not shown.
+    req = dataclasses.replace(request_from_argv(argv), count_cap=None)
     with catalog.reader() as reader:
         results: list[dict[str, Any]] = search_json(run_search(reader, req))["results"]
     return results
@@ -313,13 +329,19 @@ def _render(res: SearchResult) -> str:
 
 
 def _footer(res: SearchResult) -> str:
+    from crawler.budget import budget_text
     from crawler.cli._output import safe_text
 
     o = res.outcome
-    fit = f"{o.fitting}" if not o.unevaluated else f">= {o.fitting}"
+    if res.fit_count_exact:
+        fit = f"{res.fit_count} fit"
+    else:
+        fit = f">= {res.fit_count} fit (counted over the first {res.request.count_cap} candidates)"
+    b = res.budget
     parts = [
-        f"{fit} of {o.considered + res.prefiltered_out} candidates fit; "
-        f"showing {len(o.results)} by {res.request.sort} ({res.seconds * 1000:.0f} ms)"
+        f"{fit}; showing {len(o.results)} by {res.request.sort} ({res.seconds * 1000:.0f} ms)",
+        f"budget: {budget_text(b.vram_bytes, b.headroom_bytes)}"
+        + (f" on the first of {len(b.devices)} GPUs" if b.devices else ""),
     ]
     if o.unevaluated:
         parts.append(f"{o.unevaluated} not estimated: none of them could rank higher")

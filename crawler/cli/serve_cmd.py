@@ -43,7 +43,8 @@ def serve(
     from crawler.config import Settings
     from crawler.errors import UsageError
 
-    url = Settings.from_env().replace(db_url=db).resolved_db_url
+    settings = Settings.from_env().replace(db_url=db)
+    url = settings.resolved_db_url
     from crawler.web import create_app
     from crawler.web.app import LOOPBACK_HOSTS
     from crawler.web.limits import (
@@ -73,7 +74,11 @@ def serve(
         if ipaddress.ip_address(address.split("%")[0]).is_unspecified
         else (address, f"[{address}]")
     )
-    web = create_app(url, allowed_hosts=(*LOOPBACK_HOSTS, *own, *names))
+    web = create_app(
+        url,
+        allowed_hosts=(*LOOPBACK_HOSTS, *own, *names),
+        headroom_gib=settings.headroom_gib,
+    )
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

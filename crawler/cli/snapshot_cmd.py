@@ -71,6 +71,13 @@ def import_command(
 def _render_import(data: dict[str, object], *, as_json: bool) -> None:
     from crawler.cli._output import print_json
 
+    differ = data.get("kinds_differ")
+    if differ:
+        typer.echo(
+            f"note: {differ} files of the snapshot are grouped differently by this version's"
+            " naming rules; `quants crawl --full` regroups their repos",
+            err=True,
+        )
     if as_json:
         print_json(data)
         return
@@ -99,7 +106,7 @@ def publish_command(
 
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
-    from crawler.cli._output import print_json
+    from crawler.cli._output import print_json, safe_text
     from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.snapshot.export import export_snapshot
@@ -112,6 +119,12 @@ def publish_command(
             path = Path(tmp) / "snapshot"
             with open_catalog(settings.resolved_db_url) as catalog:
                 export_snapshot(catalog, path, with_tensors=with_tensors)
+        typer.echo(
+            safe_text(
+                f"publishing to dataset {dataset_repo} on the Hub ({settings.hf_endpoint}) ..."
+            ),
+            err=True,
+        )
         result = publish_snapshot(settings, path, dataset_repo)
     if as_json:
         print_json(result.to_json())
@@ -132,7 +145,7 @@ def pull_command(
     """Download a published snapshot (changed files only) and import it into the catalog."""
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
-    from crawler.cli._output import print_json
+    from crawler.cli._output import print_json, safe_text
     from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.crawl.lock import crawl_lock
@@ -144,6 +157,10 @@ def pull_command(
         crawl_lock(settings, command="quants pull"),
         open_catalog(settings.resolved_db_url) as catalog,
     ):
+        typer.echo(
+            safe_text(f"pulling dataset {dataset_repo} from the Hub ({settings.hf_endpoint}) ..."),
+            err=True,
+        )
         result = pull_snapshot(settings, catalog, dataset_repo, revision=revision)
     if as_json:
         print_json(result.to_json())

@@ -28,7 +28,7 @@ empty answer.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -151,12 +151,14 @@ def ensure_model(
     progress: Progress | None = None,
     now: datetime | None = None,
     search: SearchFn | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> OnDemand:
     """Make the catalog hold the quants of the model ``query`` names; see the module docstring.
 
     ``search`` evaluates the watches after the pass, as after any crawl (None: they wait for
-    the next one). Raises HubUnreachable when the Hub cannot be reached at all (nothing is
-    recorded as looked up then, so the next search tries again).
+    the next one). ``announce`` is told before the first request to the Hub. Raises
+    HubUnreachable when the Hub cannot be reached at all (nothing is recorded as looked up then,
+    so the next search tries again).
     """
     import threading
 
@@ -186,8 +188,11 @@ def ensure_model(
     if hub is None:
         from crawler.hub import HubClient
 
-        # Two retries (1 + 2 s) rather than five: a person is waiting for the answer.
-        hub = HubClient(settings, max_retries=2)
+        # Two retries (1 + 2 s) rather than five, and a Hub that never answered is not retried:
+        # a person is waiting for the answer.
+        hub = HubClient(settings, max_retries=2, fail_fast=True)
+    if announce is not None:
+        announce(f"looking up {query.strip()!r} on the Hub ({settings.hf_endpoint}) ...")
     client: ScanHub = hub
     bases: list[str] = []
 
@@ -195,6 +200,8 @@ def ensure_model(
         """Under the crawl lock: resolve the base models, then scan them and the names."""
         try:
             bases.extend(resolve_base_models(client, terms, query))
+        except HubUnreachable as exc:
+            raise HubUnreachable(f"{exc}; --offline answers from what is stored") from None
         except HubError as exc:
             raise HubUnreachable(
                 f"cannot reach the Hub at {settings.hf_endpoint} ({exc}); "

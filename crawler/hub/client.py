@@ -84,7 +84,9 @@ class HubClient:
     Thread-safe: the crawl reads headers from several threads through one client. Every call
     retries 408/429/5xx, resets, timeouts and truncated bodies (backoff 1, 2, 4, 8, 8 s as
     huggingface_hub does, or the wait the Hub asked for), then raises a HubError.
-    ``sleep`` and ``clock`` are injectable so tests need not wait in real time.
+    ``sleep`` and ``clock`` are injectable so tests need not wait in real time. ``fail_fast``
+    (a person is waiting): a Hub that has not answered one request of this client and lets the
+    first one time out, or refuses the connection, is unreachable at once (no retries).
     """
 
     def __init__(
@@ -95,9 +97,15 @@ class HubClient:
         max_retries: int = 5,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        fail_fast: bool = False,
     ) -> None:
         self._transport = Transport(
-            settings, limiter=limiter, max_retries=max_retries, sleep=sleep, clock=clock
+            settings,
+            limiter=limiter,
+            max_retries=max_retries,
+            sleep=sleep,
+            clock=clock,
+            fail_fast=fail_fast,
         )
         self.endpoint = self._transport.endpoint
 

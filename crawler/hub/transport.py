@@ -24,7 +24,13 @@ from huggingface_hub.utils._http import parse_ratelimit_headers
 
 from crawler import __version__
 from crawler.config import Settings
-from crawler.errors import ConfigError, HubBudgetExhausted, HubRateLimited, HubUnavailable
+from crawler.errors import (
+    ConfigError,
+    HubBudgetExhausted,
+    HubRateLimited,
+    HubUnavailable,
+    HubUnreachable,
+)
 from crawler.hub.limiter import RateLimiter
 from crawler.hub.records import HubStats
 from crawler.hub.status import (
@@ -47,6 +53,9 @@ _MAX_BACKOFF_S: Final = 8.0
 # A 429 asking for more than one rate-limit window (5 min, docs/hub/rate-limits.md) is not waited
 # out inside a call: HubRateLimited goes up so the crawl can record it and move on.
 _MAX_RATE_WAIT_S: Final = 300.0
+# A whole body may take this many timeouts (30 s at the default 10 s): QUANTS_TIMEOUT bounds the
+# connect and each read, a body as a whole gets longer.
+_BODY_DEADLINE_FACTOR: Final = 3.0
 # JSON replies (listings, trees) are small; a larger body is a broken or hostile server.
 _MAX_JSON_BYTES: Final = 64 * 1024 * 1024
 
@@ -87,11 +96,17 @@ class Transport:
         max_retries: int,
         sleep: Callable[[float], None],
         clock: Callable[[], float],
+        fail_fast: bool = False,
     ) -> None:
         self.endpoint = settings.hf_endpoint.rstrip("/")
         self.hub_origin = origin(self.endpoint)
         self._token = settings.hf_token
+        # Connect and each read (the first byte included) wait at most timeout_s; a body as a
+        # whole gets a longer deadline, so a large header on a slow line still arrives.
         self._timeout_s = settings.timeout_s
+        self._body_deadline_s = _BODY_DEADLINE_FACTOR * settings.timeout_s
+        self._fail_fast = fail_fast
+        self._answered = False  # any response from the server, on this transport
         self._max_requests = settings.max_requests
         self._max_bytes = settings.max_bytes
         self._max_retries = max_retries
@@ -202,6 +217,7 @@ class Transport:
             with get_session().stream(
                 "GET", url, params=params, headers=headers, timeout=self._timeout_s
             ) as response:
+                self._answered = True
                 hub_response = response.history[0] if response.history else response
                 tally[0] += self._count_hops(response, bucket)
                 self._observe_ratelimit(bucket, hub_response.headers)
@@ -221,7 +237,22 @@ class Transport:
                     final_url=str(response.url),
                 )
         except httpx2.TimeoutException as exc:
+            if self._fail_fast and not self._answered:
+                raise HubUnreachable(
+                    f"the Hub at {self.endpoint} did not answer within {self._timeout_s:g} s"
+                    " (QUANTS_TIMEOUT)",
+                    repo_id=repo_id,
+                    url=url,
+                ) from None
             raise _Retry(f"timeout ({type(exc).__name__})") from None
+        except httpx2.ConnectError as exc:
+            if self._fail_fast and not self._answered:
+                raise HubUnreachable(
+                    f"cannot reach the Hub at {self.endpoint} ({exc or type(exc).__name__})",
+                    repo_id=repo_id,
+                    url=url,
+                ) from None
+            raise _Retry(f"connection failed ({type(exc).__name__})") from None
         except (httpx2.NetworkError, httpx2.RemoteProtocolError) as exc:
             # Resets and bodies shorter than Content-Length land here (httpcore raises
             # RemoteProtocolError: "peer closed connection without sending complete message
@@ -280,7 +311,7 @@ class Transport:
                         "the Hub sent an oversized reply", repo_id=repo_id, url=url
                     )
                 break
-            if time.monotonic() - started > self._timeout_s:
+            if time.monotonic() - started > self._body_deadline_s:
                 raise _Retry("body too slow")
         return b"".join(chunks)[skip:]
 

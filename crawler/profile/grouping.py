@@ -1,22 +1,20 @@
 """Group a repo's files into quants (pure: no I/O).
 
 One quant is one model a user would run: a single ``.gguf`` file, the shards of one gguf-split
-model (``X-00001-of-00003.gguf``, llama.cpp ``llama_split_path`` format ``%s-%05d-of-%05d.gguf``),
-or the byte-concatenated parts of one file (mradermacher ``X.gguf.part1of2``: only part 1 holds a
-header). Projector files (``mmproj*``) and draft/MTP sidecars (``mtp-*``, ``eagle3-*``,
-``dflash-*``, ``dspark-*``: the prefixes llama.cpp's downloader skips in ``common/download.cpp``)
-are kept apart; imatrix files and non-GGUF files are ignored.
+model, or the byte-concatenated parts of one file. Which name is which is
+crawler.profile.quant_files' rule (shared with inspect, estimate, check-log and the snapshots);
+projectors and draft sidecars are kept apart, imatrix and non-GGUF files are ignored.
 """
 
 from __future__ import annotations
 
 import hashlib
 import posixpath
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol
+
+from crawler.profile.quant_files import FileKind, classify, strip_shard_suffix
 
 __all__ = [
     "FileKind",
@@ -28,28 +26,6 @@ __all__ = [
     "content_key",
     "group_files",
 ]
-
-# llama.cpp names shards "%s-%05d-of-%05d.gguf" (llama.cpp src/llama.cpp llama_split_path); some
-# uploaders use fewer digits, so accept 1-5 and compare numerically.
-_SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{1,5})-of-(?P<count>\d{1,5})\.gguf$", re.IGNORECASE)
-# mradermacher: "X.gguf.part1of2" (byte concatenation, not gguf-split).
-_PART = re.compile(r"^(?P<base>.+\.gguf)\.part(?P<index>\d+)of(?P<count>\d+)$", re.IGNORECASE)
-# "X.gguf.part00", "X.gguf.part01" ... (``split -d``-style byte cuts): no count in the name; the
-# parts present, renumbered from 1 in index order, must be consecutive.
-_PARTNN = re.compile(r"^(?P<base>.+\.gguf)\.part(?P<index>\d+)$", re.IGNORECASE)
-# Draft-model companions llama.cpp's picker skips (common/download.cpp): not quants of the model.
-_SIDECAR_PREFIXES = ("mtp-", "eagle3-", "dflash-", "dspark-")
-
-
-class FileKind(StrEnum):
-    """What a repo file is to the crawler (``files.kind`` in the catalog)."""
-
-    GGUF = "gguf"
-    SHARD = "shard"
-    PART = "part"
-    MMPROJ = "mmproj"
-    MTP_SIDECAR = "mtp_sidecar"
-    OTHER = "other"
 
 
 class SourceFile(Protocol):
@@ -126,47 +102,10 @@ def content_key(keys: Iterable[str]) -> str:
     return "sha256:" + hashlib.sha256(",".join(keys).encode("utf-8")).hexdigest()
 
 
-def classify(path: str) -> tuple[FileKind, int | None, int | None] | None:
-    """Kind, shard index and shard count of ``path``; None for files the crawler ignores."""
-    name = posixpath.basename(path)
-    lower = name.lower()
-    part = _PART.match(name)
-    partnn = _PARTNN.match(name)
-    if not lower.endswith(".gguf") and part is None and partnn is None:
-        return None
-    if "imatrix" in lower:
-        # imatrix data (GGUF since llama.cpp b5900 keeps the .gguf suffix): not a model.
-        return None
-    if lower.startswith("mmproj") or "-mmproj" in lower or ".mmproj" in lower:
-        return FileKind.MMPROJ, None, None
-    if lower.startswith(_SIDECAR_PREFIXES):
-        return FileKind.MTP_SIDECAR, None, None
-    if part is not None:
-        index, count = int(part["index"]), int(part["count"])
-        if 1 <= index <= count:
-            return FileKind.PART, index, count
-        return FileKind.OTHER, None, None
-    if partnn is not None:
-        return FileKind.PART, int(partnn["index"]), None
-    split = _SPLIT.match(name)
-    if split is not None:
-        index, count = int(split["index"]), int(split["count"])
-        if 1 <= index <= count:
-            return FileKind.SHARD, index, count
-        return FileKind.OTHER, None, None
-    return FileKind.GGUF, None, None
-
-
 def _group_key(path: str, kind: FileKind, count: int | None) -> tuple[str, ...]:
     folder, name = posixpath.split(path)
-    if kind == FileKind.SHARD:
-        match = _SPLIT.match(name)
-        assert match is not None
-        return ("shard", folder, match["stem"].lower(), str(count))
-    if kind == FileKind.PART:
-        match = _PART.match(name) or _PARTNN.match(name)
-        assert match is not None
-        return ("part", folder, match["base"].lower(), str(count))
+    if kind in (FileKind.SHARD, FileKind.PART):
+        return (kind.value, folder, strip_shard_suffix(name).lower(), str(count))
     return ("file", path)
 
 

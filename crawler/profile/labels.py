@@ -10,8 +10,13 @@ recorded there with ik_llama.cpp types and row-interleaved ``_R4``/``_R8`` suffi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
+
+# Which files make one quant is crawler.profile.quant_files' to say; these names stay importable
+# here.
+from crawler.profile.quant_files import byte_parts, strip_shard_suffix
+from crawler.profile.quant_files import is_mtp_sidecar as is_mtp_sidecar_name
+from crawler.profile.quant_files import shard_info as split_info
 
 __all__ = [
     "NameClaims",
@@ -41,20 +46,12 @@ _LABEL = re.compile(
     """,
     re.IGNORECASE | re.VERBOSE,
 )
-# "-00001-of-00003" (llama_split_path) and ".part1of2" (mradermacher byte cuts).
-_SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
-_PART = re.compile(r"\.gguf\.part(\d+)of(\d+)$", re.IGNORECASE)
-# ".gguf.part00", ".gguf.part01" ... (``split -d``-style byte cuts, e.g. PyPI-packaged models): the
-# count is not in the name; the lowest index present is the first part, the one with the header.
-_PARTNN = re.compile(r"\.gguf\.part(\d+)$", re.IGNORECASE)
 # Word boundaries on letters only, so "Q8nextn" and "27B-MTP" both count.
 _MTP = re.compile(r"(?<![A-Za-z])(?:mtp|nextn)(?![A-Za-z])", re.IGNORECASE)
 _Q8NEXTN = re.compile(r"(?<![A-Za-z0-9])Q8[-_]?nextn(?![A-Za-z])", re.IGNORECASE)
 _UD = re.compile(r"(?<![A-Za-z0-9])UD(?![A-Za-z0-9])")
 _DYNAMIC = re.compile(r"(?<![A-Za-z])dynamic(?![A-Za-z])", re.IGNORECASE)
 _IMATRIX = re.compile(r"(?<![A-Za-z0-9])(?:i1|imatrix|imat)(?![A-Za-z0-9])", re.IGNORECASE)
-# convert_hf_to_gguf.py --mtp writes "mtp-<name>.gguf" (quant-ecosystem.md section 5).
-_SIDECAR = re.compile(r"^(?:mtp[-_.]|.*[-_.]mtp[-_]only[-_.])", re.IGNORECASE)
 
 # Base ggml type a label's bulk should be (its nominal bits are what the claim check compares).
 _FLOAT_ALIASES = {"FP16": "F16", "FP32": "F32"}
@@ -99,17 +96,11 @@ def _base_type(scheme: str) -> str:
     return s
 
 
-def _strip_suffixes(name: str) -> str:
-    name = _PART.sub(".gguf", name)
-    name = _PARTNN.sub(".gguf", name)
-    return _SPLIT.sub(".gguf", name)
-
-
 def parse_quant_label(path: str) -> QuantLabel | None:
     """The quant label of a file path (last label in the file name, else in its folders)."""
     parts = path.replace("\\", "/").split("/")
     for part in reversed(parts):
-        matches = list(_LABEL.finditer(_strip_suffixes(part)))
+        matches = list(_LABEL.finditer(strip_shard_suffix(part)))
         if not matches:
             continue
         m = matches[-1]
@@ -134,48 +125,3 @@ def name_claims(file_name: str, repo_id: str | None = None) -> NameClaims:
         dynamic=bool(_UD.search(text) or _DYNAMIC.search(text) or (label and label.ud)),
         imatrix=bool(_IMATRIX.search(text) or (label and label.imatrix)),
     )
-
-
-def is_mtp_sidecar_name(path: str) -> bool:
-    """Whether a file name follows the MTP-only sidecar convention (``mtp-<name>.gguf``)."""
-    base = path.replace("\\", "/").rsplit("/", 1)[-1]
-    return base.lower().endswith(".gguf") and bool(_SIDECAR.match(base))
-
-
-def split_info(path: str) -> tuple[str, int, int] | None:
-    """``(kind, index, count)`` for a shard: kind ``split`` (gguf-split, 1-based) or ``part``
-    (a byte cut: mradermacher ``.part1of2``, or ``.part00`` whose count is not in the name: then
-    ``count`` is 0 and ``index`` is as written); None for a whole file."""
-    base = path.replace("\\", "/").rsplit("/", 1)[-1]
-    m = _SPLIT.search(base)
-    if m:
-        return "split", int(m.group(1)), int(m.group(2))
-    m = _PART.search(base)
-    if m:
-        return "part", int(m.group(1)), int(m.group(2))
-    m = _PARTNN.search(base)
-    if m:
-        return "part", int(m.group(1)), 0
-    return None
-
-
-def byte_parts(path: str, siblings: Iterable[str]) -> list[str]:
-    """Every part of the byte-cut file ``path`` is a part of, in order (first = the header's).
-
-    ``.partKofN``: parts 1..N by name. ``.partNN``: the paths among ``siblings`` (same folder
-    and stem) with a ``.partNN`` suffix, by index; gaps are left to the caller to notice.
-    """
-    si = split_info(path)
-    if si is None or si[0] != "part":
-        return [path]
-    if si[2]:
-        stem = re.sub(r"\.part\d+of\d+$", "", path, flags=re.IGNORECASE)
-        return [f"{stem}.part{i}of{si[2]}" for i in range(1, si[2] + 1)]
-    stem = re.sub(r"\.part\d+$", "", path, flags=re.IGNORECASE)
-    found: dict[int, str] = {}
-    for s in {*siblings, path}:
-        if s.lower().startswith(stem.lower() + ".part"):
-            m = _PARTNN.search(s)
-            if m and len(s) == len(stem) + len(m.group(0)) - len(".gguf"):
-                found.setdefault(int(m.group(1)), s)
-    return [found[i] for i in sorted(found)]

@@ -16,11 +16,11 @@ import shlex
 from collections.abc import Sequence
 
 from crawler.fit import RunConfig, command
+from crawler.profile.quant_files import llama_cpp_model_file
 from crawler.ranking.shell import UnsafeArgument, shell_join
 
 __all__ = [
     "hf_args",
-    "is_model_file",
     "llama_server_command",
     "lmstudio_command",
     "ollama_command",
@@ -37,21 +37,10 @@ def hf_args(repo_id: str, path: str, label: str | None, siblings: Sequence[str])
     if label and re.fullmatch(r"[A-Za-z0-9_-]+", label):
         pattern = re.compile(re.escape(label) + r"[.-]", re.IGNORECASE)
         if pattern.search(path) and not any(
-            p != path and pattern.search(p) and is_model_file(p) for p in siblings
+            p != path and pattern.search(p) and llama_cpp_model_file(p) for p in siblings
         ):
             return ["-hf", f"{repo_id}:{label}"]
     return ["-hf", repo_id, "-hff", path]
-
-
-def is_model_file(path: str) -> bool:
-    """common/download.cpp ``gguf_filename_is_model``, applied to a first shard."""
-    name = path.rsplit("/", 1)[-1]
-    if not name.endswith(".gguf"):
-        return False
-    if any(k in name for k in ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-", "dspark-")):
-        return False
-    m = re.search(r"-(\d{5})-of-\d{5}\.gguf$", name)
-    return m is None or int(m.group(1)) == 1
 
 
 def llama_server_command(

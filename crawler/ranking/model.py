@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from crawler.budget import DEFAULT_HEADROOM_GIB, usable_bytes
 from crawler.errors import UsageError
 from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
 from crawler.fit.devices import DeviceShare
@@ -38,9 +39,6 @@ __all__ = [
     "SearchOutcome",
 ]
 
-#: Memory left free for everything that is not llama.cpp: the desktop/compositor on the same GPU,
-#: a browser. The estimate already includes the CUDA context and llama.cpp's runtime buffers.
-DEFAULT_HEADROOM_GIB = 0.5
 #: Without ``--ctx``, a quant "fits" when at least this context fits: llama.cpp's own ``--fit-ctx``
 #: default minimum (common/common.h, llama.cpp 0c1e57098).
 MIN_CTX = 4096
@@ -92,8 +90,7 @@ class Budget:
         """Build from GiB figures (the one place GiB become bytes)."""
         if vram_gib <= 0:
             raise UsageError("--vram must be positive")
-        if headroom_gib < 0 or headroom_gib >= vram_gib:
-            raise UsageError("--headroom must be >= 0 and smaller than the VRAM")
+        usable_bytes(int(vram_gib * GIB), int(headroom_gib * GIB))
         return cls(
             vram_bytes=int(vram_gib * GIB),
             headroom_bytes=int(headroom_gib * GIB),

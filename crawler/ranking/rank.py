@@ -39,7 +39,7 @@ from crawler.ranking.model import (
 from crawler.ranking.order import beaten, optimistic_key, pre_key, sort_key
 from crawler.ranking.quality import QualityEstimate
 
-__all__ = ["Materialize", "pre_key", "rank_candidates", "sort_key"]
+__all__ = ["Materialize", "count_fitting", "pre_key", "rank_candidates", "sort_key"]
 
 
 #: Largest step of candidates materialized and estimated at once; the first step is ``limit``
@@ -143,6 +143,44 @@ def rank_candidates(
         smallest_total=tally.smallest,
         unevaluated=total - tally.estimated,
     )
+
+
+def count_fitting(
+    candidates: Iterable[Candidate],
+    budget: Budget,
+    spec: RunSpec,
+    filters: Filters | None = None,
+    *,
+    materialize: Materialize | None = None,
+    cap: int,
+) -> tuple[int, int, bool]:
+    """(how many fit, how many were estimated, whether the candidates ran out) over at most
+    ``cap`` candidates: the count a search reports besides the rows it shows, which ranking's
+    early stop does not give. Identical memory models are estimated once, as in ranking."""
+    spec = spec.validated()
+    filters = filters or Filters()
+    fits = estimated = 0
+    memo: dict[tuple[int, bool, int | None], tuple[MemoryCoefficients, bool]] = {}
+    stream = (c for c in candidates if filters.accepts(c))
+    while batch := list(itertools.islice(stream, min(64, cap - estimated) or 1)):
+        if estimated >= cap:
+            return fits, estimated, False
+        for c in materialize(batch) if materialize is not None else batch:
+            estimated += 1
+            if c.coefficients.status != "ok":
+                continue
+            key = (id(c.coefficients), mtp_usable(c), c.projector_bytes)
+            known = memo.get(key)
+            if known is not None and known[0] is c.coefficients:
+                fits += known[1]
+                continue
+            try:
+                fit = evaluate(c, spec, budget)[0] is not None
+            except EstimateError:
+                fit = False
+            memo[key] = (c.coefficients, fit)
+            fits += fit
+    return fits, estimated, True
 
 
 def _batches(items: Iterator[Candidate], limit: int | None) -> Iterator[list[Candidate]]:

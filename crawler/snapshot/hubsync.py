@@ -1,11 +1,14 @@
 """``quants publish`` / ``quants pull``: a snapshot to and from a Hub dataset repo.
 
-Publishing is ONE commit (``HfApi.create_commit``) holding every Parquet file and the manifest,
-so a reader never sees files of two snapshots mixed; files whose content did not change are
-dropped from the commit by huggingface_hub itself (the preupload answer's ``oid`` equals the local
-one), and an unchanged export makes no commit at all. Snapshot files of an earlier publish that
-this one lacks (``tensor_tables.parquet`` without ``--with-tensors``) are deleted in the same
-commit.
+Publishing is ONE commit (``HfApi.create_commit``) holding every Parquet file and the manifest, so
+a reader never sees files of two snapshots mixed, nor a snapshot without its manifest (the Hub
+keeps uploaded LFS objects out of the tree until a commit names them). A publish that fails before
+its commit into a dataset it had just created deletes that empty dataset again. Files whose content
+did not change are dropped from the commit by huggingface_hub itself (the preupload answer's
+``oid`` equals the local one), and an unchanged export makes no commit at all. Snapshot files of an
+earlier publish that this one lacks (``tensor_tables.parquet`` without ``--with-tensors``) are
+deleted in the same commit. A pull of a dataset without a manifest, or whose manifest lists files
+the dataset lacks, names what is missing and imports nothing.
 
 Pulling downloads the manifest, then only the files it names (each checked against the Hub's
 listing first), into a cache under the data directory: the Hub cache keeps blobs by content, so
@@ -112,8 +115,11 @@ def publish_snapshot(
     manifest = verify_snapshot(snapshot)  # never publish a damaged snapshot
     names = [*sorted(manifest.files), MANIFEST_NAME]
     api = _api(settings)
+    created = False
     try:
+        existed = api.repo_exists(repo_id, repo_type=REPO_TYPE)
         url = str(api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True))
+        created = not existed
         remote = set(api.list_repo_files(repo_id, repo_type=REPO_TYPE))
         ops: list[Any] = [
             CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(snapshot / name))
@@ -128,8 +134,44 @@ def publish_snapshot(
             commit_message=message or f"quants snapshot (scans to {manifest.scans_to})",
         )
     except (HfHubHTTPError, httpx2.HTTPError, OSError) as exc:
-        raise _hub_error(exc, repo_id) from None
+        error = _hub_error(exc, repo_id)
+        if created:
+            # The commit never happened: take away the empty dataset made for it, so no reader
+            # ever finds a dataset without a snapshot.
+            try:
+                api.delete_repo(repo_id, repo_type=REPO_TYPE, missing_ok=True)
+            except (HfHubHTTPError, httpx2.HTTPError, OSError):
+                raise error from None
+            error = type(error)(
+                f"{error}; nothing was published (the new dataset was removed again)",
+                repo_id=repo_id,
+                status=error.status,
+            )
+        raise error from None
     return PublishResult(repo_id, getattr(info, "oid", None), len(names), url)
+
+
+def _check_complete(folder: Path, repo_id: str, commit: str) -> None:
+    """SnapshotError naming what a pulled dataset lacks: the manifest, or the files it lists."""
+    from crawler.snapshot.manifest import ManifestError, parse_manifest
+
+    where = f"dataset {repo_id} at {commit[:12]}"
+    manifest = folder / MANIFEST_NAME
+    if not manifest.is_file():
+        raise SnapshotError(
+            f"{where} holds no quants snapshot (no {MANIFEST_NAME}): nothing was published to it,"
+            " or it is not a quants dataset"
+        )
+    try:
+        listed = parse_manifest(manifest.read_text("utf-8", errors="replace")).files
+    except ManifestError:
+        return  # verify_snapshot names the fault
+    missing = sorted(name for name in listed if not (folder / name).is_file())
+    if missing:
+        raise SnapshotError(
+            f"{where} is incomplete: {MANIFEST_NAME} lists {', '.join(missing)}, which the"
+            " dataset does not hold"
+        )
 
 
 def _blob_bytes(cache: Path) -> int:
@@ -218,6 +260,7 @@ def pull_snapshot(
         raise _hub_error(exc, repo_id) from None
     downloaded = _blob_bytes(cache) - before
     folder = manifest_file.parent
+    _check_complete(folder, repo_id, commit)
     verify_snapshot(folder)  # sizes, sha256 and every row: a clear error, no import
     manifest_sha = hashlib.sha256(manifest_file.read_bytes()).hexdigest()
     key = f"snapshot:{repo_id}"

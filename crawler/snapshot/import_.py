@@ -69,6 +69,10 @@ class ImportSummary:
     quants_kept: int = 0
     versions_added: int = 0
     files_written: int = 0
+    #: Files whose recorded kind is not what this version's naming rules say
+    #: (crawler.profile.quant_files): a snapshot made by another version; a full crawl regroups
+    #: them.
+    kinds_differ: int = 0
     manifest: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -81,12 +85,21 @@ class ImportSummary:
             "quants_kept": self.quants_kept,
             "versions_added": self.versions_added,
             "files_written": self.files_written,
+            "kinds_differ": self.kinds_differ,
             "schema_version": self.manifest.get("schema_version"),
             "scans": self.manifest.get("scans"),
         }
 
 
 # -- checking ------------------------------------------------------------------------------
+
+
+def _kind_today(path: str) -> str:
+    """The kind this version's naming rules give a file (crawler.profile.quant_files)."""
+    from crawler.profile.quant_files import FileKind, classify
+
+    kinds = classify(path)
+    return (kinds[0] if kinds is not None else FileKind.OTHER).value
 
 
 def _sha256(path: Path) -> str:
@@ -390,6 +403,10 @@ class _Merge:
                 self.quant_id.get((repo_id, quant_path)) if quant_path else None
                 for repo_id, quant_path in zip(repo_ids, batch.col("quant_path"), strict=True)
             ]
+            self.summary.kinds_differ += sum(
+                kind != _kind_today(path)
+                for path, kind in zip(batch.col("path"), batch.col("kind"), strict=True)
+            )
             for i, (repo_id, path) in enumerate(zip(repo_ids, batch.col("path"), strict=True)):
                 fid = local.get((pks[i], path))
                 if fid is None:

@@ -28,9 +28,12 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from crawler.budget import DEFAULT_HEADROOM_GIB
 from crawler.catalog.reader import Reader
 from crawler.errors import CatalogError, NothingFits, QuantsError, UsageError
-from crawler.web.params import BadParam, integer, number, parse_search, pick, search_values, text
+from crawler.web.params import BadParam, integer, parse_search, pick, search_values, text
+from crawler.web.params import ctx as ctx_param
+from crawler.web.params import gib as gib_param
 from crawler.web.views import model_view, quant_view, scans_view, search_view
 
 if TYPE_CHECKING:
@@ -79,8 +82,10 @@ def bits(v: object) -> str:
 class Site:
     """The catalog URL and how to read it; the templates."""
 
-    def __init__(self, db_url: str) -> None:
+    def __init__(self, db_url: str, headroom_gib: float = DEFAULT_HEADROOM_GIB) -> None:
         self.db_url = db_url
+        #: The headroom when a request gives none (crawler.budget; QUANTS_HEADROOM).
+        self.headroom_gib = headroom_gib
         self._catalog: Catalog | None = None
         self._lock = threading.Lock()
         self.env = jinja2.Environment(
@@ -132,11 +137,16 @@ def _query(request: Request) -> dict[str, str]:
 Handler = Callable[[Site, Request], Response]
 
 
-def create_app(db_url: str, *, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS) -> Starlette:
+def create_app(
+    db_url: str,
+    *,
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
+    headroom_gib: float = DEFAULT_HEADROOM_GIB,
+) -> Starlette:
     """The app over the catalog at ``db_url``; CatalogError / SchemaOutOfDate now if it cannot
     be read (checked once here, so a bad ``--db`` fails at start, not on the first request)."""
     Reader.open(db_url).close()
-    site = Site(db_url)
+    site = Site(db_url, headroom_gib)
 
     def route(path: str, handler: Handler, *, api: bool) -> Route:
         def endpoint(request: Request) -> Response:
@@ -219,7 +229,7 @@ def _error(site: Site, api: bool, status: int, message: str, *, code: str = "") 
 
 
 def _search_api(site: Site, request: Request) -> Response:
-    req = parse_search(_query(request))
+    req = parse_search(_query(request), headroom_gib=site.headroom_gib)
     with site.reader() as reader:
         return _json(search_view(reader, req))
 
@@ -230,7 +240,7 @@ def _search_page(site: Site, request: Request) -> Response:
     doc = error = None
     if "vram" in form or "gpu" in form:
         try:
-            req = parse_search(query)
+            req = parse_search(query, headroom_gib=site.headroom_gib)
             with site.reader() as reader:
                 doc = search_view(reader, req)
         except (NothingFits, UsageError) as exc:
@@ -261,21 +271,24 @@ def _model_page(site: Site, request: Request) -> Response:
     return site.page("model.html", q=q or "", doc=doc, error=error, nav="model")
 
 
-def _quant_args(request: Request) -> tuple[str, str, float | None, int | None]:
+def _quant_args(site: Site, request: Request) -> tuple[str, str, float | None, float, int | None]:
     query = _query(request)
-    pick(query, ("repo", "path", "vram", "ctx"))
+    pick(query, ("repo", "path", "vram", "headroom", "ctx"))
     repo = text("repo", query.get("repo", ""), required=True)
     path = text("path", query.get("path", ""), required=True)
-    vram = number("vram", query.get("vram", ""), 0.1, 4096)
-    ctx = integer("ctx", query.get("ctx", ""), 1, 1 << 24)
+    vram = gib_param("vram", query.get("vram", ""))
+    headroom = gib_param("headroom", query.get("headroom", ""), 0, 1024)
+    ctx = ctx_param("ctx", query.get("ctx", ""))
     assert repo is not None and path is not None
-    return repo, path, vram, ctx
+    return repo, path, vram, site.headroom_gib if headroom is None else headroom, ctx
 
 
 def _quant_doc(site: Site, request: Request, *, chart: bool) -> dict[str, Any]:
-    repo, path, vram, ctx = _quant_args(request)
+    repo, path, vram, headroom, ctx = _quant_args(site, request)
     with site.reader() as reader:
-        doc = quant_view(reader, repo, path, vram_gib=vram, ctx=ctx, chart=chart)
+        doc = quant_view(
+            reader, repo, path, vram_gib=vram, headroom_gib=headroom, ctx=ctx, chart=chart
+        )
     if doc is None:
         raise _NotInCatalog(f"no live quant {repo}/{path} in the catalog")
     return doc

@@ -14,12 +14,15 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from crawler.budget import DEFAULT_HEADROOM_GIB
 from crawler.fit.tiers import TIERS
 from crawler.search import SearchRequest, build_request
 
 __all__ = [
     "SEARCH_PARAMS",
     "BadParam",
+    "ctx",
+    "gib",
     "integer",
     "number",
     "parse_search",
@@ -125,13 +128,37 @@ def _ngl(name: str, raw: str) -> str | None:
     return None if n is None else str(n)
 
 
+def ctx(name: str, raw: str) -> int | None:
+    """A context length as the CLI's --ctx takes it (crawler.amounts: 256k, 262144, 128Ki)."""
+    from crawler.amounts import AmountError, parse_ctx
+
+    if not raw.strip():
+        return None
+    try:
+        return parse_ctx(raw, name=name)
+    except AmountError as exc:
+        raise BadParam(str(exc)) from None
+
+
+def gib(name: str, raw: str, lo: float = 0.1, hi: float = 4096) -> float | None:
+    """A memory size as the CLI's --vram takes it (crawler.amounts: 24, 24GB, 24GiB, 24G)."""
+    from crawler.amounts import AmountError, parse_gib
+
+    if not raw.strip():
+        return None
+    try:
+        return parse_gib(raw, name=name, minimum=lo, maximum=hi)
+    except AmountError as exc:
+        raise BadParam(str(exc)) from None
+
+
 #: name -> parser; each returns the value (None = not given).
 _SEARCH: dict[str, Callable[[str, str], Any]] = {
     "q": text,
-    "vram": lambda n, r: number(n, r, 0.1, 4096),
+    "vram": gib,
     "gpu": text,
-    "ctx": lambda n, r: integer(n, r, 1, 1 << 24),
-    "headroom": lambda n, r: number(n, r, 0, 1024),
+    "ctx": ctx,
+    "headroom": lambda n, r: gib(n, r, 0, 1024),
     "cache_type_k": _cache,
     "cache_type_v": _cache,
     "auto_cache": flag,
@@ -152,7 +179,7 @@ _SEARCH: dict[str, Callable[[str, str], Any]] = {
     "tier": _choice(TIERS),
     "tensor_split": text,
     "vision": flag,
-    "ram": lambda n, r: number(n, r, 0.1, 1 << 20),
+    "ram": lambda n, r: gib(n, r, 0.1, 1 << 20),
     "sort": _choice(SORTS),
     "limit": lambda n, r: integer(n, r, 1, 200),
 }
@@ -178,8 +205,12 @@ def search_values(query: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-def parse_search(query: Mapping[str, str]) -> SearchRequest:
-    """The search request the parameters ask for (``q`` is ``quants search``'s QUERY)."""
+def parse_search(
+    query: Mapping[str, str], *, headroom_gib: float = DEFAULT_HEADROOM_GIB
+) -> SearchRequest:
+    """The search request the parameters ask for (``q`` is ``quants search``'s QUERY; without
+    ``headroom``, the server's setting, as the CLI takes QUANTS_HEADROOM)."""
     values = search_values(query)
     values["query"] = values.pop("q", None)
+    values.setdefault("headroom", headroom_gib)
     return build_request(**values)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from crawler.budget import DEFAULT_HEADROOM_GIB, budget_json, usable_bytes
 from crawler.catalog.reader import Reader
 from crawler.profile.mtp_grade import mtp_grade
 from crawler.search import provenance_json
@@ -95,6 +96,7 @@ def quant_view(
     vram_gib: float | None,
     ctx: int | None,
     chart: bool,
+    headroom_gib: float = DEFAULT_HEADROOM_GIB,
 ) -> dict[str, Any] | None:
     """One quant: ``inspect``-like profile, per-layer bits, memory curves, versions; None if
     the catalog has no such live quant."""
@@ -104,7 +106,10 @@ def quant_view(
     q = load_quant(reader, repo_id, path)
     if q is None:
         return None
-    budget = int((vram_gib if vram_gib is not None else DEFAULT_BUDGET_GIB) * GIB)
+    # The budget line is drawn where search draws it: the memory less the headroom.
+    vram = int((vram_gib if vram_gib is not None else DEFAULT_BUDGET_GIB) * GIB)
+    headroom = int(headroom_gib * GIB)
+    budget = usable_bytes(vram, headroom)
     layers = layer_group_bits(_tensor_rows(q))
     doc = _quant_json(q)
     doc["layers"] = layers.to_json()
@@ -112,6 +117,7 @@ def quant_view(
         "status": q.memory_status,
         "reason": q.memory_reason,
         "budget_bytes": budget,
+        "budget": budget_json(vram, headroom),
         "curves": [],
     }
     curves = []

@@ -71,7 +71,10 @@ def test_every_sort_returns_the_head_of_the_full_ranking(synthetic_url):
                         req = SearchRequest(spec=spec, filters=filters, gpu="rtx 4090", sort=sort)
                     expected = _oracle(full, req)
                     for limit in (3, 20, 60):
-                        limited = SearchRequest(**{**_fields(req), "limit": limit})
+                        # The early stop (a saved search's path): the same head, fewer reads.
+                        limited = SearchRequest(
+                            **{**_fields(req), "limit": limit, "count_cap": None}
+                        )
                         try:
                             res = search(reader, limited)
                         except NothingFits:
@@ -79,6 +82,20 @@ def test_every_sort_returns_the_head_of_the_full_ranking(synthetic_url):
                             continue
                         got = [_key(r) for r in res.outcome.results]
                         assert got == expected[:limit], (spec, filters, sort, limit)
+                        if limit == 3:
+                            # The count says how many fit in all, not the shown ones (a cap above
+                            # the catalog's size: exact), and the head is the same.
+                            counted = {**_fields(req), "limit": 3, "count_cap": 10_000}
+                            full_count = search(reader, SearchRequest(**counted))
+                            assert full_count.fit_count == len(expected)
+                            assert full_count.fit_count_exact
+                            # A small cap: a lower bound, and "exact" only when it is.
+                            capped = {**_fields(req), "limit": 3, "count_cap": 50}
+                            low = search(reader, SearchRequest(**capped))
+                            assert low.fit_count <= len(expected)
+                            if low.fit_count_exact:
+                                assert low.fit_count == len(expected)
+                            assert [_key(r) for r in full_count.outcome.results] == got
                         checked += 1
                         stopped_early += res.outcome.unevaluated > 0 or (
                             res.outcome.considered < len(expected)

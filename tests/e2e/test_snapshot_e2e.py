@@ -466,7 +466,8 @@ def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
     with HubEmulator() as emu:
         # Anonymous: refused with a one-line message, nothing created.
         out = run_quants("publish", DATASET, "--db", db, env=hub_env(publisher, emu, token=False))
-        assert out.returncode == 1 and "not authorised" in out.stderr.splitlines()[0]
+        errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+        assert out.returncode == 1 and len(errors) == 1 and "not authorised" in errors[0]
         assert DATASET not in emu.state.datasets
 
         first = hub_cli(emu, publisher, "publish", DATASET, "--db", db)

@@ -3,6 +3,8 @@
 Every shape below is read from huggingface_hub 2.4's source (the client these routes serve):
 
 - ``POST /api/repos/create`` {name, organization, type} -> ``{"url"}``; 409 when it exists
+- ``DELETE /api/repos/delete`` {name, organization, type} -> 200; 404 RepoNotFound when missing
+  (hf_api.py ``delete_repo``)
   (hf_api.py ``create_repo``: ``exist_ok`` swallows a 409, reads ``r.json()["url"]``).
 - ``GET /api/datasets/{repo}[/revision/{rev}]`` -> DatasetInfo keys (hf_api.py ``dataset_info``,
   ``DatasetInfo.__init__``: ``id, sha, lastModified, private, siblings[rfilename]``...).
@@ -65,6 +67,8 @@ def route(emu: HubEmulator, req: Request, parts: list[str]) -> Reply:
     """Dispatch one dataset or write request."""
     if parts == ["api", "repos", "create"] and req.method == "POST":
         return _create(emu, req)
+    if parts == ["api", "repos", "delete"] and req.method == "DELETE":
+        return _delete(emu, req)
     if parts[:1] == ["lfs-upload"] and len(parts) == 2 and req.method == "PUT":
         return _lfs_put(emu, req, parts[1])
     if parts[:1] == ["lfs-verify"] and req.method == "POST":
@@ -148,6 +152,22 @@ def _create(emu: HubEmulator, req: Request) -> Reply:
         gitattributes = Blob.from_bytes(_GITATTRIBUTES, lfs=False)
         emu.state.create_dataset(repo_id, {".gitattributes": gitattributes})
     return json_reply({"url": url, "name": repo_id})
+
+
+def _delete(emu: HubEmulator, req: Request) -> Reply:
+    """hf_api.py ``delete_repo``: DELETE /api/repos/delete {name, organization, type}; a missing
+    repo is a 404 RepositoryNotFoundError (``missing_ok`` swallows it)."""
+    bad = _token_error(emu, req, write=True)
+    if bad is not None:
+        return bad
+    data = json.loads(req.body or b"{}")
+    if data.get("type") != "dataset":
+        return error_reply(400, "the emulator deletes dataset repos only")
+    repo_id = f"{data.get('organization')}/{data.get('name')}"
+    with emu.state.lock:
+        if emu.state.datasets.pop(repo_id, None) is None:
+            return error_reply(404, "Repository not found", "RepoNotFound")
+    return json_reply({})
 
 
 def _info(emu: HubEmulator, req: Request, repo_id: str, revision: str) -> Reply:

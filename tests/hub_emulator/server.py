@@ -93,6 +93,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:  # LFS uploads (tests/hub_emulator/datasets.py)
         self._handle("PUT")
 
+    def do_DELETE(self) -> None:  # repo deletion (tests/hub_emulator/datasets.py)
+        self._handle("DELETE")
+
     def finish(self) -> None:
         with contextlib.suppress(OSError):  # the socket was reset or closed on purpose
             super().finish()

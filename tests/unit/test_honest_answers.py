@@ -155,9 +155,22 @@ def test_ctx_above_training_warns_with_what_llamacpp_does(gemma, env):
 
 
 def test_nothing_fits_at_any_context_is_exit_3(gemma, env):
-    out = run_quants("estimate", str(gemma), "--ctx", "4096", "--vram", "0.1", env=env)
+    out = run_quants(
+        "estimate", str(gemma), "--ctx", "4096", "--vram", "0.1", "--headroom", "0", env=env
+    )
     assert out.returncode == 3 and "does not fit at any context" in out.stdout
-    data = run_quants("estimate", str(gemma), "--ctx", "4096", "--vram", "0.1", "--json", env=env)
+    data = run_quants(
+        "estimate",
+        str(gemma),
+        "--ctx",
+        "4096",
+        "--vram",
+        "0.1",
+        "--headroom",
+        "0",
+        "--json",
+        env=env,
+    )
     assert data.returncode == 3 and checked("estimate", data.stdout)["max_ctx"] == 0
     fits = run_quants("estimate", str(gemma), "--ctx", "4096", "--vram", "8", env=env)
     assert fits.returncode == 0 and "largest context" in fits.stdout

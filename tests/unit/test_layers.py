@@ -26,7 +26,12 @@ PKG = Path(crawler.__file__).resolve().parent
 # import across layers or of a library fails here until the table says it belongs.
 BASE = ("crawler", "crawler.errors", "crawler.units", "crawler.config", "crawler.closing")
 LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...] = (
-    ("base", (*BASE, "crawler.tally", "crawler.schemas"), ("base",), frozenset({"platformdirs"})),
+    (
+        "base",
+        (*BASE, "crawler.tally", "crawler.schemas", "crawler.amounts", "crawler.budget"),
+        ("base",),
+        frozenset({"platformdirs"}),
+    ),
     ("gguf", ("crawler.gguf",), ("base",), frozenset()),
     ("fit", ("crawler.fit",), ("base", "gguf"), frozenset({"rapidfuzz"})),
     ("profile", ("crawler.profile",), ("base", "gguf", "fit"), frozenset({"gguf"})),
@@ -54,6 +59,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
             "crawler.profile.groups",
             "crawler.profile.measured",
             "crawler.profile.mtp_grade",
+            "crawler.profile.quant_files",
             "crawler.ranking.bounds",
             "crawler.ranking.model",
             "crawler.ranking.query",
@@ -63,7 +69,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
     (
         "snapshot",
         ("crawler.snapshot",),
-        ("base", "catalog", "crawler.fit"),  # the crawl's own models check an import's rows
+        # The crawl's own models and file naming check an import's rows.
+        ("base", "catalog", "crawler.fit", "crawler.profile.quant_files"),
         frozenset({"pyarrow", "huggingface_hub", "httpx2", "sqlalchemy"}),
     ),
     (

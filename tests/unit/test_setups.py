@@ -261,7 +261,7 @@ def test_estimate_several_gpus_json(models, coeffs):  # coeffs writes the models
 @pytest.mark.parametrize(
     ("args", "says", "code"),
     [
-        (("--gpu", "3090"), "budget 24.00 GiB: fits", 0),
+        (("--gpu", "3090"), "budget 24.00 GiB - 0.50 headroom = 23.50 GiB: fits", 0),
         (("--gpu", "m4 max"), "largest context at these settings", 0),
         (("--gpu", "2x 3090"), "tightest device", 0),
         (("--vram", "24", "-ts", "1,1"), "GPU1 24 GiB: layers", 0),
@@ -283,11 +283,13 @@ def test_estimate_text_answers_every_budget_shape(models, coeffs, args, says, co
 def test_estimate_budget_from_one_gpu_and_a_partial_offload_json(models, coeffs):
     path = models / "llama8b.gguf"
     one = _estimate(path, "-c", "32768", "--gpu", "3090")
-    assert one["budget_bytes"] == 24 * 1024**3 and one["fits"]
+    # The budget is the GPU's memory less the headroom, as search takes it (crawler.budget).
+    assert one["budget"]["vram_bytes"] == 24 * 1024**3 and one["fits"]
+    assert one["budget_bytes"] == 24 * 1024**3 - one["budget"]["headroom_bytes"] == 23.5 * 1024**3
     assert one["max_ctx"] == coeffs["llama8b"].n_ctx_train  # it reaches the trained context
     part = _estimate(path, "-c", "32768", "-ngl", "16", "--vram", "8")
     assert part["tier"] == "partial" and part["max_ctx"] is None and "-ngl 16" in part["command"]
-    assert part["margin_bytes"] == 8 * 1024**3 - part["bytes"]["total"]
+    assert part["margin_bytes"] == 7.5 * 1024**3 - part["bytes"]["total"]
 
 
 # --- Apple silicon (modelled only) ---------------------------------------------------------------
@@ -313,7 +315,7 @@ def test_estimate_on_a_mac_says_it_is_not_measured(models, coeffs):
 
     budget = resolve_gpu("m4 max").gpu.budget_bytes  # the working-set share, not all the RAM
     assert budget < resolve_gpu("m4 max").gpu.memory_bytes
-    assert doc["margin_bytes"] == budget - doc["bytes"]["total"]
+    assert doc["margin_bytes"] == budget - 2**29 - doc["bytes"]["total"]  # less 0.5 headroom
 
 
 # --- the cache / MTP policy --------------------------------------------------------------------

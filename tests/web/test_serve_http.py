@@ -53,11 +53,11 @@ def test_api_search_gpu_mtp_sort_and_limit(served: Served) -> None:
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"vram": "abc"}, "vram: not a number"),
-        ({"vram": "-1"}, "vram: must be between"),
-        ({"vram": "nan"}, "vram: must be between"),
-        ({"vram": 24, "ctx": "1e9"}, "ctx: not a whole number"),
-        ({"vram": 24, "ctx": "20000000"}, "ctx: must be between"),
+        ({"vram": "abc"}, "vram 'abc': not a memory size; use 24, 24G"),
+        ({"vram": "-1"}, "vram '-1': not a memory size"),
+        ({"vram": "nan"}, "vram 'nan': not a memory size"),
+        ({"vram": 24, "ctx": "1e9"}, "ctx '1e9': not a context length; use 262144, 256k"),
+        ({"vram": 24, "ctx": "20000000"}, "ctx '20000000': must be between 1 and"),
         ({"vram": 24, "limit": "100000"}, "limit: must be between"),
         ({"vram": 24, "sort": "random"}, "sort: one of"),
         ({"vram": 24, "cache_type_k": "q3_k"}, "cache_type_k: one of"),
@@ -100,7 +100,7 @@ def test_search_page_rows_commands_and_copy_buttons(served: Served) -> None:
     status, _, plain = served.get("/")
     assert status == 200 and 'form id="search"' in plain and '<tr class="result">' not in plain
     status, _, bad = served.get("/", {"vram": "lots"})
-    assert status == 400 and "vram: not a number" in bad
+    assert status == 400 and "vram &#39;lots&#39;: not a memory size" in bad
 
 
 def test_api_compare_is_the_cli_compare_and_the_page_has_charts(served: Served) -> None:
