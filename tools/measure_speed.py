@@ -29,6 +29,7 @@ Nothing here is imported by the library; tests read the fixture it produced
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -127,7 +128,9 @@ def _key(job: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in job.items() if k not in ("est", "id")}, sort_keys=True)
 
 
-def run_bench(bin_dir: Path, job: dict[str, Any], model: Path, log: Path, limit: float) -> list[Any]:
+def run_bench(
+    bin_dir: Path, job: dict[str, Any], model: Path, log: Path, limit: float
+) -> list[Any]:
     """One llama-bench process; the JSON rows it printed before ``limit`` seconds."""
     args = [
         str(bin_dir / "llama-bench"), "-m", str(model), "-p", "0", "-n", "64", "-r", "2",
@@ -145,10 +148,8 @@ def run_bench(bin_dir: Path, job: dict[str, Any], model: Path, log: Path, limit:
     rows = []
     for line in stdout.decode("utf-8", "replace").splitlines():
         if line.startswith("{"):
-            try:
+            with contextlib.suppress(ValueError):
                 rows.append(json.loads(line))
-            except ValueError:
-                pass
     return [{"argv": ["llama-bench", *args[1:]], "rc": p.returncode, "bench": r} for r in rows] or [
         {"argv": ["llama-bench", *args[1:]], "rc": p.returncode, "bench": None}
     ]
@@ -200,7 +201,9 @@ def run_mtp(bin_dir: Path, job: dict[str, Any], model: Path, log: Path, limit: f
                 "ignore_eos": True, "cache_prompt": False, "temperature": 0.0}  # fmt: skip
         _http(base + "/completion", body, timeout=max(5.0, limit - (time.monotonic() - t0)))
         body["n_predict"] = 256
-        st, text = _http(base + "/completion", body, timeout=max(5.0, limit - (time.monotonic() - t0)))
+        st, text = _http(
+            base + "/completion", body, timeout=max(5.0, limit - (time.monotonic() - t0))
+        )
         row["status"] = st
         if st == 200:
             row["timings"] = json.loads(text).get("timings")
@@ -348,7 +351,13 @@ def main() -> None:
     if a.cmd == "build":
         build(a.src, a.build_dir)
     elif a.cmd == "run":
-        run(a.build_dir, a.out, a.models, a.until, [int(x) for x in a.only.split(',')] if a.only else None)
+        run(
+            a.build_dir,
+            a.out,
+            a.models,
+            a.until,
+            [int(x) for x in a.only.split(",")] if a.only else None,
+        )
     elif a.cmd == "fixture":
         fixture(a.passes, a.out)
     else:
