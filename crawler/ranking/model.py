@@ -18,7 +18,7 @@ from crawler.fit.tiers import TIERS
 from crawler.group_stats import GroupStats
 from crawler.quality import QualityEstimate
 from crawler.query import QueryMatcher
-from crawler.speed import SpeedEstimate
+from crawler.speed import DEFAULT_ACCEPTANCE, SpeedEstimate
 from crawler.units import GIB
 
 __all__ = [
@@ -160,6 +160,10 @@ class RunSpec:
     tier: str = "gpu"  # highest tier allowed: gpu | experts_cpu | partial (crawler/fit/tiers.py)
     vision: bool = False  # with the repo's vision projector (crawler/fit/vision.py)
     spec_draft_n_max: int = 3
+    #: Choose --spec-draft-n-max per result by predicted tok/s (crawler.speed.DRAFT_N_CHOICES).
+    spec_draft_auto: bool = False
+    #: Per-token MTP acceptance the speed estimate assumes (crawler.speed.DEFAULT_ACCEPTANCE).
+    mtp_acceptance: float = DEFAULT_ACCEPTANCE
     cpu_moe: bool = False
     #: llama.cpp's own options, as ``-fa``, ``-np``, ``-ub``, ``--n-cpu-moe`` and ``-ngl N``
     #: (None: every layer on the GPU, or the tier's choice) mean them.
@@ -178,6 +182,8 @@ class RunSpec:
                 raise UsageError(f"unknown cache type {name!r}; one of {', '.join(CACHE_TYPES)}")
         if self.spec_draft_n_max < 0:
             raise UsageError("--spec-draft-n-max must be >= 0")
+        if not 0.0 <= self.mtp_acceptance <= 1.0:
+            raise UsageError("--mtp-acceptance must be between 0 and 1")
         if self.tier not in TIERS:
             raise UsageError(f"--tier must be one of {', '.join(TIERS)}, not {self.tier!r}")
         if self.flash_attn not in ("on", "off", "auto"):

@@ -158,7 +158,13 @@ def rank_candidates(
                 # The catalog's stored score ranks; the full estimate is made for the results.
                 quality=qualities.get(c.quant_id)
                 or (None if c.quality_hint is not None else quality_of(c)),
-                speed=speed_of(c, est, budget),
+                speed=speed_of(
+                    c,
+                    est,
+                    budget,
+                    acceptance=spec.mtp_acceptance,
+                    choose_draft=spec.spec_draft_auto,
+                ),
                 command="",
             )
             # --sort ctx needs every fitting row's largest context (~20 estimates each).
