@@ -29,9 +29,10 @@ and its errors: docs/models.md "Decode speed"). Seconds per token at a context d
   experts the ``k + 1`` verified tokens route to. The costs are measured (alpha 0 and 1 separate
   them from acceptance), not assumed.
 
-Other GPUs: the weight and draft terms scale with the GPU's peak bandwidth and the fixed and
-attention terms with the H200's bandwidth over it (slower memory, slower chip); no per-GPU
-row was fitted (the basis says so).
+Other GPUs: each weight type is read at the lesser of MEMORY_EFFICIENCY x bandwidth and the
+rate its kernel reached on the H200; the fixed costs (launch-bound) stay as measured; attention
+at depth scales with the H200's bandwidth over the GPU's. No per-GPU row was fitted: the basis
+says "extrapolated", and docs/models.md compares published rows.
 """
 
 from __future__ import annotations
@@ -90,6 +91,10 @@ TYPE_EFFICIENCY: dict[str, float] = {
     "BF16": 0.389,
     "F32": 0.389,
 }
+#: Share of peak bandwidth a memory-bound decode reaches where the kernels keep up (slower
+#: memory than the H200's): the earlier fit on a published RTX 3090 Ti row (Qwen3.6-27B
+#: IQ4_XS, 48 tok/s; localweights/Qwen3.6-27B-MTP-IMAT-IQ4_XS-Q8nextn-GGUF model card).
+MEMORY_EFFICIENCY = 0.66
 #: Bits-per-weight classes for files whose type mix is unknown: below 4 bits the 2- and 3-bit
 #: kernels (lookup-table and 3-bit K-quants), else the median of the 4- to 6-bit types.
 LOW_BIT_EFFICIENCY = 0.155
@@ -152,10 +157,16 @@ class SpeedInputs:
     ctx: int = 0  # tokens at the target context
 
     def weight_seconds_per_byte(self, bandwidth: float) -> float:
-        """Seconds per weight byte at ``bandwidth`` (bytes/s), by the type mix."""
+        """Seconds per weight byte at ``bandwidth`` (bytes/s), by the type mix: each type at
+        the lesser of MEMORY_EFFICIENCY of the bandwidth and the rate its kernel reached on
+        the H200 (where the kernels, not the memory, set the pace)."""
+
+        def rate(eff: float) -> float:
+            return min(MEMORY_EFFICIENCY * bandwidth, eff * MEASURED_GPU_BANDWIDTH_GB_S * GB)
+
         if self.type_mix:
-            return sum(share / type_efficiency(t) for t, share in self.type_mix) / bandwidth
-        return 1.0 / (type_efficiency(None, self.bits_per_weight) * bandwidth)
+            return sum(share / rate(type_efficiency(t)) for t, share in self.type_mix)
+        return 1.0 / rate(type_efficiency(None, self.bits_per_weight))
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,20 +225,20 @@ def decode_seconds(
     per_byte = x.weight_seconds_per_byte(bw)
     active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     device = x.dense_bytes + 2 * x.recurrent_bytes + (0.0 if x.experts_on_host else active)
-    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # fixed and attention terms
+    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # attention at depth (KV reads)
     s = device * per_byte
     if x.experts_on_host:
         s += active / (HOST_EFF * host_bandwidth_gb_s * GB)
     else:
-        s += x.n_moe_layers * MOE_LAYER_S * slow
+        s += x.n_moe_layers * MOE_LAYER_S
     quant = x.cache_type not in ("f16", "bf16", "f32")
     if depth > 0 and x.q_width:
         seen = x.n_attn * depth + x.n_swa * min(depth, x.swa_window or depth)
         s += seen * x.q_width * DEPTH_S["quant" if quant else "f16"] * slow
     if quant:
-        s += (x.n_attn + x.n_swa) * QCACHE_LAYER_S * slow
+        s += (x.n_attn + x.n_swa) * QCACHE_LAYER_S
     if server:
-        s += SERVER_S * slow
+        s += SERVER_S
     return s
 
 
@@ -239,10 +250,9 @@ def mtp_cycle_seconds(
     if k <= 0:
         return t0
     bw = bandwidth_gb_s * GB
-    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s
     idle = x.mtp_expert_bytes * (1.0 - x.n_expert_used / x.n_expert) if x.n_expert > 0 else 0.0
     read = x.mtp_bytes - idle + x.output_bytes
-    draft = read / (TYPE_EFFICIENCY["Q8_0"] * bw) + DRAFT_S * slow
+    draft = read * SpeedInputs(0, type_mix=(("Q8_0", 1.0),)).weight_seconds_per_byte(bw) + DRAFT_S
     extra = 0.0
     if x.n_expert > 0 and x.n_expert_used > 0 and not x.experts_on_host:
         p = x.n_expert_used / x.n_expert
@@ -250,7 +260,7 @@ def mtp_cycle_seconds(
         active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
         extra = active * (distinct - 1.0) * x.weight_seconds_per_byte(bw)
     accepted = expected_tokens(alpha, k) - 1.0
-    return t0 + k * draft + extra + accepted * ACCEPT_S * slow
+    return t0 + k * draft + extra + accepted * ACCEPT_S
 
 
 def _basis(bandwidth_gb_s: float) -> str:
@@ -325,10 +335,10 @@ class SpeedBound:
         speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1)
                               + verify_experts)
 
-    ``bw`` is the fastest type's efficiency times the faster bandwidth in use (every weight byte
-    costs at least that), ``moe_layer_seconds`` a floor of the fixed MoE cost, ``expected`` the
-    tokens of a cycle at the acceptance in use (a cycle costs at least one target pass, its
-    drafts at least their bytes at ``bw``), ``verify_experts`` verify_experts_floor.
+    ``bw`` is the fastest rate a weight byte is read at (every byte costs at least that),
+    ``moe_layer_seconds`` the fixed MoE cost, ``expected`` the most tokens a cycle yields at
+    the acceptance in use (a cycle costs at least one target pass; the draft term is left at 0),
+    ``verify_experts`` verify_experts_floor.
     """
 
     bw: float  # bytes/s
@@ -388,15 +398,16 @@ def speed_bound(
 
     With MTP the draft length may be chosen per quant, so ``expected`` is the largest of
     DRAFT_N_CHOICES and ``draft_n_max``, and a cycle costs at least one target pass."""
-    fastest = max(TYPE_EFFICIENCY.values()) * bandwidth_gb_s
+    fastest = min(
+        MEMORY_EFFICIENCY * bandwidth_gb_s,
+        max(TYPE_EFFICIENCY.values()) * MEASURED_GPU_BANDWIDTH_GB_S,
+    )
     if experts_on_host:
         fastest = max(fastest, HOST_EFF * host_bandwidth_gb_s)
     ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
     return SpeedBound(
         bw=fastest * GB,
-        moe_layer_seconds=0.0
-        if experts_on_host
-        else MOE_LAYER_S * MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s,
+        moe_layer_seconds=0.0 if experts_on_host else MOE_LAYER_S,
         expected=max(expected_tokens(acceptance, n) for n in ks),
         base_cost=1.0,
         # no draft cost: the stored draft bytes count an MoE MTP block's idle experts, which a
