@@ -56,6 +56,7 @@ __all__ = [
     "estimate_speed",
     "expected_tokens",
     "mtp_cycle_seconds",
+    "per_token_acceptance",
     "read_bytes_floor",
     "speed_bound",
     "type_efficiency",
@@ -208,6 +209,20 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
+def per_token_acceptance(mean_len: float, k: int) -> float:
+    """The per-token acceptance ``a`` whose cycle of draft length ``k`` yields ``mean_len``
+    tokens (llama-server's "mean len"), by bisection; clamped to [0, 1]."""
+    if k <= 0 or mean_len <= 1.0:
+        return 0.0
+    if mean_len >= k + 1:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens(mid, k) < mean_len else (lo, mid)
+    return (lo + hi) / 2
+
+
 def _active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) -> float:
     return expert_bytes * max(n_expert_used, 1) / n_expert if n_expert > 0 else float(expert_bytes)
 
@@ -282,9 +297,8 @@ def estimate_speed(
     With MTP on and ``choose_draft`` the draft length is the one of DRAFT_N_CHOICES with
     the highest predicted tok/s at an empty context; else ``x.draft_n_max``.
     """
-    kw = {"host_bandwidth_gb_s": host_bandwidth_gb_s}
-    t0 = decode_seconds(x, bandwidth_gb_s, 0, **kw)
-    t_ctx = decode_seconds(x, bandwidth_gb_s, x.ctx, **kw)
+    t0 = decode_seconds(x, bandwidth_gb_s, 0, host_bandwidth_gb_s=host_bandwidth_gb_s)
+    t_ctx = decode_seconds(x, bandwidth_gb_s, x.ctx, host_bandwidth_gb_s=host_bandwidth_gb_s)
     k = x.draft_n_max if x.mtp else 0
     if x.mtp and choose_draft:
         k = max(

@@ -308,7 +308,7 @@ def fixture(passes: list[Path], out: Path) -> None:
                     continue
                 job = raw["job"]
                 row: dict[str, Any] = {
-                    "pass": n, "kind": job["kind"], "model": job["model"],
+                    "pass": n, "job": job["id"], "kind": job["kind"], "model": job["model"],
                     "recipe": job["recipe"], "ctk": job["ctk"], "ctv": job["ctv"],
                 }  # fmt: skip
                 if job["kind"] == "bench":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -11,6 +11,7 @@ from crawler.cli._app import JsonOpt, app
 
 if TYPE_CHECKING:
     from crawler.checklog import CheckReport
+    from crawler.fit import MemoryCoefficients, RunConfig
     from crawler.gguf import GGUFHeader
 
 
@@ -34,6 +35,14 @@ def check_log(
     n_cpu_moe: Annotated[
         int | None,
         typer.Option("--n-cpu-moe", min=0, help="The run used --n-cpu-moe N (not in its log)."),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="The GPU the run used: its decode speed (eval time / predicted_per_second) is"
+            " then compared with quants' estimate.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -73,10 +82,61 @@ def check_log(
     moe = (1 << 30) if cpu_moe else n_cpu_moe
     run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe)
     report = compare(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
+    speed = _speed_check(text, coeffs, run, gpu)
     if as_json:
-        print_json(report.to_json())
+        print_json({**report.to_json(), "speed": speed})
     else:
         typer.echo(_render(report))
+        if speed is not None:
+            typer.echo(_render_speed(speed))
+
+
+def _speed_check(
+    text: str, coeffs: MemoryCoefficients, run: RunConfig, gpu: str | None
+) -> dict[str, Any] | None:
+    """Measured decode speed (and acceptance) of the log's last request, with the estimate
+    for the same run on ``gpu`` at the acceptance the log shows."""
+    import dataclasses
+
+    from crawler.gpus import resolve_gpu
+    from crawler.ranking.evaluate import speed_inputs
+    from crawler.speed import DEFAULT_ACCEPTANCE, estimate_speed, per_token_acceptance
+    from crawler.speedlog import parse_timings
+
+    t = parse_timings(text)
+    if t is None:
+        return None
+    out: dict[str, Any] = {"measured": t.to_json(), "predicted_tok_s": None}
+    if gpu is None:
+        return out
+    g = resolve_gpu(gpu).gpu
+    drafting = t.draft_generated > 0
+    k = run.spec_draft_n_max if drafting else 0
+    a = DEFAULT_ACCEPTANCE
+    if drafting and t.mean_len is not None:
+        a = per_token_acceptance(t.mean_len, k)
+    x = dataclasses.replace(speed_inputs(coeffs, run), mtp=drafting, draft_n_max=k)
+    est = estimate_speed(x, g.bandwidth_gb_s, acceptance=a)
+    out.update(
+        gpu=g.name,
+        predicted_tok_s=round(est.tok_s, 1),
+        diff_pct=round(100 * (est.tok_s / t.tok_s - 1), 1),
+        acceptance_used=round(a, 4) if drafting else None,
+        basis=est.basis,
+    )
+    return out
+
+
+def _render_speed(s: dict[str, Any]) -> str:
+    m = s["measured"]
+    line = f"decode: measured {m['tok_s']:.1f} tok/s"
+    if m["draft_acceptance"] is not None:
+        line += f", draft acceptance {m['draft_acceptance']:.3f} (mean len {m['mean_len']})"
+    if s["predicted_tok_s"] is not None:
+        line += f"; predicted {s['predicted_tok_s']:.1f} ({s['diff_pct']:+.1f} %, {s['basis']})"
+    else:
+        line += "; pass --gpu NAME for the estimate"
+    return line
 
 
 def _from_catalog(db_url: str, path: str) -> tuple[str, GGUFHeader] | None:

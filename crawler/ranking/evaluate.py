@@ -45,6 +45,7 @@ __all__ = [
     "projector_device_bytes",
     "quality_of",
     "replace_ranked",
+    "speed_inputs",
     "speed_of",
     "with_max_ctx",
 ]
@@ -79,44 +80,48 @@ def speed_of(
     predicted tok/s (crawler.speed.DRAFT_N_CHOICES) instead of the configured one."""
     if budget.bandwidth_gb_s is None:
         return None
-    co = c.coefficients
     cfg = est.config
     out = c.group("output") or c.group("token_embd")
-    attn = [g for g in co.kv_groups if not g.swa]
-    swa = [g for g in co.kv_groups if g.swa]
-    head = max((g.k_head for g in co.kv_groups), default=0)
     known = [g for g in c.groups if g.bits is not None and g.n_params > 0]
     params = sum(g.n_params for g in known)
     bits = sum(g.n_bytes for g in known) * 8 / params if params else None
+    x = speed_inputs(c.coefficients, cfg, output_bytes=out.n_bytes if out else 0, bits=bits)
+    x = dataclasses.replace(x, kv_bytes_full=est.kv + est.mtp_kv)
     speed = estimate_speed(
-        SpeedInputs(
-            dense_bytes=co.weights_bytes,
-            expert_bytes=co.expert_bytes,
-            n_expert=co.n_expert,
-            n_expert_used=co.n_expert_used,
-            n_moe_layers=sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
-            experts_on_host=cfg.cpu_moe,
-            kv_bytes_full=est.kv + est.mtp_kv,
-            recurrent_bytes=co.recurrent_bytes_per_seq,
-            mtp=cfg.mtp,
-            mtp_bytes=co.mtp_weights_bytes,
-            mtp_expert_bytes=sum(d + h for il, d, h in co.expert_layers if il >= co.n_layer),
-            output_bytes=out.n_bytes if out else 0,
-            draft_n_max=cfg.spec_draft_n_max,
-            bits_per_weight=bits,
-            n_layer=co.n_layer,
-            n_attn=sum(g.count for g in attn),
-            n_swa=sum(g.count for g in swa),
-            swa_window=co.n_swa,
-            q_width=co.n_head * head,
-            cache_type=cfg.type_k,
-            ctx=cfg.ctx,
-        ),
-        budget.bandwidth_gb_s,
-        acceptance=acceptance,
-        choose_draft=choose_draft,
+        x, budget.bandwidth_gb_s, acceptance=acceptance, choose_draft=choose_draft
     )
     return speed if cfg.n_gpu_layers is None else _partial_speed(c, est, speed)
+
+
+def speed_inputs(
+    co: MemoryCoefficients, cfg: RunConfig, *, output_bytes: int = 0, bits: float | None = None
+) -> SpeedInputs:
+    """What one token of ``cfg`` reads and runs, from a quant's coefficients (crawler.speed)."""
+    attn = [g for g in co.kv_groups if not g.swa]
+    swa = [g for g in co.kv_groups if g.swa]
+    head = max((g.k_head for g in co.kv_groups), default=0)
+    return SpeedInputs(
+        dense_bytes=co.weights_bytes,
+        expert_bytes=co.expert_bytes,
+        n_expert=co.n_expert,
+        n_expert_used=co.n_expert_used,
+        n_moe_layers=sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
+        experts_on_host=cfg.cpu_moe,
+        recurrent_bytes=co.recurrent_bytes_per_seq,
+        mtp=cfg.mtp,
+        mtp_bytes=co.mtp_weights_bytes,
+        mtp_expert_bytes=sum(d + h for il, d, h in co.expert_layers if il >= co.n_layer),
+        output_bytes=output_bytes,
+        draft_n_max=cfg.spec_draft_n_max,
+        bits_per_weight=bits,
+        n_layer=co.n_layer,
+        n_attn=sum(g.count for g in attn),
+        n_swa=sum(g.count for g in swa),
+        swa_window=co.n_swa,
+        q_width=co.n_head * head,
+        cache_type=cfg.type_k,
+        ctx=cfg.ctx,
+    )
 
 
 def _partial_speed(c: Candidate, est: FitEstimate, speed: SpeedEstimate) -> SpeedEstimate:
