@@ -38,6 +38,7 @@ says "extrapolated", and docs/models.md compares published rows.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "decode_seconds",
     "estimate_speed",
     "expected_tokens",
+    "label_type_mix",
     "mtp_cycle_seconds",
     "per_token_acceptance",
     "read_bytes_floor",
@@ -115,6 +117,32 @@ SERVER_S = 294.3e-6
 #: scale together with k and are not separable from speed alone), and per accepted token.
 DRAFT_S = 1.820e-3
 ACCEPT_S = 1.121e-3
+
+
+_LABEL_TYPE = re.compile(r"(?<![A-Z0-9])(I?Q\d_(?:K|\d|XXS|XS|S|M|NL))(?:_(S|M|L|XL))?", re.I)
+
+
+def label_type_mix(label: str | None) -> tuple[tuple[str, float], ...]:
+    """A type mix guessed from a quant label (``Q4_K_M``, ``UD-Q3_K_XL``, ``IQ4_XS``, ``Q8_0``),
+    for files whose per-type bytes are not at hand: the named type alone; for an ``_S/_M/_L``
+    mix 75 % the named type and 25 % Q6_K (llama-quantize keeps the output head and part of
+    attn_v / ffn_down at 6 bits: 73 % / 27 % in the measured Q4_K_M-like Llama-3-8B); for
+    ``_XL`` and Unsloth-Dynamic ``UD-`` mixes half and half (attention and linear attention kept
+    at 6-8 bits: 48 % / 52 % in the measured UD-Q3_K_XL-like Qwen3.6-27B), their 2- and 3-bit
+    K bulk being IQ-quants (IQ3_XXS there). Empty when the label names no type."""
+    if not label:
+        return ()
+    m = _LABEL_TYPE.search(label)
+    if m is None:
+        return ()
+    base, size = m.group(1).upper(), m.group(2)
+    if size is None or base == "Q6_K":
+        return ((base, 1.0),)
+    dynamic = label.upper().startswith("UD-") or "-UD-" in label.upper() or size.upper() == "XL"
+    if dynamic and base in ("Q2_K", "Q3_K"):
+        base = f"IQ{base[1]}_XXS"
+    high = 0.5 if dynamic else 0.25
+    return ((base, 1.0 - high), ("Q6_K", high))
 
 
 def type_efficiency(type_name: str | None, bits_per_weight: float | None = None) -> float:

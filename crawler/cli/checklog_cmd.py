@@ -82,7 +82,7 @@ def check_log(
     moe = (1 << 30) if cpu_moe else n_cpu_moe
     run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe)
     report = compare(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
-    speed = _speed_check(text, coeffs, run, gpu)
+    speed = _speed_check(text, coeffs, run, gpu, source)
     if as_json:
         print_json({**report.to_json(), "speed": speed})
     else:
@@ -92,7 +92,7 @@ def check_log(
 
 
 def _speed_check(
-    text: str, coeffs: MemoryCoefficients, run: RunConfig, gpu: str | None
+    text: str, coeffs: MemoryCoefficients, run: RunConfig, gpu: str | None, source: str = ""
 ) -> dict[str, Any] | None:
     """Measured decode speed (and acceptance) of the log's last request, with the estimate
     for the same run on ``gpu`` at the acceptance the log shows."""
@@ -115,7 +115,8 @@ def _speed_check(
     a = DEFAULT_ACCEPTANCE
     if drafting and t.mean_len is not None:
         a = per_token_acceptance(t.mean_len, k)
-    x = dataclasses.replace(speed_inputs(coeffs, run), mtp=drafting, draft_n_max=k)
+    label = Path(source).name if source else None
+    x = dataclasses.replace(speed_inputs(coeffs, run, label=label), mtp=drafting, draft_n_max=k)
     est = estimate_speed(x, g.bandwidth_gb_s, acceptance=a)
     out.update(
         gpu=g.name,

@@ -34,6 +34,7 @@ from crawler.speed import (
     SpeedEstimate,
     SpeedInputs,
     estimate_speed,
+    label_type_mix,
 )
 
 __all__ = [
@@ -85,7 +86,13 @@ def speed_of(
     known = [g for g in c.groups if g.bits is not None and g.n_params > 0]
     params = sum(g.n_params for g in known)
     bits = sum(g.n_bytes for g in known) * 8 / params if params else None
-    x = speed_inputs(c.coefficients, cfg, output_bytes=out.n_bytes if out else 0, bits=bits)
+    x = speed_inputs(
+        c.coefficients,
+        cfg,
+        output_bytes=out.n_bytes if out else 0,
+        bits=bits,
+        label=c.quant_label,
+    )
     x = dataclasses.replace(x, kv_bytes_full=est.kv + est.mtp_kv)
     speed = estimate_speed(
         x, budget.bandwidth_gb_s, acceptance=acceptance, choose_draft=choose_draft
@@ -94,9 +101,16 @@ def speed_of(
 
 
 def speed_inputs(
-    co: MemoryCoefficients, cfg: RunConfig, *, output_bytes: int = 0, bits: float | None = None
+    co: MemoryCoefficients,
+    cfg: RunConfig,
+    *,
+    output_bytes: int = 0,
+    bits: float | None = None,
+    label: str | None = None,
 ) -> SpeedInputs:
-    """What one token of ``cfg`` reads and runs, from a quant's coefficients (crawler.speed)."""
+    """What one token of ``cfg`` reads and runs, from a quant's coefficients (crawler.speed);
+    the type mix is guessed from the quant ``label`` (the catalog's rows carry no per-type
+    bytes), else the bits per weight pick a class."""
     attn = [g for g in co.kv_groups if not g.swa]
     swa = [g for g in co.kv_groups if g.swa]
     head = max((g.k_head for g in co.kv_groups), default=0)
@@ -114,6 +128,7 @@ def speed_inputs(
         output_bytes=output_bytes,
         draft_n_max=cfg.spec_draft_n_max,
         bits_per_weight=bits,
+        type_mix=label_type_mix(label),
         n_layer=co.n_layer,
         n_attn=sum(g.count for g in attn),
         n_swa=sum(g.count for g in swa),

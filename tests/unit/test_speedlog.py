@@ -80,3 +80,40 @@ def test_check_log_reports_measured_and_predicted_decode_speed(tmp_path):
     assert speed["diff_pct"] == pytest.approx(100 * (speed["predicted_tok_s"] / 52.57 - 1), abs=0.2)
     text = run_quants("check-log", str(log), "--model", str(model), env=env)
     assert "decode: measured 52.6 tok/s" in text.stdout and "--gpu" in text.stdout
+
+
+def test_label_type_mix():
+    from crawler.speed import label_type_mix
+
+    assert label_type_mix("Q8_0") == (("Q8_0", 1.0),)
+    assert label_type_mix("IQ4_XS") == (("IQ4_XS", 1.0),)
+    assert label_type_mix("Q4_K_M") == (("Q4_K", 0.75), ("Q6_K", 0.25))
+    assert label_type_mix("UD-Q3_K_XL") == (("IQ3_XXS", 0.5), ("Q6_K", 0.5))
+    assert label_type_mix("UD-Q4_K_XL") == (("Q4_K", 0.5), ("Q6_K", 0.5))
+    assert label_type_mix("BF16") == () and label_type_mix(None) == ()
+
+
+def test_the_search_path_predicts_the_seed_setup(tmp_path):
+    """What search computes for the seed's file (coefficients from its header, the type mix
+    from its label; no per-type bytes) against the measured H200 rows of the same file."""
+    import dataclasses
+
+    from crawler.fit import RunConfig, coefficients
+    from crawler.ranking.evaluate import speed_inputs
+    from crawler.speed import estimate_speed
+    from tests.fixtures.llamacpp.models import read_header
+    from tests.fixtures.llamacpp.tools import tool_module
+
+    path = tool_module("measure_server").write_model("qwen36-27b", tmp_path)  # UD-Q3_K_XL-like
+    header = read_header(path)
+    co = coefficients(header)
+    head = next(t for t in header.tensors if t.name == "output.weight")  # as search's groups
+    cfg = RunConfig(ctx=262144, type_k="q4_0", type_v="q4_0", mtp=True, spec_draft_n_max=3)
+    x = speed_inputs(co, cfg, output_bytes=head.n_bytes or 0, label="UD-Q3_K_XL")
+    on = estimate_speed(x, 4890.0, acceptance=0.789)
+    off = estimate_speed(dataclasses.replace(x, mtp=False), 4890.0)
+    at32k = estimate_speed(dataclasses.replace(x, mtp=False, ctx=32768), 4890.0)
+    assert off.tok_s == pytest.approx(65.1, rel=0.15)  # llama-server, -c 262144, empty context
+    assert on.tok_s == pytest.approx(102.3, rel=0.15)  # k=3, a=0.789
+    # llama-bench at depth 32K (no server step): 58.3 tok/s
+    assert at32k.tok_s_at_ctx == pytest.approx(58.3, rel=0.15)
