@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crawler.config import Settings
+from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 from crawler.schemas import SCHEMA_VERSION, versioned
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from crawler.crawl.progress import Progress
     from crawler.crawl.watch import SearchFn
     from crawler.estimating import EstimateReport
+    from crawler.fit import MemoryCoefficients, RunConfig
     from crawler.fit.llamalog import ParsedLog
     from crawler.gguf.parse import GGUFHeader
     from crawler.profile.precision import PrecisionProfile
@@ -124,7 +126,8 @@ def search(
     cache_type_v: str | None = None,
     auto_cache: bool = False,
     mtp: bool | None = None,
-    spec_draft_n_max: int = 3,
+    spec_draft_n_max: int | None = None,
+    mtp_acceptance: float = DEFAULT_ACCEPTANCE,
     min_attn_bits: float | None = None,
     arch: str | None = None,
     author: str | None = None,
@@ -158,6 +161,7 @@ def search(
     asked anything. Raises NothingFits when nothing fits.
     """
     from crawler.crawl.catalogs import reading
+    from crawler.errors import UsageError
     from crawler.search import build_request, validate_request
     from crawler.search import search as run_search
 
@@ -176,11 +180,14 @@ def search(
     req = build_request(
         query=query, vram=vram, ctx=ctx, gpu=gpu, headroom=headroom, cache_type_k=cache_type_k,
         cache_type_v=cache_type_v, auto_cache=auto_cache, mtp=mtp,
-        spec_draft_n_max=spec_draft_n_max, min_attn_bits=min_attn_bits, arch=arch, author=author,
+        spec_draft_n_max=spec_draft_n_max, mtp_acceptance=mtp_acceptance,
+        min_attn_bits=min_attn_bits, arch=arch, author=author,
         base=base, label=label, loadable=loadable, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe, ram=ram,
         tier=tier, vision=vision, flash_attn=flash_attn, parallel=parallel, ubatch=ubatch,
         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, sort=sort, limit=limit,
     )  # fmt: skip
+    if not 0.0 <= mtp_acceptance <= 1.0:
+        raise UsageError(f"--mtp-acceptance must be between 0 and 1, not {mtp_acceptance}")
     validate_request(req)
     done = _look_up(settings, query, offline, progress, on_lookup, watches, announce)
     with reading(settings.resolved_db_url) as reader:
@@ -414,6 +421,8 @@ class CheckLogAnswer(_Answer):
     #: has no draft lines).
     draft: Mapping[str, Any] | None = None
     draft_line: str | None = None
+    #: Measured decode speed of the log's last request, with the estimate on the given GPU.
+    speed: Mapping[str, Any] | None = None
 
     @property
     def within_tolerance(self) -> bool | None:
@@ -425,6 +434,7 @@ class CheckLogAnswer(_Answer):
         doc = self.report.to_json()
         if self.draft is not None:
             doc["mtp_draft"] = dict(self.draft)
+        doc["speed"] = dict(self.speed) if self.speed is not None else None
         return doc
 
 
@@ -435,6 +445,7 @@ def check_log(
     model: str | None = None,
     cpu_moe: bool = False,
     n_cpu_moe: int | None = None,
+    gpu: str | None = None,
     db: str | None = None,
 ) -> CheckLogAnswer:
     """Compare a llama-server / llama-cli log (a file ``log``, or its ``text``) with the
@@ -479,8 +490,60 @@ def check_log(
     cpu_only = bool(logged) and all(b.on_host for b in logged)
     run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe, cpu_only=cpu_only)
     report = compare_log(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
-    draft = _draft(text if log is None else _log_lines(Path(log)), header, source)
-    return CheckLogAnswer(report, *(draft or (None, None)))
+    lines = text if log is None else _log_lines(Path(log))
+    draft = _draft(lines, header, source)
+    timing = text or "" if log is None else _timing_text(_log_lines(Path(log)))
+    speed = _speed_check(timing, coeffs, run, gpu, source)
+    return CheckLogAnswer(
+        report,
+        draft=draft[0] if draft else None,
+        draft_line=draft[1] if draft else None,
+        speed=speed,
+    )
+
+
+def _timing_text(lines: Iterable[str]) -> str:
+    """The lines of a log that carry decode timings or draft counts (what parse_timings reads),
+    so a long log's speed check holds only those."""
+    keys = ("eval time", "draft acceptance", "predicted_per_second", "draft_n")
+    return "\n".join(line for line in lines if any(k in line for k in keys))
+
+
+def _speed_check(
+    text: str, coeffs: MemoryCoefficients, run: RunConfig, gpu: str | None, source: str = ""
+) -> dict[str, Any] | None:
+    """Measured decode speed (and acceptance) of the log's last request, with the estimate
+    for the same run on ``gpu`` at the acceptance the log shows."""
+    import dataclasses
+
+    from crawler.fit.gpus import resolve_gpu
+    from crawler.fit.speedlog import parse_timings
+    from crawler.ranking.evaluate import speed_inputs
+    from crawler.ranking.speed import DEFAULT_ACCEPTANCE, estimate_speed, per_token_acceptance
+
+    t = parse_timings(text)
+    if t is None:
+        return None
+    out: dict[str, Any] = {"measured": t.to_json(), "predicted_tok_s": None}
+    if gpu is None:
+        return out
+    g = resolve_gpu(gpu).gpu
+    drafting = t.draft_generated > 0
+    k = run.spec_draft_n_max if drafting else 0
+    a = DEFAULT_ACCEPTANCE
+    if drafting and t.mean_len is not None:
+        a = per_token_acceptance(t.mean_len, k)
+    label = Path(source).name if source else None
+    x = dataclasses.replace(speed_inputs(coeffs, run, label=label), mtp=drafting, draft_n_max=k)
+    est = estimate_speed(x, g.bandwidth_gb_s, acceptance=a)
+    out.update(
+        gpu=g.name,
+        predicted_tok_s=round(est.tok_s, 1),
+        diff_pct=round(100 * (est.tok_s / t.tok_s - 1), 1),
+        acceptance_used=round(a, 4) if drafting else None,
+        basis=est.basis,
+    )
+    return out
 
 
 def _parse_log_file(path: Path) -> ParsedLog:

@@ -23,6 +23,7 @@ from crawler.profile.measured import order_by_measured
 from crawler.profile.mtp_grade import mtp_grade
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec, SearchOutcome
 from crawler.ranking.rank import rank_candidates
+from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 from crawler.units import GIB
 
 if TYPE_CHECKING:
@@ -74,7 +75,8 @@ def build_request(
     cache_type_v: str | None = None,
     auto_cache: bool = False,
     mtp: bool | None = None,
-    spec_draft_n_max: int = 3,
+    spec_draft_n_max: int | None = None,
+    mtp_acceptance: float = DEFAULT_ACCEPTANCE,
     min_attn_bits: float | None = None,
     arch: str | None = None,
     author: str | None = None,
@@ -122,7 +124,11 @@ def build_request(
         mtp_auto=mtp is None,
         tier=tier,
         vision=vision,
-        spec_draft_n_max=spec_draft_n_max,
+        # None: chosen per result by predicted tok/s; memory is first estimated at llama.cpp's
+        # default of 3 and again at the chosen length (crawler.ranking.evaluate.finish)
+        spec_draft_n_max=3 if spec_draft_n_max is None else spec_draft_n_max,
+        spec_draft_auto=spec_draft_n_max is None,
+        mtp_acceptance=mtp_acceptance,
         cpu_moe=cpu_moe,
         flash_attn=flash_attn,
         parallel=parallel,

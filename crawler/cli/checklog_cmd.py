@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -34,6 +35,14 @@ def check_log(
         int | None,
         typer.Option("--n-cpu-moe", min=0, help="The run used --n-cpu-moe N (not in its log)."),
     ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="The GPU the run used: its decode speed (eval time / predicted_per_second) is"
+            " then compared with quants' estimate.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare the buffers llama.cpp logged (model, KV, RS, compute, output; or the memory
@@ -41,12 +50,26 @@ def check_log(
     from crawler import api
     from crawler.cli._output import print_answer, safe_text
 
-    answer = api.check_log(log, model=model, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
+    answer = api.check_log(log, model=model, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe, gpu=gpu)
     if as_json:
         print_answer(answer)
     else:
         extra = "" if answer.draft_line is None else "\n" + safe_text(answer.draft_line)
         typer.echo(_render(answer.report) + extra)
+        if answer.speed is not None:
+            typer.echo(_render_speed(answer.speed))
+
+
+def _render_speed(s: Mapping[str, Any]) -> str:
+    m = s["measured"]
+    line = f"decode: measured {m['tok_s']:.1f} tok/s"
+    if m["draft_acceptance"] is not None:
+        line += f", draft acceptance {m['draft_acceptance']:.3f} (mean len {m['mean_len']})"
+    if s["predicted_tok_s"] is not None:
+        line += f"; predicted {s['predicted_tok_s']:.1f} ({s['diff_pct']:+.1f} %, {s['basis']})"
+    else:
+        line += "; pass --gpu NAME for the estimate"
+    return line
 
 
 def _render(r: CheckReport) -> str:

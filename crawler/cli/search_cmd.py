@@ -25,6 +25,7 @@ from crawler.cli._app import (
 )
 from crawler.cli._emit import check_emit, write_launchers
 from crawler.cli._ondemand import OfflineOpt
+from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
@@ -82,8 +83,24 @@ def search(
         ),
     ] = None,
     spec_draft_n_max: Annotated[
-        int, typer.Option("--spec-draft-n-max", min=0, help="MTP draft tokens (llama.cpp).")
-    ] = 3,
+        int | None,
+        typer.Option(
+            "--spec-draft-n-max",
+            min=0,
+            help="MTP draft tokens (llama.cpp). Default: per result, the length (1-5) with the"
+            " best predicted tok/s; the command carries it.",
+        ),
+    ] = None,
+    mtp_acceptance: Annotated[
+        float,
+        typer.Option(
+            "--mtp-acceptance",
+            min=0.0,
+            max=1.0,
+            help="Per-token MTP draft acceptance A the tok/s estimate assumes (default 0.789:"
+            " the median of five published rates, docs/models.md).",
+        ),
+    ] = DEFAULT_ACCEPTANCE,
     min_attn_bits: Annotated[
         float | None, typer.Option("--min-attn-bits", help="Attention weights at >= B bits.")
     ] = None,

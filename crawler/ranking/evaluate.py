@@ -29,10 +29,12 @@ from crawler.ranking.commands import llama_server_command, lmstudio_command, oll
 from crawler.ranking.model import Budget, Candidate, Ranked, RunSpec
 from crawler.ranking.quality import QualityEstimate, QualityInputs, estimate_quality
 from crawler.ranking.speed import (
+    DEFAULT_ACCEPTANCE,
     DEFAULT_HOST_BANDWIDTH_GB_S,
     SpeedEstimate,
     SpeedInputs,
     estimate_speed,
+    label_type_mix,
 )
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "projector_device_bytes",
     "quality_of",
     "replace_ranked",
+    "speed_inputs",
     "speed_of",
     "with_max_ctx",
 ]
@@ -65,30 +68,75 @@ def quality_of(c: Candidate) -> QualityEstimate | None:
     )
 
 
-def speed_of(c: Candidate, est: FitEstimate, budget: Budget) -> SpeedEstimate | None:
-    """tok/s of the chosen configuration (None without the GPU's bandwidth)."""
+def speed_of(
+    c: Candidate,
+    est: FitEstimate,
+    budget: Budget,
+    *,
+    acceptance: float = DEFAULT_ACCEPTANCE,
+    choose_draft: bool = False,
+) -> SpeedEstimate | None:
+    """tok/s of the chosen configuration at an empty and at the configured context (None
+    without the GPU's bandwidth); ``choose_draft``: the MTP draft length with the best
+    predicted tok/s (crawler.ranking.speed.DRAFT_N_CHOICES) instead of the configured one."""
     if budget.bandwidth_gb_s is None:
         return None
-    co = c.coefficients
+    cfg = est.config
     out = c.group("output") or c.group("token_embd")
-    speed = estimate_speed(
-        SpeedInputs(
-            dense_bytes=co.weights_bytes,
-            expert_bytes=co.expert_bytes,
-            n_expert=co.n_expert,
-            n_expert_used=co.n_expert_used,
-            n_moe_layers=sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
-            experts_on_host=est.config.cpu_moe,
-            kv_bytes_full=est.kv + est.mtp_kv,
-            recurrent_bytes=co.recurrent_bytes_per_seq,
-            mtp=est.config.mtp,
-            mtp_bytes=co.mtp_weights_bytes,
-            output_bytes=out.n_bytes if out else 0,
-            draft_n_max=est.config.spec_draft_n_max,
-        ),
-        budget.bandwidth_gb_s,
+    known = [g for g in c.groups if g.bits is not None and g.n_params > 0]
+    params = sum(g.n_params for g in known)
+    bits = sum(g.n_bytes for g in known) * 8 / params if params else None
+    x = speed_inputs(
+        c.coefficients,
+        cfg,
+        output_bytes=out.n_bytes if out else 0,
+        bits=bits,
+        label=c.quant_label,
     )
-    return speed if est.config.n_gpu_layers is None else _partial_speed(c, est, speed)
+    x = dataclasses.replace(x, kv_bytes_full=est.kv + est.mtp_kv)
+    speed = estimate_speed(
+        x, budget.bandwidth_gb_s, acceptance=acceptance, choose_draft=choose_draft
+    )
+    return speed if cfg.n_gpu_layers is None else _partial_speed(c, est, speed)
+
+
+def speed_inputs(
+    co: MemoryCoefficients,
+    cfg: RunConfig,
+    *,
+    output_bytes: int = 0,
+    bits: float | None = None,
+    label: str | None = None,
+) -> SpeedInputs:
+    """What one token of ``cfg`` reads and runs, from a quant's coefficients
+    (crawler.ranking.speed); the type mix is guessed from the quant ``label`` (the catalog's rows
+    carry no per-type bytes), else the bits per weight pick a class."""
+    attn = [g for g in co.kv_groups if not g.swa]
+    swa = [g for g in co.kv_groups if g.swa]
+    head = max((g.k_head for g in co.kv_groups), default=0)
+    return SpeedInputs(
+        dense_bytes=co.weights_bytes,
+        expert_bytes=co.expert_bytes,
+        n_expert=co.n_expert,
+        n_expert_used=co.n_expert_used,
+        n_moe_layers=sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
+        experts_on_host=cfg.cpu_moe,
+        recurrent_bytes=co.recurrent_bytes_per_seq,
+        mtp=cfg.mtp,
+        mtp_bytes=co.mtp_weights_bytes,
+        mtp_expert_bytes=sum(d + h for il, d, h in co.expert_layers if il >= co.n_layer),
+        output_bytes=output_bytes,
+        draft_n_max=cfg.spec_draft_n_max,
+        bits_per_weight=bits,
+        type_mix=label_type_mix(label),
+        n_layer=co.n_layer,
+        n_attn=sum(g.count for g in attn),
+        n_swa=sum(g.count for g in swa),
+        swa_window=co.n_swa,
+        q_width=co.n_head * head,
+        cache_type=cfg.type_k,
+        ctx=cfg.ctx,
+    )
 
 
 def _partial_speed(c: Candidate, est: FitEstimate, speed: SpeedEstimate) -> SpeedEstimate:
@@ -218,8 +266,9 @@ def finish(
             estimate=est,
             margin_bytes=margin,
             devices=shares,
-            speed=speed_of(r.candidate, est, budget),
+            speed=_speed(r.candidate, est, budget, spec),
         )
+    r, cfg = _with_draft_length(r, cfg, spec, budget)
     c = r.candidate
     # With --vision, -hf downloads the repo's projector (launch.py); budget.split is the layer
     # split the estimate assumed (llama.cpp -ts, common/arg.cpp).
@@ -233,6 +282,32 @@ def finish(
         ollama=ollama_command(c.repo_id, c.quant_label, cfg),
         lm_studio=lmstudio_command(c.repo_id, cfg),
     )
+
+
+def _speed(c: Candidate, est: FitEstimate, budget: Budget, spec: RunSpec) -> SpeedEstimate | None:
+    return speed_of(
+        c, est, budget, acceptance=spec.mtp_acceptance, choose_draft=spec.spec_draft_auto
+    )
+
+
+def _with_draft_length(
+    r: Ranked, cfg: RunConfig, spec: RunSpec, budget: Budget
+) -> tuple[Ranked, RunConfig]:
+    """With a chosen draft length: the configuration (and command) carry it, its memory
+    re-estimated; a length that no longer fits falls back to the configured one."""
+    k = r.speed.draft_n_max if r.speed is not None else 0
+    if not (spec.spec_draft_auto and cfg.mtp and k > 0 and k != cfg.spec_draft_n_max):
+        return r, cfg
+    new = cfg.replace(spec_draft_n_max=k)
+    est = estimate(r.candidate.coefficients, new)
+    est = dataclasses.replace(est, weights=est.weights + projector_device_bytes(r.candidate, spec))
+    margin, shares = margin_of(r.candidate, new, est, budget)
+    if shares:
+        est = combined_estimate(shares, est)
+    if margin < 0:
+        speed = speed_of(r.candidate, r.estimate, budget, acceptance=spec.mtp_acceptance)
+        return replace_ranked(r, speed=speed), cfg
+    return replace_ranked(r, config=new, estimate=est, margin_bytes=margin, devices=shares), new
 
 
 def replace_ranked(r: Ranked, **changes: Any) -> Ranked:

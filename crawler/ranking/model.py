@@ -20,7 +20,7 @@ from crawler.profile.groups import GroupStats
 from crawler.profile.measured import MeasuredValue
 from crawler.ranking.quality import QualityEstimate
 from crawler.ranking.query import QueryMatcher
-from crawler.ranking.speed import SpeedEstimate
+from crawler.ranking.speed import DEFAULT_ACCEPTANCE, SpeedEstimate
 from crawler.units import GIB
 
 __all__ = [
@@ -161,6 +161,12 @@ class RunSpec:
     tier: str = "gpu"  # highest tier allowed: gpu | experts_cpu | partial (crawler/fit/tiers.py)
     vision: bool = False  # with the repo's vision projector (crawler/fit/vision.py)
     spec_draft_n_max: int = 3
+    #: Choose --spec-draft-n-max per result by predicted tok/s
+    #: (crawler.ranking.speed.DRAFT_N_CHOICES).
+    spec_draft_auto: bool = False
+    #: Per-token MTP acceptance the speed estimate assumes
+    #: (crawler.ranking.speed.DEFAULT_ACCEPTANCE).
+    mtp_acceptance: float = DEFAULT_ACCEPTANCE
     cpu_moe: bool = False
     #: llama.cpp's own options, as ``-fa``, ``-np``, ``-ub``, ``--n-cpu-moe`` and ``-ngl N``
     #: (None: every layer on the GPU, or the tier's choice) mean them.
@@ -179,6 +185,8 @@ class RunSpec:
                 raise UsageError(f"unknown cache type {name!r}; one of {', '.join(CACHE_TYPES)}")
         if self.spec_draft_n_max < 0:
             raise UsageError("--spec-draft-n-max must be >= 0")
+        if not 0.0 <= self.mtp_acceptance <= 1.0:
+            raise UsageError("--mtp-acceptance must be between 0 and 1")
         if self.tier not in TIERS:
             raise UsageError(f"--tier must be one of {', '.join(TIERS)}, not {self.tier!r}")
         if self.flash_attn not in ("on", "off", "auto"):

@@ -259,7 +259,13 @@ class _Tally:
             # The catalog's stored score ranks; the full estimate is made for the results.
             quality=self.qualities.get(c.quant_id)
             or (None if c.quality_hint is not None else quality_of(c)),
-            speed=speed_of(c, est, self.budget),
+            speed=speed_of(
+                c,
+                est,
+                self.budget,
+                acceptance=self.spec.mtp_acceptance,
+                choose_draft=self.spec.spec_draft_auto,
+            ),
             command="",
         )
         self.fitting += 1

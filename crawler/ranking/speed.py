@@ -1,65 +1,165 @@
-"""Decode-speed estimate (tokens/s) from memory bandwidth (pure: no I/O). An estimate, labelled so.
+"""Decode-speed estimate (tokens/s), pure: no I/O. An estimate, labelled so, with its basis.
 
-Token generation on a GPU is memory-bound: each token reads every weight it multiplies once, plus
-the KV cache written so far. The model:
+The structure is the one llama.cpp's measured decode times show (127 rows of llama-bench and
+llama-server 0c1e57098 on an H200, tests/fixtures/llamacpp/speed-measurements.jsonl; the fit
+and its errors: docs/models.md "Decode speed"). Seconds per token at a context depth ``d``::
 
-``t_token = bytes_read / (EFFICIENCY * bandwidth) + n_moe_layers * MOE_LAYER_SECONDS``
+    t(d) = sum over ggml types T of  bytes_T / (eff_T * bandwidth)        weights read
+         + n_moe * MOE_LAYER_S                                              fixed MoE cost
+         + (d_global * n_attn + min(d, window) * n_swa) * q_width
+             * DEPTH_S[cache] * H200 / bandwidth                          attention at depth
+         + n_attn * QCACHE_LAYER_S  (quantized cache only)
+         + host experts: active expert bytes / (HOST_EFF * host bandwidth)
+           (instead of their device read and MOE_LAYER_S)
+         + SERVER_S                                                       llama-server's own
 
-* ``bytes_read``: device weights except the routed experts (dense models: all of them; the input
-  embedding stays in host memory and only one row is read), plus ``n_expert_used / n_expert`` of
-  the routed experts (shared experts are dense weights), plus the recurrent state (read and
-  written), plus the KV cache at the context reached (``tok_s`` at an empty context,
-  ``tok_s_at_ctx`` with the whole context filled). With ``--cpu-moe`` the routed experts are read
-  from host memory at ``host_bandwidth``.
-* ``EFFICIENCY`` (share of peak bandwidth llama.cpp reaches) and ``MOE_LAYER_SECONDS`` (fixed cost
-  per MoE layer: routing, many small expert matmuls) are fitted on the published measurements in
-  OBSERVATIONS; calibration_report gives the errors.
-* MTP drafting (when enabled and the head is present): with draft length ``k`` and acceptance
-  ``alpha``, a cycle yields ``E = (1 - alpha^(k+1)) / (1 - alpha)`` tokens and costs one target
-  pass over ``k + 1`` tokens plus ``k`` draft passes. The draft pass reads the MTP block and the
-  output head (``shared_head_head`` falls back to ``output``); the verify pass costs
-  ``1 + k * VERIFY_OVERHEAD`` decodes (fitted), and for MoE the extra distinct experts the ``k + 1``
-  tokens route to. ``alpha`` defaults to DEFAULT_ACCEPTANCE, the median published rate.
+* ``eff_T``: the share of peak bandwidth llama.cpp's decode kernels reach per weight type
+  (TYPE_EFFICIENCY). On the H200 it ranges from 0.13 (Q3_K) to 0.43 (Q8_0): the
+  kernels there are bound by dequantisation work, not by memory, so bytes alone mislead.
+  Without the per-type mix the file's bits per weight pick a class (type_efficiency).
+* Attention at depth is not the KV read at full bandwidth: a quantized cache costs about 3x
+  the f16 cache per token of depth although it holds 2-3.5x fewer bytes (the flash-attention
+  kernel dequantises K and V for every query head), so the term counts query-head elements,
+  per cache type.
+* MTP (``--spec-type draft-mtp``) with draft length ``k`` and per-token acceptance ``a``
+  (draft token i kept with probability a^i, the law llama-server's ``--spec-synth-rates``
+  follows): a cycle yields ``E = 1 + a + ... + a^k`` tokens and costs one target pass, ``k``
+  draft passes (the MTP block and output head read plus DRAFT_S per drafted token: the draft
+  pass and its share of the verify batch), ACCEPT_S per accepted token and, for MoE, the extra
+  experts the ``k + 1`` verified tokens route to. The costs are measured (alpha 0 and 1 separate
+  them from acceptance), not assumed.
 
-Sources: ``shared/reference/quant-ecosystem.md`` section 5 (MTP speeds and acceptance rates) and
-section 1 (Qwen3.5-35B-A3B speeds on an RTX 3090); GPU bandwidths from ``crawler/data/gpus.csv``.
+Other GPUs: each weight type is read at the lesser of MEMORY_EFFICIENCY x bandwidth and the
+rate its kernel reached on the H200; the fixed costs (launch-bound) stay as measured; attention
+at depth scales with the H200's bandwidth over the GPU's. No per-GPU row was fitted: the basis
+says "extrapolated", and docs/models.md compares published rows.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import re
 from dataclasses import dataclass
-from functools import cache
 
 __all__ = [
+    "ACCEPTANCE_SOURCE",
     "DEFAULT_ACCEPTANCE",
-    "OBSERVATIONS",
+    "DEFAULT_HOST_BANDWIDTH_GB_S",
+    "DRAFT_N_CHOICES",
+    "MEASURED_GPU_BANDWIDTH_GB_S",
+    "MOE_BOUND_SLACK",
+    "TYPE_EFFICIENCY",
+    "VERIFY_EXPERTS_K",
     "SpeedBound",
-    "SpeedCalibration",
     "SpeedEstimate",
     "SpeedInputs",
-    "calibration_report",
+    "decode_seconds",
     "estimate_speed",
-    "mtp_speedup",
+    "expected_tokens",
+    "label_type_mix",
+    "mtp_cycle_seconds",
+    "per_token_acceptance",
     "read_bytes_floor",
     "speed_bound",
+    "type_efficiency",
     "verify_experts_floor",
 ]
 
 GB = 1e9
 #: Median of the published MTP acceptance rates: 0.70 (localweights 27B, RTX 3090 Ti), 0.726
 #: (Qwen3.5-122B, Strix Halo), 0.789 (llama.cpp PR #22673 aggregate), 0.84 (Strata, low end),
-#: 0.906 (GazTrab 27B, 16 GB card).
+#: 0.906 (GazTrab 27B, 16 GB card). Read as the per-token acceptance ``a`` of a^i.
 DEFAULT_ACCEPTANCE = 0.789
+ACCEPTANCE_SOURCE = "median of 5 published MTP acceptance rates (llama.cpp PR #22673 and cards)"
 #: Host memory bandwidth for experts kept on the CPU (--cpu-moe) when none is given: dual-channel
 #: DDR5-4800 peak is 76.8 GB/s; we assume ~60 GB/s reached.
 DEFAULT_HOST_BANDWIDTH_GB_S = 60.0
+#: The GPU the constants were measured on: NVIDIA H200 SXM, 4890 GB/s (crawler/data/gpus.csv).
+MEASURED_GPU_BANDWIDTH_GB_S = 4890.0
+#: Draft lengths ``--spec-draft-n-max`` is chosen from (the measured range).
+DRAFT_N_CHOICES = (1, 2, 3, 4, 5)
+
+#: Share of peak bandwidth the decode kernels reach per weight type (fitted on uniform-type
+#: files of four architectures, H200; docs/models.md). Types not measured use their class.
+TYPE_EFFICIENCY: dict[str, float] = {
+    "Q3_K": 0.125,
+    "IQ3_XXS": 0.162,
+    "IQ4_XS": 0.255,
+    "Q4_0": 0.283,
+    "Q4_K": 0.246,
+    "Q5_K": 0.28,
+    "Q6_K": 0.26,
+    "Q8_0": 0.389,
+    "F16": 0.389,
+    "BF16": 0.389,
+    "F32": 0.389,
+}
+#: Share of peak bandwidth a memory-bound decode reaches where the kernels keep up (slower
+#: memory than the H200's): the earlier fit on a published RTX 3090 Ti row (Qwen3.6-27B
+#: IQ4_XS, 48 tok/s; localweights/Qwen3.6-27B-MTP-IMAT-IQ4_XS-Q8nextn-GGUF model card).
+MEMORY_EFFICIENCY = 0.66
+#: Bits-per-weight classes for files whose type mix is unknown: below 4 bits the 2- and 3-bit
+#: kernels (lookup-table and 3-bit K-quants), else the median of the 4- to 6-bit types.
+LOW_BIT_EFFICIENCY = 0.155
+MID_BIT_EFFICIENCY = 0.283
+#: Fixed cost per MoE layer, seconds (router, expert gather: fitted).
+MOE_LAYER_S = 68.53e-6
+#: Attention at depth, seconds per (token of depth x query-head element) per attention layer on
+#: the H200, by cache type class; a quantized cache's fixed cost per attention layer.
+DEPTH_S = {"f16": 3.366e-13, "quant": 8.757e-13}
+QCACHE_LAYER_S = 15.30e-6
+#: Experts in host memory: share of the host bandwidth reached (fitted against the default
+#: 60 GB/s on the measuring machine's host).
+HOST_EFF = 0.629
+#: llama-server's own cost per decode step (sampling, slot bookkeeping) over llama-bench's.
+SERVER_S = 294.3e-6
+#: MTP: fixed cost per drafted token (the draft pass and its share of the verify batch: the two
+#: scale together with k and are not separable from speed alone), and per accepted token.
+DRAFT_S = 1.820e-3
+ACCEPT_S = 1.121e-3
+
+
+_LABEL_TYPE = re.compile(r"(?<![A-Z0-9])(I?Q\d_(?:K|\d|XXS|XS|S|M|NL))(?:_(S|M|L|XL))?", re.I)
+
+
+def label_type_mix(label: str | None) -> tuple[tuple[str, float], ...]:
+    """A type mix guessed from a quant label (``Q4_K_M``, ``UD-Q3_K_XL``, ``IQ4_XS``, ``Q8_0``),
+    for files whose per-type bytes are not at hand: the named type alone; for an ``_S/_M/_L``
+    mix 75 % the named type and 25 % Q6_K (llama-quantize keeps the output head and part of
+    attn_v / ffn_down at 6 bits: 73 % / 27 % in the measured Q4_K_M-like Llama-3-8B); for
+    ``_XL`` and Unsloth-Dynamic ``UD-`` mixes half and half (attention and linear attention kept
+    at 6-8 bits: 48 % / 52 % in the measured UD-Q3_K_XL-like Qwen3.6-27B), their 2- and 3-bit
+    K bulk being IQ-quants (IQ3_XXS there). Empty when the label names no type."""
+    if not label:
+        return ()
+    m = _LABEL_TYPE.search(label)
+    if m is None:
+        return ()
+    base, size = m.group(1).upper(), m.group(2)
+    if size is None or base == "Q6_K":
+        return ((base, 1.0),)
+    dynamic = label.upper().startswith("UD-") or "-UD-" in label.upper() or size.upper() == "XL"
+    if dynamic and base in ("Q2_K", "Q3_K"):
+        base = f"IQ{base[1]}_XXS"
+    high = 0.5 if dynamic else 0.25
+    return ((base, 1.0 - high), ("Q6_K", high))
+
+
+def type_efficiency(type_name: str | None, bits_per_weight: float | None = None) -> float:
+    """Efficiency of one weight type, else of the bits-per-weight class."""
+    if type_name is not None and type_name in TYPE_EFFICIENCY:
+        return TYPE_EFFICIENCY[type_name]
+    if type_name is not None:
+        low = type_name.startswith(("IQ1", "IQ2", "IQ3", "Q2_K", "Q3_K", "TQ"))
+        return LOW_BIT_EFFICIENCY if low else MID_BIT_EFFICIENCY
+    if bits_per_weight is not None and bits_per_weight < 4.0:
+        return LOW_BIT_EFFICIENCY
+    return MID_BIT_EFFICIENCY
 
 
 @dataclass(frozen=True, slots=True)
 class SpeedInputs:
-    """Bytes per token of one quant in one configuration (from the memory model and profile)."""
+    """What one token reads and runs, for one quant in one configuration."""
 
     dense_bytes: int  # device weights read every token, routed experts excluded (output included)
     expert_bytes: int = 0  # all routed experts of the trunk (device or host)
@@ -67,12 +167,35 @@ class SpeedInputs:
     n_expert_used: int = 0
     n_moe_layers: int = 0
     experts_on_host: bool = False
-    kv_bytes_full: int = 0  # KV cache bytes at the configured context
+    kv_bytes_full: int = 0  # KV cache bytes at the configured context (kept for the record)
     recurrent_bytes: int = 0
     mtp: bool = False  # MTP drafting on (head present and loaded)
     mtp_bytes: int = 0  # the MTP block's device bytes
+    mtp_expert_bytes: int = 0  # of which routed experts (a draft pass reads the active share)
     output_bytes: int = 0  # the output head, read by every draft pass
     draft_n_max: int = 3
+    #: (ggml type, share of the weight bytes); empty: type_efficiency of the bits.
+    type_mix: tuple[tuple[str, float], ...] = ()
+    bits_per_weight: float | None = None
+    n_layer: int = 0  # trunk layers
+    n_attn: int = 0  # full-attention trunk layers (global: they see the whole depth)
+    n_swa: int = 0  # sliding-window trunk layers
+    swa_window: int = 0
+    q_width: int = 0  # query heads x head dim of an attention layer
+    cache_type: str = "f16"  # the K cache type (-ctk)
+    ctx: int = 0  # tokens at the target context
+
+    def weight_seconds_per_byte(self, bandwidth: float) -> float:
+        """Seconds per weight byte at ``bandwidth`` (bytes/s), by the type mix: each type at
+        the lesser of MEMORY_EFFICIENCY of the bandwidth and the rate its kernel reached on
+        the H200 (where the kernels, not the memory, set the pace)."""
+
+        def rate(eff: float) -> float:
+            return min(MEMORY_EFFICIENCY * bandwidth, eff * MEASURED_GPU_BANDWIDTH_GB_S * GB)
+
+        if self.type_mix:
+            return sum(share / rate(type_efficiency(t)) for t, share in self.type_mix)
+        return 1.0 / rate(type_efficiency(None, self.bits_per_weight))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +203,14 @@ class SpeedEstimate:
     """Estimated decode speed (tokens/s); always an estimate, never a measurement."""
 
     tok_s: float  # context nearly empty
-    tok_s_at_ctx: float  # the whole configured context filled
+    tok_s_at_ctx: float  # the target context filled
     mtp_speedup: float  # 1.0 without MTP
     bytes_per_token: int  # at an empty context, without MTP
     bandwidth_gb_s: float
+    draft_n_max: int = 0  # the --spec-draft-n-max the estimate is for (0: MTP off)
+    acceptance: float | None = None
+    ctx: int = 0
+    basis: str = ""
 
     def to_json(self) -> dict[str, object]:
         """JSON-friendly dict."""
@@ -91,105 +218,18 @@ class SpeedEstimate:
             "estimate": True,
             "tok_s": round(self.tok_s, 1),
             "tok_s_at_ctx": round(self.tok_s_at_ctx, 1),
+            "ctx": self.ctx,
             "mtp_speedup": round(self.mtp_speedup, 3),
+            "spec_draft_n_max": self.draft_n_max,
+            "mtp_acceptance": self.acceptance,
             "bytes_per_token": self.bytes_per_token,
             "bandwidth_gb_s": self.bandwidth_gb_s,
+            "basis": self.basis,
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """A published decode speed with what is known of the setup."""
-
-    label: str
-    source: str
-    bandwidth_gb_s: float
-    dense_gb: float  # weights read per token, GB (estimated from the named quant)
-    expert_active_gb: float
-    n_moe_layers: int
-    tok_s: float
-    tok_s_mtp: float | None = None
-    acceptance: float | None = None
-
-
-#: Calibration points. Bytes per token are our estimates from the named quant (stated here).
-OBSERVATIONS: tuple[Observation, ...] = (
-    Observation(
-        "Qwen3.6-27B IQ4_XS+Q8 nextn, RTX 3090 Ti (48 -> 73 tok/s, ~70% accept)",
-        "localweights/Qwen3.6-27B-MTP-IMAT-IQ4_XS-Q8nextn-GGUF card (quant-ecosystem.md s.5)",
-        1010.0,
-        # 26.9B trunk params less the 1.27B host-side embedding at IQ4_XS 4.25 bpw (+ output).
-        13.9,
-        0.0,
-        0,
-        48.0,
-        73.0,
-        0.70,
-    ),
-    Observation(
-        "Qwen3.6-27B UD-IQ3_XXS+MTP, 16 GB card (53 -> 76 tok/s, 90.6% accept)",
-        "GazTrab/Qwen3.6-27B-MTP-UD-IQ3_XXS-GGUF card (quant-ecosystem.md s.5)",
-        0.0,  # card not named: used for the MTP ratio only
-        11.9,
-        0.0,
-        0,
-        53.0,
-        76.0,
-        0.906,
-    ),
-    Observation(
-        "seed: 24 GB laptop card (RTX 5090 Laptop, 896 GB/s), 65 -> 80 tok/s with MTP",
-        "the project's seed observation (issue #6); model and quant not recorded",
-        0.0,  # model unknown: used for the MTP ratio only, acceptance assumed = default
-        13.9,
-        0.0,
-        0,
-        65.0,
-        80.0,
-        None,
-    ),
-    Observation(
-        "Qwen3.5-35B-A3B iq4_nl (Mungert), RTX 3090: ~143 tok/s",
-        "u/StrikeOner sweep, r/LocalLLaMA 2026-03 (quant-ecosystem.md s.1)",
-        936.2,
-        # ~1.6B always-active params (attention, shared experts, output) at ~4.5 bpw.
-        0.95,
-        # 256 experts x 40 layers, 8 used: ~1.0B active routed params at 4.5 bpw.
-        0.57,
-        40,
-        143.0,
-    ),
-    Observation(
-        "Qwen3.5-35B-A3B UD-Q3_K_XL, RTX 3090: ~105 tok/s",
-        "u/StrikeOner sweep, r/LocalLLaMA 2026-03 (quant-ecosystem.md s.1)",
-        936.2,
-        1.25,  # dynamic quant keeps attention and shared experts at Q8_0
-        0.45,
-        40,
-        105.0,
-    ),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class SpeedCalibration:
-    """Fitted constants and their errors on OBSERVATIONS."""
-
-    efficiency: float
-    moe_layer_seconds: float
-    verify_overhead: float
-    errors: tuple[tuple[str, float], ...]  # (label, predicted/measured - 1)
-
-    def rows(self) -> Iterable[tuple[str, str]]:
-        """(metric, value) rows for a table."""
-        yield "bandwidth efficiency (fitted)", f"{self.efficiency:.2f}"
-        yield "fixed cost per MoE layer (fitted)", f"{self.moe_layer_seconds * 1e6:.0f} us"
-        yield "verify overhead per drafted token (fitted)", f"{self.verify_overhead:.2f} decodes"
-        for label, err in self.errors:
-            yield label, f"{err:+.0%}"
-
-
-def _expected_tokens(alpha: float, k: int) -> float:
+def expected_tokens(alpha: float, k: int) -> float:
+    """Tokens one MTP cycle yields: ``1 + a + a^2 + ... + a^k``."""
     if k <= 0:
         return 1.0
     if alpha >= 1.0:
@@ -197,82 +237,79 @@ def _expected_tokens(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def mtp_speedup(
-    *,
-    alpha: float,
-    k: int,
-    draft_ratio: float,
-    verify_overhead: float,
-    expert_share: float = 0.0,
-    n_expert: int = 0,
-    n_expert_used: int = 0,
-) -> float:
-    """Tokens/s with MTP over tokens/s without, for one verify-and-draft cycle.
-
-    ``draft_ratio`` = bytes of one draft pass / bytes of one target decode; ``expert_share`` = the
-    routed experts' share of a target decode's bytes (MoE: ``k + 1`` tokens touch more experts).
-    """
-    if k <= 0:
+def per_token_acceptance(mean_len: float, k: int) -> float:
+    """The per-token acceptance ``a`` whose cycle of draft length ``k`` yields ``mean_len``
+    tokens (llama-server's "mean len"), by bisection; clamped to [0, 1]."""
+    if k <= 0 or mean_len <= 1.0:
+        return 0.0
+    if mean_len >= k + 1:
         return 1.0
-    extra_experts = 0.0
-    if expert_share > 0 and n_expert > 0 and n_expert_used > 0:
-        p = n_expert_used / n_expert
-        distinct = (1.0 - (1.0 - p) ** (k + 1)) / p  # experts touched, per expert of one token
-        extra_experts = expert_share * (distinct - 1.0)
-    cost = 1.0 + k * verify_overhead + extra_experts + k * draft_ratio
-    return _expected_tokens(alpha, k) / cost
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens(mid, k) < mean_len else (lo, mid)
+    return (lo + hi) / 2
 
 
-def _fit() -> SpeedCalibration:
-    # Efficiency from the dense point with a named card; MoE layer cost from the MoE points.
-    dense = [o for o in OBSERVATIONS if o.bandwidth_gb_s and not o.n_moe_layers]
-    eff = sum(o.tok_s * o.dense_gb * GB / (o.bandwidth_gb_s * GB) for o in dense) / len(dense)
-    moe = [o for o in OBSERVATIONS if o.bandwidth_gb_s and o.n_moe_layers]
-    taus = [
-        (1.0 / o.tok_s - (o.dense_gb + o.expert_active_gb) * GB / (eff * o.bandwidth_gb_s * GB))
-        / o.n_moe_layers
-        for o in moe
-    ]
-    tau = max(0.0, sum(taus) / len(taus))
-    # Verify overhead: least squares on the MTP ratios (grid; the function is smooth and 1-D).
-    # Draft pass of a 27B: MTP block (~0.29 GB at Q8_0) + output head (~1.0 GB at Q6_K) over the
-    # observation's target bytes.
-    mtp = [o for o in OBSERVATIONS if o.tok_s_mtp]
-
-    def sse(v: float) -> float:
-        total = 0.0
-        for o in mtp:
-            pred = mtp_speedup(
-                alpha=o.acceptance or DEFAULT_ACCEPTANCE,
-                k=3,
-                draft_ratio=1.3 / o.dense_gb,
-                verify_overhead=v,
-            )
-            total += (pred / (o.tok_s_mtp / o.tok_s) - 1.0) ** 2  # type: ignore[operator]
-        return total
-
-    v = min((i / 1000 for i in range(0, 1001)), key=sse)
-    errors = []
-    for o in OBSERVATIONS:
-        if o.bandwidth_gb_s:
-            t = (o.dense_gb + o.expert_active_gb) * GB / (eff * o.bandwidth_gb_s * GB)
-            t += o.n_moe_layers * tau
-            errors.append((f"{o.label}: tok/s", (1.0 / t) / o.tok_s - 1.0))
-        if o.tok_s_mtp:
-            pred = mtp_speedup(
-                alpha=o.acceptance or DEFAULT_ACCEPTANCE,
-                k=3,
-                draft_ratio=1.3 / o.dense_gb,
-                verify_overhead=v,
-            )
-            errors.append((f"{o.label}: MTP speed-up", pred / (o.tok_s_mtp / o.tok_s) - 1.0))
-    return SpeedCalibration(eff, tau, v, tuple(errors))
+def _active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) -> float:
+    return expert_bytes * max(n_expert_used, 1) / n_expert if n_expert > 0 else float(expert_bytes)
 
 
-@cache
-def calibration_report() -> SpeedCalibration:
-    """The fitted constants and per-observation errors (cached)."""
-    return _fit()
+def decode_seconds(
+    x: SpeedInputs,
+    bandwidth_gb_s: float,
+    depth: int = 0,
+    *,
+    host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
+    server: bool = True,
+) -> float:
+    """Seconds of one decode step (no MTP) at ``depth`` tokens of context."""
+    bw = bandwidth_gb_s * GB
+    per_byte = x.weight_seconds_per_byte(bw)
+    active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
+    device = x.dense_bytes + 2 * x.recurrent_bytes + (0.0 if x.experts_on_host else active)
+    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # attention at depth (KV reads)
+    s = device * per_byte
+    if x.experts_on_host:
+        s += active / (HOST_EFF * host_bandwidth_gb_s * GB)
+    else:
+        s += x.n_moe_layers * MOE_LAYER_S
+    quant = x.cache_type not in ("f16", "bf16", "f32")
+    if depth > 0 and x.q_width:
+        seen = x.n_attn * depth + x.n_swa * min(depth, x.swa_window or depth)
+        s += seen * x.q_width * DEPTH_S["quant" if quant else "f16"] * slow
+    if quant:
+        s += (x.n_attn + x.n_swa) * QCACHE_LAYER_S
+    if server:
+        s += SERVER_S
+    return s
+
+
+def mtp_cycle_seconds(
+    x: SpeedInputs, bandwidth_gb_s: float, k: int, alpha: float, depth: int = 0
+) -> float:
+    """Seconds of one MTP cycle: target pass, ``k`` drafts, verify and accepted-token costs."""
+    t0 = decode_seconds(x, bandwidth_gb_s, depth)
+    if k <= 0:
+        return t0
+    bw = bandwidth_gb_s * GB
+    idle = x.mtp_expert_bytes * (1.0 - x.n_expert_used / x.n_expert) if x.n_expert > 0 else 0.0
+    read = x.mtp_bytes - idle + x.output_bytes
+    draft = read * SpeedInputs(0, type_mix=(("Q8_0", 1.0),)).weight_seconds_per_byte(bw) + DRAFT_S
+    extra = 0.0
+    if x.n_expert > 0 and x.n_expert_used > 0 and not x.experts_on_host:
+        p = x.n_expert_used / x.n_expert
+        distinct = (1.0 - (1.0 - p) ** (k + 1)) / p
+        active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
+        extra = active * (distinct - 1.0) * x.weight_seconds_per_byte(bw)
+    accepted = expected_tokens(alpha, k) - 1.0
+    return t0 + k * draft + extra + accepted * ACCEPT_S
+
+
+def _basis(bandwidth_gb_s: float) -> str:
+    if abs(bandwidth_gb_s - MEASURED_GPU_BANDWIDTH_GB_S) < 1.0:
+        return "measured GPU class (H200, llama.cpp 0c1e57098)"
+    return "extrapolated by bandwidth from the H200 fit (no published row fitted)"
 
 
 def estimate_speed(
@@ -281,40 +318,44 @@ def estimate_speed(
     *,
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     acceptance: float = DEFAULT_ACCEPTANCE,
+    choose_draft: bool = False,
 ) -> SpeedEstimate:
-    """Estimated decode tokens/s of one quant on a GPU with ``bandwidth_gb_s``."""
-    cal = calibration_report()
-    bw = cal.efficiency * bandwidth_gb_s * GB
-    host_bw = cal.efficiency * host_bandwidth_gb_s * GB
-    active_experts = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
-    dense = x.dense_bytes + 2 * x.recurrent_bytes  # the recurrent state is read and written
-    seconds = dense / bw + x.n_moe_layers * cal.moe_layer_seconds
-    seconds += active_experts / (host_bw if x.experts_on_host else bw)
-    seconds_full = seconds + x.kv_bytes_full / bw
-    speedup = 1.0
-    if x.mtp and x.draft_n_max > 0:
-        target = dense + active_experts
-        speedup = mtp_speedup(
-            alpha=acceptance,
-            k=x.draft_n_max,
-            draft_ratio=(x.mtp_bytes + x.output_bytes) / max(target, 1),
-            verify_overhead=cal.verify_overhead,
-            expert_share=active_experts / max(target, 1),
-            n_expert=x.n_expert,
-            n_expert_used=x.n_expert_used,
+    """Estimated decode tokens/s at an empty and at the target context (``x.ctx``).
+
+    With MTP on and ``choose_draft`` the draft length is the one of DRAFT_N_CHOICES with
+    the highest predicted tok/s at an empty context; else ``x.draft_n_max``.
+    """
+    t0 = decode_seconds(x, bandwidth_gb_s, 0, host_bandwidth_gb_s=host_bandwidth_gb_s)
+    t_ctx = decode_seconds(x, bandwidth_gb_s, x.ctx, host_bandwidth_gb_s=host_bandwidth_gb_s)
+    k = x.draft_n_max if x.mtp else 0
+    if x.mtp and choose_draft:
+        k = max(
+            DRAFT_N_CHOICES,
+            key=lambda n: (
+                expected_tokens(acceptance, n) / mtp_cycle_seconds(x, bandwidth_gb_s, n, acceptance)
+            ),
         )
-        speedup = max(speedup, 0.0)
+    active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
+    if k > 0:
+        e = expected_tokens(acceptance, k)
+        tok = e / mtp_cycle_seconds(x, bandwidth_gb_s, k, acceptance)
+        # at depth the target pass grows; the draft/verify costs do not
+        extra = mtp_cycle_seconds(x, bandwidth_gb_s, k, acceptance) - t0
+        tok_ctx = e / (t_ctx + extra)
+        speedup = tok * t0
+    else:
+        tok, tok_ctx, speedup = 1.0 / t0, 1.0 / t_ctx, 1.0
     return SpeedEstimate(
-        tok_s=speedup / seconds if seconds > 0 else math.inf,
-        tok_s_at_ctx=speedup / seconds_full if seconds_full > 0 else math.inf,
+        tok_s=tok if t0 > 0 else math.inf,
+        tok_s_at_ctx=tok_ctx if t_ctx > 0 else math.inf,
         mtp_speedup=speedup,
-        bytes_per_token=int(dense + active_experts),
+        bytes_per_token=int(x.dense_bytes + 2 * x.recurrent_bytes + active),
         bandwidth_gb_s=bandwidth_gb_s,
+        draft_n_max=k,
+        acceptance=acceptance if k > 0 else None,
+        ctx=x.ctx,
+        basis=_basis(bandwidth_gb_s),
     )
-
-
-def _active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) -> float:
-    return expert_bytes * max(n_expert_used, 1) / n_expert if n_expert > 0 else float(expert_bytes)
 
 
 def read_bytes_floor(
@@ -336,13 +377,10 @@ class SpeedBound:
         speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1)
                               + verify_experts)
 
-    ``read_bytes`` is read_bytes_floor (at most the bytes a token reads, more than the
-    target decode's bytes less one), ``bw`` the faster bandwidth in use, ``draft_bytes`` what a
-    draft pass reads (the MTP block and the output head), ``verify_experts``
-    verify_experts_floor (counted from ``draft_n_max`` VERIFY_EXPERTS_K on, where
-    it is a floor of mtp_speedup's extra experts). Without MTP ``expected`` and
-    ``base_cost`` are 1 and a dense quant's bound is its estimate, computed with the same
-    floating-point steps.
+    ``bw`` is the fastest rate a weight byte is read at (every byte costs at least that),
+    ``moe_layer_seconds`` the fixed MoE cost, ``expected`` the most tokens a cycle yields at
+    the acceptance in use (a cycle costs at least one target pass; the draft term is left at 0),
+    ``verify_experts`` verify_experts_floor.
     """
 
     bw: float  # bytes/s
@@ -354,11 +392,7 @@ class SpeedBound:
     def tok_s(
         self, read_bytes: int, n_moe_layers: int, draft_bytes: int, verify_experts: float = 0.0
     ) -> float:
-        """The bound for one quant (what ``crawler.ranking.bounds.speed_bound_sql`` computes).
-
-        With routed experts the estimate adds their bytes in a separate float step, so the bound
-        is raised by MOE_BOUND_SLACK to stay above it whatever the rounding.
-        """
+        """The bound for one quant (what ``crawler.ranking.bounds.speed_bound_sql`` computes)."""
         seconds = read_bytes / self.bw + n_moe_layers * self.moe_layer_seconds
         cost = self.base_cost + self.draft_n_max * draft_bytes / (read_bytes + 1)
         if self.draft_n_max >= VERIFY_EXPERTS_K:
@@ -374,10 +408,10 @@ VERIFY_EXPERTS_K = 3
 def verify_experts_floor(
     read_bytes: int, expert_bytes: int, n_expert: int, n_expert_used: int
 ) -> float:
-    """A floor of mtp_speedup's ``extra_experts`` (the experts the ``k + 1`` verified
-    tokens touch beyond one token's) for any draft length ``k >= VERIFY_EXPERTS_K``: the touched
-    experts grow with ``k``, and the routed experts' share of a decode is at least their active
-    bytes (rounded down) over ``read_bytes + 1`` (read_bytes_floor). 0 for dense quants."""
+    """A floor of the MTP verify pass's extra experts (the experts the ``k + 1`` verified tokens
+    touch beyond one token's) for any draft length ``k >= VERIFY_EXPERTS_K``, in units of one
+    token's read bytes: the routed experts' share of a decode is at least their active bytes
+    (rounded down) over ``read_bytes + 1`` (read_bytes_floor). 0 for dense quants."""
     if n_expert <= 0 or n_expert_used <= 0 or expert_bytes <= 0:
         return 0.0
     p = n_expert_used / n_expert
@@ -402,14 +436,23 @@ def speed_bound(
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     acceptance: float = DEFAULT_ACCEPTANCE,
 ) -> SpeedBound:
-    """The SpeedBound for one GPU and configuration (arguments: estimate_speed)."""
-    cal = calibration_report()
-    fastest = max(bandwidth_gb_s, host_bandwidth_gb_s) if experts_on_host else bandwidth_gb_s
-    k = draft_n_max if mtp else 0
+    """The SpeedBound for one GPU and configuration (arguments: estimate_speed).
+
+    With MTP the draft length may be chosen per quant, so ``expected`` is the largest of
+    DRAFT_N_CHOICES and ``draft_n_max``, and a cycle costs at least one target pass."""
+    fastest = min(
+        MEMORY_EFFICIENCY * bandwidth_gb_s,
+        max(TYPE_EFFICIENCY.values()) * MEASURED_GPU_BANDWIDTH_GB_S,
+    )
+    if experts_on_host:
+        fastest = max(fastest, HOST_EFF * host_bandwidth_gb_s)
+    ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
     return SpeedBound(
-        bw=cal.efficiency * fastest * GB,
-        moe_layer_seconds=cal.moe_layer_seconds,
-        expected=_expected_tokens(acceptance, k),
-        base_cost=1.0 + k * cal.verify_overhead,
-        draft_n_max=k,
+        bw=fastest * GB,
+        moe_layer_seconds=0.0 if experts_on_host else MOE_LAYER_S,
+        expected=max(expected_tokens(acceptance, n) for n in ks),
+        base_cost=1.0,
+        # no draft cost: the stored draft bytes count an MoE MTP block's idle experts, which a
+        # draft pass does not read
+        draft_n_max=0,
     )

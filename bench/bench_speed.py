@@ -1,0 +1,52 @@
+"""Decode speed: crawler/ranking/speed.py's prediction against every measured H200 row.
+
+Reads ``tests/fixtures/llamacpp/speed-measurements.jsonl`` (made by ``tools/measure_speed.py``
+on an H200 with llama.cpp 0c1e57098) and prints Markdown: one row per measurement (predicted,
+measured, error, fitted or held out), then the median and 90th-percentile absolute error of the
+fitted and the held-out rows, and the MTP speed-up errors at known acceptances.
+``python -m bench bench_speed``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+
+def _p90(xs: list[float]) -> float:
+    return sorted(xs)[int(0.9 * (len(xs) - 1) + 0.5)]
+
+
+def main(options: Sequence[str] = ()) -> None:
+    """Print the tables."""
+    del options
+    from tests.fixtures.llamacpp.speed import held_out, predict, rows
+
+    print("| row | measured tok/s | predicted | error | set |")
+    print("|---|---:|---:|---:|---|")
+    errs: dict[str, list[float]] = {"fitted": [], "held out": []}
+    for r in rows():
+        p = predict(r)
+        e = p / r.measured - 1
+        kind = "held out" if held_out(r) else "fitted"
+        errs[kind].append(abs(e))
+        print(f"| {r.label} | {r.measured:.1f} | {p:.1f} | {e:+.1%} | {kind} |")
+    print()
+    print("| set | rows | median abs error | p90 abs error |")
+    print("|---|---:|---:|---:|")
+    for kind, xs in errs.items():
+        print(f"| {kind} | {len(xs)} | {statistics.median(xs):.1%} | {_p90(xs):.1%} |")
+    print()
+    base = {(r.raw["model"], r.raw["ctk"], r.raw.get("ctx")): r for r in rows()
+            if r.server and r.k == 0 and r.raw["pass"] != 2}  # fmt: skip
+    print("| MTP row (held out) | measured speed-up | predicted | error (points) |")
+    print("|---|---:|---:|---:|")
+    for r in rows():
+        if r.k and r.alpha not in (0.0, 1.0):
+            b = base[(r.raw["model"], r.raw["ctk"], r.raw.get("ctx"))]
+            m, p = r.measured / b.measured, predict(r) / predict(b)
+            print(f"| {r.label} | {m:.2f}x | {p:.2f}x | {(p - m) * 100:+.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Decode speed and MTP acceptance read from a llama.cpp log (pure: text in, numbers out).
+
+llama-server prints per request (tools/server/server-context.cpp at 0c1e57098, print_timing)::
+
+    eval time =  2385.83 ms /   256 tokens (  9.32 ms per token,  106.88 tokens per second)
+    draft acceptance = 0.62264 (  165 accepted /   265 generated), mean len =  2.90
+
+and its ``/completion`` answer carries ``"predicted_per_second"``, ``"draft_n"`` and
+``"draft_n_accepted"`` in ``timings`` (server-common.cpp); llama-cli's exit summary has
+``eval time = ... / N runs (...)`` (src/llama-context.cpp). The last request in the text counts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["LogTimings", "parse_timings"]
+
+_EVAL = re.compile(
+    r"(?<!prompt )eval time =\s*(?P<ms>[\d.]+) ms /\s*(?P<n>\d+) (?:tokens|runs)\s*"
+    r"\(\s*[\d.]+ ms per token,\s*(?P<tps>[\d.]+) tokens per second\)"
+)
+_DRAFT = re.compile(
+    r"draft acceptance = (?P<rate>[\d.]+) \(\s*(?P<acc>\d+) accepted /\s*(?P<gen>\d+) generated\)"
+    r"(?:, mean len =\s*(?P<len>[\d.]+))?"
+)
+_JSON_TPS = re.compile(r'"predicted_per_second"\s*:\s*(?P<tps>[\d.eE+-]+)')
+_JSON_N = re.compile(r'"draft_n"\s*:\s*(?P<gen>\d+)\s*,\s*"draft_n_accepted"\s*:\s*(?P<acc>\d+)')
+
+
+@dataclass(frozen=True, slots=True)
+class LogTimings:
+    """The decode speed of the last request a log shows, and its draft acceptance if any."""
+
+    tok_s: float
+    n_tokens: int | None = None  # tokens generated (None from the JSON form)
+    draft_generated: int = 0
+    draft_accepted: int = 0
+    mean_len: float | None = None  # tokens per verify step, the target token included
+
+    @property
+    def acceptance(self) -> float | None:
+        """Share of drafted tokens accepted (None without drafting)."""
+        return self.draft_accepted / self.draft_generated if self.draft_generated else None
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-friendly dict."""
+        return {
+            "tok_s": round(self.tok_s, 2),
+            "n_tokens": self.n_tokens,
+            "draft_generated": self.draft_generated,
+            "draft_accepted": self.draft_accepted,
+            "draft_acceptance": None if self.acceptance is None else round(self.acceptance, 4),
+            "mean_len": self.mean_len,
+        }
+
+
+def parse_timings(text: str) -> LogTimings | None:
+    """The last request's decode timings in ``text`` (None when it has none)."""
+    evals = list(_EVAL.finditer(text))
+    if evals:
+        m = evals[-1]
+        drafts = [d for d in _DRAFT.finditer(text) if d.start() > m.start()]
+        d = drafts[0] if drafts else None
+        return LogTimings(
+            tok_s=float(m["tps"]),
+            n_tokens=int(m["n"]),
+            draft_generated=int(d["gen"]) if d else 0,
+            draft_accepted=int(d["acc"]) if d else 0,
+            mean_len=float(d["len"]) if d and d["len"] else None,
+        )
+    tps = list(_JSON_TPS.finditer(text))
+    if not tps:
+        return None
+    n = list(_JSON_N.finditer(text))
+    last = n[-1] if n else None
+    return LogTimings(
+        tok_s=float(tps[-1]["tps"]),
+        draft_generated=int(last["gen"]) if last else 0,
+        draft_accepted=int(last["acc"]) if last else 0,
+    )

@@ -1,0 +1,178 @@
+"""The decode-speed model against the measured H200 rows (tests/fixtures/llamacpp/speed*).
+
+The constants in crawler/ranking/speed.py were fitted (tools/fit_speed.py) on the rows
+tests.fixtures.llamacpp.speed.held_out leaves in; the held-out rows never entered the fit. Each
+bound below is the issue's target or the errors the fit reached; changing any term of the model
+(any constant set to 0 or doubled) breaks one of them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from crawler import speed
+from crawler.ranking.speed import SpeedInputs, estimate_speed, expected_tokens
+from tests.fixtures.llamacpp.speed import Row, held_out, inputs, predict, rows
+
+
+def _errors(pick: bool) -> list[float]:
+    return [abs(predict(r) / r.measured - 1) for r in rows() if held_out(r) is pick]
+
+
+def _p90(xs: list[float]) -> float:
+    return sorted(xs)[int(0.9 * (len(xs) - 1) + 0.5)]
+
+
+def _mtp_speedup_errors() -> list[float]:
+    """Points of speed-up error at a known acceptance: (pred - measured) of tok/s over the
+    same server's MTP-off tok/s, for the held-out acceptances (not 0 or 1)."""
+    base = {(r.raw["model"], r.raw["ctk"], r.raw.get("ctx")): r for r in rows()
+            if r.server and r.k == 0 and r.raw["pass"] != 2}  # fmt: skip
+    out = []
+    for r in rows():
+        if r.k and r.alpha not in (0.0, 1.0):
+            b = base[(r.raw["model"], r.raw["ctk"], r.raw.get("ctx"))]
+            out.append(predict(r) / predict(b) - r.measured / b.measured)
+    return out
+
+
+#: The errors the fit reached (tools/fit_speed.py), rounded up: fitted rows, held-out rows
+#: (the issue's targets are median 15 % / p90 30 %), MTP speed-up points at a known acceptance
+#: (the issue's target is 10 points; missed: see docs/models.md "Decode speed").
+FIT_MEDIAN, FIT_P90, FIT_MAX = 0.05, 0.095, 0.135
+HELD_MEDIAN, HELD_P90 = 0.06, 0.15
+SERVER_MAX = 0.11  # fitted llama-server rows (MTP off and on)
+MTP_POINTS = 0.26
+
+
+def _within_bounds() -> bool:
+    fit, held = _errors(False), _errors(True)
+    mtp = _mtp_speedup_errors()
+    return (
+        statistics.median(fit) <= FIT_MEDIAN
+        and _p90(fit) <= FIT_P90
+        and max(fit) <= FIT_MAX
+        and statistics.median(held) <= HELD_MEDIAN
+        and _p90(held) <= HELD_P90
+        and max(abs(e) for e in mtp) <= MTP_POINTS
+        and max(_server_errors()) <= SERVER_MAX
+    )
+
+
+def _server_errors() -> list[float]:
+    return [abs(predict(r) / r.measured - 1) for r in rows() if r.server and not held_out(r)]
+
+
+def test_rows_are_split_and_cover_every_term() -> None:
+    all_rows = rows()
+    fit = [r for r in all_rows if not held_out(r)]
+    held = [r for r in all_rows if held_out(r)]
+    assert len(fit) >= 50 and len(held) >= 50
+    # every term is measured by some fitting row
+    assert any(r.depth > 0 and r.raw["ctk"] == "f16" for r in fit)
+    assert any(r.depth > 0 and r.raw["ctk"] == "q4_0" for r in fit)
+    assert any(r.x.experts_on_host for r in fit)
+    assert any(r.k > 0 and r.alpha == 0.0 for r in fit)
+    assert any(r.k > 0 and r.alpha == 1.0 for r in fit)
+    # and held-out rows cover other files, caches, acceptances and an architecture at depth
+    assert {r.raw["recipe"] for r in held} >= {"q4_k_m_like", "ud_q3_k_xl_like"}
+    assert any(r.raw["ctk"] == "q8_0" for r in held)
+    assert any(r.raw["model"] == "gemma3-12b" and r.depth > 0 for r in held)
+
+
+def test_fitted_and_held_out_errors_hold() -> None:
+    fit, held = _errors(False), _errors(True)
+    assert statistics.median(fit) <= FIT_MEDIAN, statistics.median(fit)
+    assert _p90(fit) <= FIT_P90 and max(fit) <= FIT_MAX, (_p90(fit), max(fit))
+    # within the issue's targets for measured H200 rows held out from fitting (15 % / 30 %)
+    assert statistics.median(held) <= HELD_MEDIAN, statistics.median(held)
+    assert _p90(held) <= HELD_P90, _p90(held)
+    assert max(_server_errors()) <= SERVER_MAX
+
+
+def test_mtp_speedup_at_known_acceptance() -> None:
+    errs = _mtp_speedup_errors()
+    assert len(errs) >= 4
+    assert max(abs(e) for e in errs) <= MTP_POINTS, errs
+    # the issue's 10-point target holds for the low-acceptance rows only (k=1 a=0.7, k=2 a=0.6)
+    assert sum(abs(e) <= 0.10 for e in errs) >= 2, errs
+
+
+@contextmanager
+def _mutated(name: str, factor: float) -> Iterator[None]:
+    if name.startswith("eff "):
+        key = name[4:]
+        saved = speed.TYPE_EFFICIENCY[key]
+        speed.TYPE_EFFICIENCY[key] = saved * factor if factor else 1e-3  # "0": almost none
+        try:
+            yield
+        finally:
+            speed.TYPE_EFFICIENCY[key] = saved
+    elif name.startswith("DEPTH_S "):
+        key = name[8:]
+        saved = speed.DEPTH_S[key]
+        speed.DEPTH_S[key] = saved * factor
+        try:
+            yield
+        finally:
+            speed.DEPTH_S[key] = saved
+    else:
+        saved = getattr(speed, name)
+        setattr(speed, name, saved * factor if factor or name != "HOST_EFF" else 1e-3)
+        try:
+            yield
+        finally:
+            setattr(speed, name, saved)
+
+
+TERMS = [
+    *(f"eff {t}" for t in ("Q3_K", "IQ3_XXS", "IQ4_XS", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0")),
+    "MOE_LAYER_S", "QCACHE_LAYER_S", "SERVER_S", "DRAFT_S", "ACCEPT_S", "HOST_EFF",
+    "DEPTH_S f16", "DEPTH_S quant",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("term", TERMS)
+@pytest.mark.parametrize("factor", [0.0, 2.0])
+def test_mutating_any_term_breaks_the_bounds(term: str, factor: float) -> None:
+    assert _within_bounds()
+    with _mutated(term, factor):
+        assert not _within_bounds(), f"{term} x{factor} left every bound intact"
+
+
+def _row(label_part: str) -> Row:
+    return next(r for r in rows() if label_part in r.label)
+
+
+def test_seed_setup_and_its_range() -> None:
+    # the seed: Qwen3.6-27B UD-Q3_K_XL-shaped, -c 262144 -ctk q4_0 -ctv q4_0; measured through
+    # llama-server at an empty context: 65.1 tok/s without MTP, 102.3 with k=3 at a=0.789.
+    x = inputs("qwen36-27b", "ud_q3_k_xl_like", "q4_0", mtp=True, k=3)
+    x = SpeedInputs(**{**{f: getattr(x, f) for f in x.__slots__}, "ctx": 262144})
+    off = estimate_speed(SpeedInputs(**{**{f: getattr(x, f) for f in x.__slots__}, "mtp": False}),
+                         4890.0)  # fmt: skip
+    on = estimate_speed(x, 4890.0, acceptance=0.789)
+    assert off.tok_s == pytest.approx(65.1, rel=0.15)
+    assert on.tok_s == pytest.approx(102.3, rel=0.15)
+    assert on.tok_s_at_ctx < on.tok_s and off.tok_s_at_ctx < off.tok_s
+    assert off.basis.startswith("measured GPU class")
+    assert estimate_speed(x, 1008.0).basis.startswith("extrapolated")
+
+
+def test_draft_length_is_chosen_by_predicted_speed() -> None:
+    x = inputs("qwen36-27b", "ud_q3_k_xl_like", mtp=True, k=3)
+    low = estimate_speed(x, 4890.0, acceptance=0.3, choose_draft=True)
+    high = estimate_speed(x, 4890.0, acceptance=0.95, choose_draft=True)
+    assert low.draft_n_max < high.draft_n_max
+    for est, a in ((low, 0.3), (high, 0.95)):
+        for k in speed.DRAFT_N_CHOICES:  # the chosen one is the fastest of the choices
+            other = estimate_speed(
+                SpeedInputs(**{**{f: getattr(x, f) for f in x.__slots__}, "draft_n_max": k}),
+                4890.0, acceptance=a,
+            )  # fmt: skip
+            assert est.tok_s >= other.tok_s - 1e-9
+    assert expected_tokens(1.0, 3) == 4.0 and expected_tokens(0.0, 3) == 1.0
