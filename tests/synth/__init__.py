@@ -95,7 +95,7 @@ from .recipe import (
     uniform,
 )
 from .spec import MLA, SWA, Hybrid, ModelSpec, MoE
-from .vocab import Vocab, make_vocab
+from .vocab import QWEN2_TOKEN_BYTES, Vocab, make_vocab, real_profile_tokenizer
 from .write import (
     Layout,
     PlacedTensor,
@@ -138,6 +138,8 @@ __all__ = [
     "lineage",
     "llama",
     "make_vocab",
+    "real_profile_tokenizer",
+    "QWEN2_TOKEN_BYTES",
     "mmproj_layout",
     "mtp_downgraded",
     "mtp_graft",
