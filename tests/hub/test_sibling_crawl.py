@@ -40,12 +40,13 @@ def test_later_quants_of_a_repo_cost_a_fraction_of_their_headers(tmp_path: Path)
     one_header = summary.header_bytes / 3
     assert summary.header_bytes_fetched < 1.05 * one_header + 2 * 0.10 * one_header
     data = rows(url, "SELECT data, encoding FROM tensor_tables")
-    reused = [
-        shard.header.tokenizer_from
-        for blob, enc in data
-        for shard in decode_tensor_table(blob, enc)
-    ]
-    # One file read in full; the two others reused its tokenizer, and the catalog says so.
+    headers = [shard.header for blob, enc in data for shard in decode_tensor_table(blob, enc)]
+    reused = [h.tokenizer_from for h in headers]
+    # One file read in full; the two others reused its tokenizer, and the catalog says so: the
+    # file it was read from, and the template (never that their own tokenizer was read).
     assert reused.count(None) == 1
     assert sum(1 for r in reused if r) == 2
-    assert all(r is None or r in files for r in reused)
+    assert all(r is None or r.removeprefix(f"{REPO}/") in files for r in reused)
+    assert all((h.tokenizer_from is None) == (h.tokenizer_template is None) for h in headers)
+    stored = rows(url, "SELECT fingerprint, source FROM tokenizer_templates")
+    assert len(stored) == 1 and {h.tokenizer_template for h in headers} == {None, stored[0][0]}

@@ -24,6 +24,8 @@ PURE = [
     "gguf_model",
     "gguf_fetch",
     "sibling",
+    "tokenizer_template",
+    "header_read",
     "ggml",
     "profile",
     "precision",

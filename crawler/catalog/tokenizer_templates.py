@@ -1,0 +1,105 @@
+"""Tokenizer templates in the catalog: what crawler.header_read.TemplateBook loads and saves
+(I/O: reads and writes the catalog), so crawls and on-demand searches share them."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from crawler.catalog import Catalog
+from crawler.catalog.tables import TokenizerTemplateRow, TokenizerTemplateScope
+from crawler.tokenizer_template import TokenizerTemplate
+
+__all__ = ["CatalogTemplates"]
+
+
+def _insert(dialect: str, table: Any) -> Any:
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table)
+
+
+def _template(row: TokenizerTemplateRow) -> TokenizerTemplate:
+    return TokenizerTemplate(
+        fingerprint=row.fingerprint,
+        lookup=row.lookup,
+        block=zlib.decompress(row.block),
+        keys=tuple((str(k), int(t), int(n)) for k, t, n in row.keys),
+        model=row.model,
+        pre=row.pre,
+        source=row.source,
+        block_start=row.block_start,
+        after_bytes=row.after_bytes,
+        after_keys=row.after_keys,
+        header_bytes=row.header_bytes,
+    )
+
+
+class CatalogTemplates:
+    """A crawler.header_read.TemplateStore over one catalog."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    def load(self, lookup: str) -> TokenizerTemplate | None:
+        """The first stored template with this lookup."""
+        with self.catalog.session() as s:
+            row = s.scalars(
+                select(TokenizerTemplateRow)
+                .where(TokenizerTemplateRow.lookup == lookup)
+                .order_by(TokenizerTemplateRow.created_at, TokenizerTemplateRow.fingerprint)
+                .limit(1)
+            ).first()
+            return _template(row) if row is not None else None
+
+    def scoped(self, scopes: Sequence[str]) -> list[tuple[str, TokenizerTemplate]]:
+        """(scope, template) for the templates these scopes used."""
+        if not scopes:
+            return []
+        with self.catalog.session() as s:
+            rows = s.execute(
+                select(TokenizerTemplateScope.scope, TokenizerTemplateRow)
+                .join(
+                    TokenizerTemplateRow,
+                    TokenizerTemplateRow.fingerprint == TokenizerTemplateScope.fingerprint,
+                )
+                .where(TokenizerTemplateScope.scope.in_(list(scopes)))
+            ).all()
+            return [(scope, _template(row)) for scope, row in rows]
+
+    def save(self, template: TokenizerTemplate, scopes: Sequence[str]) -> None:
+        """Store the template once (a concurrent writer's copy wins) and its scopes."""
+        row = {
+            "fingerprint": template.fingerprint,
+            "lookup": template.lookup,
+            "model": template.model,
+            "pre": template.pre,
+            "keys": [list(k) for k in template.keys],
+            "block": zlib.compress(template.block, 6),
+            "block_bytes": len(template.block),
+            "source": template.source,
+            "block_start": template.block_start,
+            "after_bytes": template.after_bytes,
+            "after_keys": template.after_keys,
+            "header_bytes": template.header_bytes,
+            "created_at": datetime.now(UTC),
+        }
+        with self.catalog.engine.begin() as conn:
+            dialect = conn.dialect.name
+            conn.execute(
+                _insert(dialect, TokenizerTemplateRow).values(**row).on_conflict_do_nothing()
+            )
+            for scope in scopes:
+                conn.execute(
+                    _insert(dialect, TokenizerTemplateScope)
+                    .values(scope=scope[:320], fingerprint=template.fingerprint)
+                    .on_conflict_do_nothing()
+                )

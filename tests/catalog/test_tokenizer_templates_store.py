@@ -1,0 +1,48 @@
+"""Tokenizer templates persist in the catalog: a later process finds them by content and scope."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import tests.synth as synth
+from crawler.catalog import Catalog
+from crawler.catalog.tokenizer_templates import CatalogTemplates
+from crawler.header_read import TemplateBook, read_quant_header, scopes_for
+
+CAP = 64 << 20
+
+
+def test_a_template_stored_by_one_pass_serves_the_next(catalog_url):
+    spec = replace(synth.preset("llama", "tiny"), n_vocab=32000)
+    first, second = synth.layout(spec, synth.q4_k_m_like()), synth.layout(spec, synth.q8_0())
+    scopes = scopes_for("alice/M-GGUF", "org/M")
+    with Catalog.open(catalog_url) as catalog:
+        book = TemplateBook(CatalogTemplates(catalog))
+        read = read_quant_header(
+            first.read_at, file_size=first.size, max_header_bytes=CAP, book=book, scopes=scopes,
+            source="alice/M-GGUF/M-Q4_K_M.gguf",
+        )  # fmt: skip
+        assert not read.templated
+        # Saving twice (two crawlers) keeps one row.
+        store = CatalogTemplates(catalog)
+        (t,) = [t for _, t in store.scoped(scopes)][:1]
+        store.save(t, scopes)
+    with Catalog.open(catalog_url) as catalog:  # a new process: an empty book
+        store = CatalogTemplates(catalog)
+        assert {s for s, _ in store.scoped(scopes)} == set(scopes)
+        loaded = store.load(t.lookup)
+        assert loaded is not None and loaded.block == t.block and loaded.keys == t.keys
+        book = TemplateBook(store)
+        other = scopes_for("bob/M-GGUF", "org/M")
+        assert book.first_read(other) is not None  # the base model's template sizes request 1
+        got = read_quant_header(
+            second.read_at, file_size=second.size, max_header_bytes=CAP, book=book, scopes=other,
+            source="bob/M-GGUF/M-Q8_0.gguf",
+        )  # fmt: skip
+        assert got.templated and got.requests == 2
+        assert got.bytes_fetched <= 0.10 * got.header.data_offset
+        assert got.header.tokenizer_from == "alice/M-GGUF/M-Q4_K_M.gguf"
+        with catalog.engine.connect() as conn:
+            n = conn.exec_driver_sql("SELECT count(*) FROM tokenizer_templates").scalar()
+            scoped = conn.exec_driver_sql("SELECT count(*) FROM tokenizer_template_scopes").scalar()
+        assert n == 1 and scoped == 3  # both repos and their one base model
