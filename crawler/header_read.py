@@ -54,8 +54,9 @@ class TemplateStore(Protocol):
     def scoped(self, scopes: Sequence[str]) -> list[tuple[str, TokenizerTemplate]]:
         """(scope, template) of the stored templates used in these scopes."""
 
-    def save(self, template: TokenizerTemplate, scopes: Sequence[str]) -> None:
-        """Store a template (once) and record that these scopes use it."""
+    def save(self, template: TokenizerTemplate, scopes: Sequence[str], *, with_block: bool) -> None:
+        """Record that these scopes use the template; store the template too when
+        ``with_block`` (kept once: a concurrent writer's copy wins)."""
 
 
 def scopes_for(repo_id: str, base_model: str | None) -> tuple[str, ...]:
@@ -114,7 +115,7 @@ class TemplateBook:
         return max((t.header_bytes for _, t in known), default=None)
 
     def add(self, template: TokenizerTemplate, scopes: Sequence[str]) -> None:
-        """Remember a template read in full (and store it) for these scopes."""
+        """Remember a template (and store it, once) for these scopes."""
         with self._lock:
             fresh = self._by_lookup.get(template.lookup) is None
             if fresh:
@@ -124,7 +125,7 @@ class TemplateBook:
             for s in scopes:
                 self._scoped.setdefault(s, {})[template.fingerprint] = template
         if self._store is not None and (fresh or new_scopes):
-            self._store.save(template, new_scopes if not fresh else scopes)
+            self._store.save(template, new_scopes, with_block=fresh)
 
     @contextmanager
     def turn(self, scopes: Sequence[str]) -> Iterator[None]:
@@ -136,8 +137,15 @@ class TemplateBook:
             return
         with self._lock:
             lock = self._turns.setdefault(bases[0], threading.Lock())
-        with lock:
+        lock.acquire()
+        if self.first_read(scopes) is not None:  # the read before this one found a template
+            lock.release()
             yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
 
 
 @dataclass(frozen=True, slots=True)

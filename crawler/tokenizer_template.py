@@ -211,6 +211,11 @@ def template_of(
     model = model if isinstance(model, str) else None
     pre = pre if isinstance(pre, str) else None
     sig = tuple((k, item, count) for k, item, count, _, _ in walked)
+    # The header's own values (already decoded) are what the splice hands the parser.
+    pairs = {
+        k: (header.metadata[k], ValueType.ARRAY, (a - start, b - start))
+        for k, (a, b) in ((k, spans[k]) for k in keys[first : last + 1])
+    }
     return TokenizerTemplate(
         fingerprint=_fingerprint(sig, model, pre, block),
         lookup=lookup_key(model, pre, block),
@@ -223,6 +228,7 @@ def template_of(
         after_bytes=meta_end - end,
         after_keys=len(keys) - last - 1,
         header_bytes=header.data_offset,
+        _pairs=pairs,
     )
 
 

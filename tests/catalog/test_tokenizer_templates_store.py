@@ -26,7 +26,7 @@ def test_a_template_stored_by_one_pass_serves_the_next(catalog_url):
         # Saving twice (two crawlers) keeps one row.
         store = CatalogTemplates(catalog)
         (t,) = [t for _, t in store.scoped(scopes)][:1]
-        store.save(t, scopes)
+        store.save(t, scopes, with_block=True)
     with Catalog.open(catalog_url) as catalog:  # a new process: an empty book
         store = CatalogTemplates(catalog)
         assert {s for s, _ in store.scoped(scopes)} == set(scopes)
