@@ -28,3 +28,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="At most this many rows.")]
 VramOpt = Annotated[float | None, typer.Option("--vram", min=0.1, help="GPU memory budget in GiB.")]
 CtxOpt = Annotated[int | None, typer.Option("--ctx", "-c", min=1, help="Context length in tokens.")]
+
+
+@app.callback()
+def _group() -> None:
+    """Keeps ``quants`` a group of commands when only the invoked command's module is imported
+    (typer runs an app of one command as that command, which would take its name as an
+    argument)."""
