@@ -30,14 +30,20 @@ and asks for that plus :data:`ESTIMATE_MARGIN` in one request:
 - merges not reached yet (BPE): merge *i* spells token *256 + i* with one space more, so the
   merges are predicted from the tokens; once the tokens are walked, from their exact sizes;
 - token types / scores: 4 bytes a token; a chat template: 8 KB; other keys: 56 bytes each;
-  tensor infos: ~64 bytes each (then their observed mean).
+- what is extrapolated from a partly walked token array (its rest, the merges predicted from it)
+  gets EXTRAPOLATION_MARGIN more: real vocabularies grow with rank and are not smooth;
+- tensor infos not walked yet: TENSOR_INFO_BOUND each (ggml's limits), then their
+  observed mean.
 
-Measured (``python -m bench.bench_header`` and tests/unit/test_gguf.py): 2 requests and
-1.02-1.03x the header on every synthetic file above; on vocabularies whose tokens grow with rank
-(as real BPE ones do) 2-3 requests and <= 1.03x (the third once the tokens are known). A short
-estimate costs a request, never waste; the floor of each refill doubles (1/64, 1/32, 1/16, then
-1/8 of what is held), which bounds the number of requests on a misleading prefix. A caller that
-knows the header size of a sibling file (quants of one repo share their tokenizer) passes
+Measured (``python -m bench.bench_header``, tests/unit/test_gguf.py, test_fetch_policy.py): 2
+requests on every file above and on vocabularies with the published Qwen2 token-length profile
+(1.02-1.03x the header; before the margin and the bound these took 3); the flat synthetic
+vocabularies pay the margin (1.10-1.16x). A third request only when a header breaks the bounds
+(a vocabulary ten times longer at its end than at its start). The floor of each refill doubles
+(1/64, 1/32, 1/16, then 1/8 of what is held), which bounds the number of requests on a misleading
+prefix. A caller that knows the header size of a sibling file passes it as ``size_hint`` (one
+request); crawler/header_read.py reads around a known tokenizer instead
+(crawler/tokenizer_template.py).
 """
 
 from __future__ import annotations

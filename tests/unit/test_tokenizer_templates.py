@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tests.synth as synth
+from crawler.analysis import AnalysedShard, analyse_quant
 from crawler.gguf import GGUFHeader, read_header
 from crawler.header_read import HeaderRead, TemplateBook, read_quant_header, scopes_for
-from crawler.analysis import AnalysedShard, analyse_quant
 from crawler.tokenizer_template import template_of
 
 CAP = 64 * 1024 * 1024
