@@ -22,6 +22,7 @@ how large the first request is; what a file reuses is decided by its own bytes.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,14 +46,19 @@ SLACK_SAME_REPO = 4096
 SLACK_OTHER_REPO = 16384
 
 
+#: Bytes of templates a book keeps in memory (each ~2x its block: the bytes and the decoded
+#: pairs; a 248k vocabulary's block is ~9.5 MB). Older ones are loaded again from the store.
+MEMORY_BUDGET = 256 * 1024 * 1024
+
+
 class TemplateStore(Protocol):
     """Where templates persist between passes (the catalog)."""
 
     def load(self, lookup: str) -> TokenizerTemplate | None:
         """The stored template with this lookup, or None."""
 
-    def scoped(self, scopes: Sequence[str]) -> list[tuple[str, TokenizerTemplate]]:
-        """(scope, template) of the stored templates used in these scopes."""
+    def scoped(self, scopes: Sequence[str]) -> list[tuple[str, str, int, int]]:
+        """(scope, fingerprint, block start, header bytes) of the templates these scopes used."""
 
     def save(self, template: TokenizerTemplate, scopes: Sequence[str], *, with_block: bool) -> None:
         """Record that these scopes use the template; store the template too when
@@ -65,38 +71,67 @@ def scopes_for(repo_id: str, base_model: str | None) -> tuple[str, ...]:
 
 
 class TemplateBook:
-    """The templates one process knows: by lookup, and which scopes used which."""
+    """The templates one process knows: by lookup (the most recent within
+    :data:`MEMORY_BUDGET`), which scopes used which, and which are in the store."""
 
-    def __init__(self, store: TemplateStore | None = None) -> None:
+    def __init__(self, store: TemplateStore | None = None, *, budget: int = MEMORY_BUDGET) -> None:
         self._store = store
+        self._budget = budget
         self._lock = threading.Lock()
-        self._by_lookup: dict[str, TokenizerTemplate | None] = {}
-        self._scoped: dict[str, dict[str, TokenizerTemplate]] = {}
+        self._templates: OrderedDict[str, TokenizerTemplate] = OrderedDict()
+        self._held = 0
+        self._missing: set[str] = set()
+        # scope -> fingerprint -> (block start, header bytes): what sizes a first request.
+        self._scoped: dict[str, dict[str, tuple[int, int]]] = {}
         self._loaded_scopes: set[str] = set()
+        self._stored: set[str] = set()
         self._turns: dict[str, threading.Lock] = {}
+
+    def _keep(self, template: TokenizerTemplate) -> TokenizerTemplate:
+        """Hold ``template`` (or the one already held for its lookup); evict the oldest."""
+        held = self._templates.get(template.lookup)
+        if held is not None:
+            self._templates.move_to_end(template.lookup)
+            return held
+        self._templates[template.lookup] = template
+        self._held += 2 * len(template.block)
+        self._missing.discard(template.lookup)
+        while self._held > self._budget and len(self._templates) > 1:
+            _, old = self._templates.popitem(last=False)
+            self._held -= 2 * len(old.block)
+        return template
 
     def find(self, lookup: str) -> TokenizerTemplate | None:
         """The template with this lookup (memory, then the store)."""
         with self._lock:
-            if lookup in self._by_lookup:
-                return self._by_lookup[lookup]
-        found = self._store.load(lookup) if self._store is not None else None
+            held = self._templates.get(lookup)
+            if held is not None:
+                self._templates.move_to_end(lookup)
+                return held
+            if lookup in self._missing or self._store is None:
+                return None
+        found = self._store.load(lookup)
         with self._lock:
-            self._by_lookup.setdefault(lookup, found)
-            return self._by_lookup[lookup]
+            if found is None:
+                if len(self._missing) > 100_000:
+                    self._missing.clear()
+                self._missing.add(lookup)
+                return None
+            self._stored.add(found.fingerprint)
+            return self._keep(found)
 
-    def _in_scopes(self, scopes: Sequence[str]) -> list[tuple[str, TokenizerTemplate]]:
+    def _in_scopes(self, scopes: Sequence[str]) -> list[tuple[str, int, int]]:
         with self._lock:
             todo = [s for s in scopes if s not in self._loaded_scopes]
         if todo and self._store is not None:
             stored = self._store.scoped(todo)
             with self._lock:
-                for scope, t in stored:
-                    self._by_lookup[t.lookup] = t
-                    self._scoped.setdefault(scope, {})[t.fingerprint] = t
+                for scope, fingerprint, start, header_bytes in stored:
+                    self._stored.add(fingerprint)
+                    self._scoped.setdefault(scope, {})[fingerprint] = (start, header_bytes)
         with self._lock:
             self._loaded_scopes.update(todo)
-            return [(s, t) for s in scopes for t in self._scoped.get(s, {}).values()]
+            return [(s, *v) for s in scopes for v in self._scoped.get(s, {}).values()]
 
     def first_read(self, scopes: Sequence[str]) -> int | None:
         """A small first request when a template is known in these scopes, else None."""
@@ -104,28 +139,31 @@ class TemplateBook:
         if not known:
             return None
         return max(
-            t.block_start + PROBE + (SLACK_SAME_REPO if s.startswith("repo:") else SLACK_OTHER_REPO)
-            for s, t in known
+            start + PROBE + (SLACK_SAME_REPO if s.startswith("repo:") else SLACK_OTHER_REPO)
+            for s, start, _ in known
         )
 
     def size_hint(self, scopes: Sequence[str]) -> int | None:
         """The largest header of a template in these scopes (sizes a full read that follows a
         small first request)."""
         known = self._in_scopes(scopes)
-        return max((t.header_bytes for _, t in known), default=None)
+        return max((header_bytes for _, _, header_bytes in known), default=None)
 
     def add(self, template: TokenizerTemplate, scopes: Sequence[str]) -> None:
-        """Remember a template (and store it, once) for these scopes."""
+        """Remember a template (and store it, once) for these scopes. A template whose lookup
+        is taken by another (a look-alike of another length) is not kept: the first stays."""
         with self._lock:
-            fresh = self._by_lookup.get(template.lookup) is None
-            if fresh:
-                self._by_lookup[template.lookup] = template
-            template = self._by_lookup[template.lookup] or template
+            template = self._keep(template)
+            fresh = template.fingerprint not in self._stored
+            self._stored.add(template.fingerprint)
             new_scopes = [s for s in scopes if template.fingerprint not in self._scoped.get(s, {})]
             for s in scopes:
-                self._scoped.setdefault(s, {})[template.fingerprint] = template
+                self._scoped.setdefault(s, {})[template.fingerprint] = (
+                    template.block_start,
+                    template.header_bytes,
+                )
         if self._store is not None and (fresh or new_scopes):
-            self._store.save(template, new_scopes, with_block=fresh)
+            self._store.save(template, scopes if fresh else new_scopes, with_block=fresh)
 
     @contextmanager
     def turn(self, scopes: Sequence[str]) -> Iterator[None]:

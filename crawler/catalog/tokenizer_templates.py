@@ -60,20 +60,26 @@ class CatalogTemplates:
             ).first()
             return _template(row) if row is not None else None
 
-    def scoped(self, scopes: Sequence[str]) -> list[tuple[str, TokenizerTemplate]]:
-        """(scope, template) for the templates these scopes used."""
+    def scoped(self, scopes: Sequence[str]) -> list[tuple[str, str, int, int]]:
+        """(scope, fingerprint, block start, header bytes) of the templates these scopes used
+        (not their blocks: those are loaded by lookup when a file shows one)."""
         if not scopes:
             return []
         with self.catalog.session() as s:
             rows = s.execute(
-                select(TokenizerTemplateScope.scope, TokenizerTemplateRow)
+                select(
+                    TokenizerTemplateScope.scope,
+                    TokenizerTemplateRow.fingerprint,
+                    TokenizerTemplateRow.block_start,
+                    TokenizerTemplateRow.header_bytes,
+                )
                 .join(
                     TokenizerTemplateRow,
                     TokenizerTemplateRow.fingerprint == TokenizerTemplateScope.fingerprint,
                 )
                 .where(TokenizerTemplateScope.scope.in_(list(scopes)))
             ).all()
-            return [(scope, _template(row)) for scope, row in rows]
+            return [(str(a), str(b), int(c), int(d)) for a, b, c, d in rows]
 
     def save(self, template: TokenizerTemplate, scopes: Sequence[str], *, with_block: bool) -> None:
         """Record the scopes; with ``with_block`` store the template too (once: a concurrent

@@ -7,9 +7,18 @@ from dataclasses import replace
 import tests.synth as synth
 from crawler.catalog import Catalog
 from crawler.catalog.tokenizer_templates import CatalogTemplates
+from crawler.gguf import read_header
 from crawler.header_read import TemplateBook, read_quant_header, scopes_for
+from crawler.tokenizer_template import template_of
 
 CAP = 64 << 20
+
+
+def _lookup(lay: synth.Layout) -> str:
+    header = read_header(lay.read_at, file_size=lay.size)
+    t = template_of(header, lay.header, "x")
+    assert t is not None
+    return t.lookup
 
 
 def test_a_template_stored_by_one_pass_serves_the_next(catalog_url):
@@ -25,11 +34,14 @@ def test_a_template_stored_by_one_pass_serves_the_next(catalog_url):
         assert not read.templated
         # Saving twice (two crawlers) keeps one row.
         store = CatalogTemplates(catalog)
-        (t,) = [t for _, t in store.scoped(scopes)][:1]
+        fingerprints = {f for _, f, _, _ in store.scoped(scopes)}
+        assert len(fingerprints) == 1
+        t = book.find(_lookup(first))
+        assert t is not None and t.fingerprint in fingerprints
         store.save(t, scopes, with_block=True)
     with Catalog.open(catalog_url) as catalog:  # a new process: an empty book
         store = CatalogTemplates(catalog)
-        assert {s for s, _ in store.scoped(scopes)} == set(scopes)
+        assert {s for s, _, _, _ in store.scoped(scopes)} == set(scopes)
         loaded = store.load(t.lookup)
         assert loaded is not None and loaded.block == t.block and loaded.keys == t.keys
         book = TemplateBook(store)

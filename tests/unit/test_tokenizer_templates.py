@@ -241,3 +241,18 @@ def test_a_templated_read_equals_the_full_read_or_falls_back(
     if got.templated:
         assert size_delta == 0
     _same_tables(got.header, full)
+
+
+def test_the_book_holds_templates_within_its_memory_budget():
+    # A nightly crawl meets thousands of tokenizers: the book keeps the most recent within its
+    # budget (older ones come back from the store), but remembers which scopes used which.
+    book = TemplateBook(budget=1)
+    a = synth.layout(_spec("llama", 32000), synth.q8_0())
+    b = synth.layout(_spec("llama", 30000), synth.q8_0())
+    _read(a, book, repo="a/A-GGUF")
+    _read(b, book, repo="b/B-GGUF")
+    assert book.find(_lookup(a)) is None  # evicted, and no store to load it from
+    assert book.find(_lookup(b)) is not None
+    assert book.first_read(scopes_for("a/A-GGUF", None)) is not None
+    got = _read(b, book, repo="b/B-GGUF")
+    assert got.templated and got.requests == 2
