@@ -198,11 +198,17 @@ def template_of(
     if end - start < max(min_block, 2 * PROBE) or len(head) < meta_end:
         return None
     block = bytes(head[start:end])
+    sig: list[tuple[str, int, int]] = []
     try:
-        walked = _walk_block(block)
-    except (ValueError, struct.error):
-        return None
-    if [w[0] for w in walked] != keys[first : last + 1]:
+        for k in keys[first : last + 1]:  # each pair's head: key, ARRAY, item type, count
+            at = spans[k][0] - start
+            (n,) = _U64.unpack_from(block, at)
+            if block[at + 8 : at + 8 + n].decode("utf-8", "replace") != k:
+                return None
+            (item,) = _U32.unpack_from(block, at + 8 + n + 4)
+            (count,) = _U64.unpack_from(block, at + 8 + n + 8)
+            sig.append((k, int(item), int(count)))
+    except struct.error:
         return None
     model, pre = (
         header.metadata.get("tokenizer.ggml.model"),
@@ -210,17 +216,16 @@ def template_of(
     )
     model = model if isinstance(model, str) else None
     pre = pre if isinstance(pre, str) else None
-    sig = tuple((k, item, count) for k, item, count, _, _ in walked)
     # The header's own values (already decoded) are what the splice hands the parser.
     pairs = {
         k: (header.metadata[k], ValueType.ARRAY, (a - start, b - start))
         for k, (a, b) in ((k, spans[k]) for k in keys[first : last + 1])
     }
     return TokenizerTemplate(
-        fingerprint=_fingerprint(sig, model, pre, block),
+        fingerprint=_fingerprint(tuple(sig), model, pre, block),
         lookup=lookup_key(model, pre, block),
         block=block,
-        keys=sig,
+        keys=tuple(sig),
         model=model,
         pre=pre,
         source=source,
