@@ -200,13 +200,12 @@ class HeaderRead:
 
 
 class _Recorded:
-    """A ``ReadAt`` that serves the prefix from memory, counts the rest, and keeps the bytes
+    """A ``ReadAt`` that serves the prefix from memory, fetches the rest, and keeps the bytes
     fetched from offset 0 on (a new template is cut from them)."""
 
-    def __init__(self, read_at: ReadAt, prefix: bytes, counter: list[int]) -> None:
+    def __init__(self, read_at: ReadAt, prefix: bytes) -> None:
         self.read_at = read_at
         self.raw = bytearray(prefix)
-        self.counter = counter
 
     def __call__(self, offset: int, length: int) -> bytes:
         out = bytes(self.raw[offset : offset + length])
@@ -271,7 +270,7 @@ def read_quant_header(
     cont = len(prefix)
     if hint:
         cont = max(cont, int(hint * (1 + HINT_MARGIN)) + ESTIMATE_SLACK)
-    recorded = _Recorded(counted, prefix, counter)
+    recorded = _Recorded(counted, prefix)
     header = read_header(
         recorded,
         file_size=file_size,
