@@ -89,21 +89,33 @@ class _LoggingServer:
         self.httpd.server_close()
 
 
-def _cases() -> list[tuple[str, Any, Any, Any]]:
-    """(name, spec, recipe, sibling recipe) of each benchmark file."""
+def _cases() -> list[tuple[str, Any, Any, Any, dict[str, Any]]]:
+    """(name, spec, recipe, sibling recipe, metadata) of each benchmark file. The "real profile"
+    rows give the BPE vocabulary the token lengths of the published Qwen2 vocabulary
+    (tests/synth/vocab.py): short tokens first, CJK ones late, as a cold read meets them."""
     from tests import synth
 
     small = replace(synth.preset("llama", "real"), n_vocab=32000, name="Llama-32k")
     moe = replace(synth.preset("glm4moe", "real"), n_layer=117, name="GLM-like-117L")
+    q3, q35 = synth.preset("qwen3", "real"), synth.preset("qwen35", "real")
     return [
-        ("small vocab", small, synth.q4_k_m_like(), synth.q8_0()),
-        ("152k vocab", synth.preset("qwen3", "real"), synth.q4_k_m_like(), synth.q8_0()),
-        ("152k, MoE", moe, synth.q4_k_m_like(), synth.q8_0()),
+        ("small vocab", small, synth.q4_k_m_like(), synth.q8_0(), {}),
+        ("152k vocab", q3, synth.q4_k_m_like(), synth.q8_0(), {}),
+        ("152k, MoE", moe, synth.q4_k_m_like(), synth.q8_0(), {}),
+        ("248k vocab", q35, synth.ud_q3_k_xl_like(), synth.q4_k_m_like(), {}),
         (
-            "248k vocab",
-            synth.preset("qwen35", "real"),
+            "152k real profile",
+            replace(q3, name="Qwen3-8B-real-profile"),
+            synth.q4_k_m_like(),
+            synth.q8_0(),
+            synth.real_profile_tokenizer(q3.n_vocab),
+        ),
+        (
+            "248k real profile",
+            replace(q35, name="Qwen3.6-27B-real-profile"),
             synth.ud_q3_k_xl_like(),
             synth.q4_k_m_like(),
+            synth.real_profile_tokenizer(q35.n_vocab),
         ),
     ]
 
@@ -153,10 +165,11 @@ def main(argv: list[str]) -> None:
         root = Path(tmp)
         server = _LoggingServer(root)
         try:
-            for name, spec, recipe, sibling in _cases():
-                path = synth.write_gguf(root / f"{spec.name}-{recipe.label}.gguf", spec, recipe)[0]
-                head = synth.layout(spec, recipe).header
-                hint = synth.layout(spec, sibling).data_offset
+            for name, spec, recipe, sibling, meta in _cases():
+                target = root / f"{spec.name}-{recipe.label}.gguf"
+                path = synth.write_gguf(target, spec, recipe, metadata=meta)[0]
+                head = synth.layout(spec, recipe, metadata=meta).header
+                hint = synth.layout(spec, sibling, metadata=meta).data_offset
                 url = f"{server.url}/{path.name}"
                 header_bytes = parse_header_bytes(head).data_offset
                 parse_ms = _timed(lambda h=head: parse_header_bytes(h))

@@ -84,6 +84,10 @@ class ScanSummary(ScanTotals):
     #: Ranged GETs made for headers (redirect hops not counted) and bytes those returned.
     header_reads: int = 0
     header_bytes_fetched: int = 0
+    #: Headers whose tokenizer came from a template (crawler/gguf/header_read.py); headers that took
+    #: a third request or more, or whose prefix named a template they did not match (fall-backs).
+    header_templated: int = 0
+    header_fallbacks: int = 0
     #: Bytes the analysed headers span (what a perfect reader would fetch).
     header_bytes: int = 0
     message: str | None = None
@@ -96,6 +100,8 @@ class ScanSummary(ScanTotals):
             **self.counters(),
             "header_reads": self.header_reads,
             "header_bytes": self.header_bytes,
+            "header_templated": self.header_templated,
+            "header_fallbacks": self.header_fallbacks,
         }
 
 

@@ -425,3 +425,33 @@ class MeasuredQuality(Base):
     fmt: Mapped[str] = mapped_column(String(32))
     source_url: Mapped[str] = mapped_column(Text)
     read_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class TokenizerTemplateRow(Base):
+    """A tokenizer block read once in full (migration 0007; crawler/gguf/tokenizer_template.py):
+    any file, in any repo, whose first bytes show it is read around it."""
+
+    __tablename__ = "tokenizer_templates"
+    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    lookup: Mapped[str] = mapped_column(String(64), index=True)
+    model: Mapped[str | None] = mapped_column(String(128))
+    pre: Mapped[str | None] = mapped_column(String(128))
+    #: [[key, item type, count], ...] of the block's arrays.
+    keys: Mapped[Any] = mapped_column(JSON)
+    #: zlib of the block's bytes.
+    block: Mapped[bytes] = mapped_column(LargeBinary)
+    block_bytes: Mapped[int] = mapped_column(BigInteger)
+    source: Mapped[str] = mapped_column(Text)
+    block_start: Mapped[int] = mapped_column(BigInteger)
+    after_bytes: Mapped[int] = mapped_column(BigInteger)
+    after_keys: Mapped[int] = mapped_column(Integer)
+    header_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class TokenizerTemplateScope(Base):
+    """Which repos and base models used which template: sizes their files' first request."""
+
+    __tablename__ = "tokenizer_template_scopes"
+    scope: Mapped[str] = mapped_column(String(320), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)

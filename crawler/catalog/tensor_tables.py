@@ -105,6 +105,8 @@ def encode_tensor_table(shards: Sequence[AnalysedShard]) -> bytes:
                 "array_lengths": lengths,
                 # A sibling read: the file whose tokenizer bytes this header reused.
                 "tokenizer_from": h.tokenizer_from,
+                # A templated read: the template whose arrays stood in for the file's own.
+                "tokenizer_template": h.tokenizer_template,
                 # A 5th item only for a fork's type id: its bytes from the offsets.
                 "tensors": [
                     [t.name, t.shape, t.type_id, t.offset]
@@ -156,6 +158,7 @@ def decode_tensor_table(data: bytes, encoding: str = TENSOR_TABLE_ENCODING) -> l
                 metadata_types=dict(s.get("metadata_types", {})),
                 tensor_info_end=_int(s.get("tensor_info_end", 0)),
                 tokenizer_from=s.get("tokenizer_from"),
+                tokenizer_template=s.get("tokenizer_template"),
             )
             shards.append(
                 AnalysedShard(

@@ -9,28 +9,76 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from crawler.cli import (  # noqa: F401  (importing a command module registers it)
-    changes_cmd,
-    checklog_cmd,
-    compare_cmd,
-    crawl_cmd,
-    db_cmd,
-    estimate_cmd,
-    inspect_cmd,
-    mcp_cmd,
-    reprofile_cmd,
-    scans_cmd,
-    schedule_cmd,
-    search_cmd,
-    serve_cmd,
-    snapshot_cmd,
-    sql_cmd,
-    watch_cmd,
+if TYPE_CHECKING:
+    import typer
+
+__all__ = ["COMMANDS", "app", "main", "root_help"]
+
+#: Every command: (name, module that registers it, one-line summary). ``quants --help`` prints
+#: this without importing typer or any command; a command's run imports only its own module
+#: (tests/e2e/test_cli_basics.py checks the table against the commands typer registers).
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("changes", "changes_cmd", "What changed in the catalog: new quants, re-uploads, vanished."),
+    ("check-log", "checklog_cmd", "Compare the buffers llama.cpp logged with the estimate."),
+    ("compare", "compare_cmd", "One base model's quants side by side."),
+    ("crawl", "crawl_cmd", "Crawl GGUF repos into the catalog."),
+    ("estimate", "estimate_cmd", "Estimate the GPU memory llama-server needs for a GGUF."),
+    ("inspect", "inspect_cmd", "Show which tensors of a GGUF are at which precision."),
+    ("reprofile", "reprofile_cmd", "Recompute every quant's profile and memory model."),
+    ("scans", "scans_cmd", "List crawl passes."),
+    ("schedule", "schedule_cmd", "Crawl the Hub on a schedule, in the foreground."),
+    ("search", "search_cmd", "List the GGUF quants that fit a VRAM budget at a context."),
+    ("serve", "serve_cmd", "Serve a read-only web app over the catalog."),
+    ("export", "snapshot_cmd", "Write the catalog as a snapshot."),
+    ("import", "snapshot_cmd", "Merge a snapshot into the catalog."),
+    ("publish", "snapshot_cmd", "Export the catalog and upload it to a Hub dataset repo."),
+    ("pull", "snapshot_cmd", "Download a published snapshot and import it."),
+    ("sql", "sql_cmd", "Run one read-only SQL query against the catalog."),
+    ("db", "db_cmd", "Create or migrate the catalog database."),
+    ("mcp", "mcp_cmd", "Serve the library to agents over the Model Context Protocol."),
+    ("watch", "watch_cmd", "Saved searches: after every scan, their new or re-uploaded results."),
 )
-from crawler.cli._app import app
+_SUMMARY = "Find, verify and rank GGUF quantizations on the Hugging Face Hub."
 
-__all__ = ["app", "main"]
+
+def root_help() -> str:
+    """``quants --help``: the commands, from COMMANDS (no command is imported)."""
+    width = max(len(name) for name, _, _ in COMMANDS)
+    lines = [
+        "Usage: quants [OPTIONS] COMMAND [ARGS]...",
+        "",
+        f"  {_SUMMARY}",
+        "",
+        "Options:",
+        "  --version  Print the version and exit.",
+        "  --help     Show this message and exit.",
+        "",
+        "Commands:",
+    ]
+    lines += [f"  {name:<{width}}  {summary}" for name, _, summary in COMMANDS]
+    lines += ["", "Run `quants COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def register(command: str | None) -> typer.Typer:
+    """The typer app with ``command``'s module imported (every module when ``command`` is not
+    a known command name: typer then answers with its usage error)."""
+    modules = {m for name, m, _ in COMMANDS if name == command} or {m for _, m, _ in COMMANDS}
+    for module in sorted(modules):
+        import_module(f"crawler.cli.{module}")  # importing a command module registers it
+    from crawler.cli._app import app as typer_app
+
+    return typer_app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the app with every command registered
+        return register(None)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Error type name -> hint; looked up along the exception's MRO (the huggingface_hub pattern).
 _HINTS: dict[str, str] = {
@@ -77,8 +125,7 @@ def _hint_for(exc: BaseException) -> str | None:
 def _command_name(argv: list[str] | None) -> str:
     """The subcommand being run (for hints that name it), from argv."""
     args = sys.argv[1:] if argv is None else argv
-    names = {c.name for c in app.registered_commands if c.name}
-    names |= {g.name for g in app.registered_groups if g.name}
+    names = {name for name, _, _ in COMMANDS}
     return next((a for a in args if a in names), "COMMAND")
 
 
@@ -89,8 +136,13 @@ def main(argv: list[str] | None = None) -> None:
 
     escape_unconfigured_logs()
     debug = os.environ.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args == ["--help"]:
+        print(root_help())
+        sys.exit(0)
+    command = next((a for a in args if not a.startswith("-")), None)
     try:
-        app(args=argv, prog_name="quants", standalone_mode=True)
+        register(command)(args=args, prog_name="quants", standalone_mode=True)
     except QuantsError as exc:
         if debug:
             raise

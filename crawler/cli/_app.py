@@ -99,4 +99,5 @@ def _root(
         ),
     ] = False,
 ) -> None:
-    pass
+    """quants' own options. Being a callback also keeps ``quants`` a group when only the invoked
+    command's module is imported (typer would run a one-command app as that command)."""

@@ -30,7 +30,8 @@ from crawler.errors import (
     HubError,
     QuantsError,
 )
-from crawler.gguf.sibling import SiblingTemplate, read_sibling_header, template_from
+from crawler.gguf.fetch import first_read_for
+from crawler.gguf.header_read import TemplateBook, read_quant_header, scopes_for
 from crawler.profile.analysis import AnalysedShard, analyse_quant
 from crawler.profile.grouping import FileKind, GroupedFile, QuantGroup, RepoLayout, group_files
 from crawler.profile.measured import (
@@ -51,9 +52,10 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["COLD_SHARD_FIRST_READ", "RepoScanner", "ScanHub"]
 
-#: First read of a later gguf-split shard with no size hint: such shards carry no tokenizer,
-#: only ``split.*`` keys and the tensor infos (~64 bytes each), so 64 KiB holds
-#: ~1000 tensors; the parser's estimate fetches the rest of a larger one in a second request.
+#: First read of a later gguf-split shard: such shards carry no tokenizer, only ``split.*`` keys
+#: and the tensor infos (~64 bytes each, crawler/gguf/parse.py), so 64 KiB holds ~1000 tensors; the
+#: parser's estimate fetches the rest of a larger one in a second request. Never sized from a
+#: first shard (whose header holds the tokenizer), whichever is read first.
 COLD_SHARD_FIRST_READ = 64 << 10
 # Writes of unchanged repos' downloads/likes are batched this many at a time.
 _TOUCH_BATCH = 200
@@ -162,6 +164,10 @@ class RepoScanner:
         self.touch: list[RepoMeta] = []
         self.write_lock = threading.Lock()
         self.budget_spent = False
+        # Tokenizer templates shared by every repo of the pass, and with other passes (catalog).
+        from crawler.catalog.tokenizer_templates import CatalogTemplates
+
+        self.templates = TemplateBook(CatalogTemplates(catalog))
         concurrency = settings.concurrency
         self.files = ThreadPoolExecutor(concurrency, thread_name_prefix="quants-header")
         # A few repos in flight keep the header pool busy while one repo lists its tree or
@@ -385,21 +391,16 @@ class RepoScanner:
         stored: StoredRepo | None,
         errors: list[ErrorRecord],
     ) -> dict[str, AnalysedShard]:
-        """Read every header file of ``todo``: probes first where no size hint is known."""
+        """Read every header file of ``todo``: one first file alone (its tokenizer becomes the
+        template of the others unless one is known), then the other first files, then the later
+        shards of split quants (never before the first files: they carry no tokenizer)."""
         hints = _hints(stored)
-        jobs = [f for q in todo for f in q.header_files]
+        jobs = sorted((f for q in todo for f in q.header_files), key=_is_later_shard)
         # Part 1 of a byte-concatenated file: its tensor offsets run into the later parts.
         sizes = {f.path: q.size_bytes for q in todo for f in q.files if f.kind == FileKind.PART}
-        probes: list[GroupedFile] = []
-        for later in (False, True):
-            # A first file is always probed: its header is the template of sibling reads.
-            if hints.get(later) is None or not later:
-                probe = next((f for f in jobs if _is_later_shard(f) == later), None)
-                if probe is not None:
-                    probes.append(probe)
+        probe = jobs[:1] if jobs and not _is_later_shard(jobs[0]) else []
         out: dict[str, AnalysedShard] = {}
-        template: SiblingTemplate | None = None
-        for batch in (probes, [f for f in jobs if f not in probes]):
+        for batch in (probe, jobs[len(probe) :]):
             futures = [
                 (
                     f,
@@ -409,7 +410,6 @@ class RepoScanner:
                         f,
                         hints.get(_is_later_shard(f)),
                         sizes.get(f.path, f.size),
-                        None if _is_later_shard(f) else template,
                     ),
                 )
                 for f in batch
@@ -426,53 +426,42 @@ class RepoScanner:
                 out[f.path] = shard
                 later = _is_later_shard(f)
                 hints[later] = max(hints.get(later) or 0, shard.header_bytes)
-                if template is None and not later:
-                    template = template_from(shard.header, f.path)
         return out
 
     def _read_one(
-        self,
-        meta: RepoMeta,
-        f: GroupedFile,
-        hint: int | None,
-        file_size: int,
-        template: SiblingTemplate | None = None,
+        self, meta: RepoMeta, f: GroupedFile, hint: int | None, file_size: int
     ) -> AnalysedShard:
-        from crawler.gguf.parse import read_header
-
         assert meta.sha is not None
         if self.budget_spent:
             raise HubBudgetExhausted("budget spent", repo_id=meta.repo_id)
         reader = self.hub.range_reader(meta.repo_id, f.path, meta.sha)
-        tally = [0, 0]
-
-        def read_at(offset: int, length: int) -> bytes:
-            data = reader(offset, length)
-            tally[0] += 1
-            tally[1] += len(data)
-            return data
-
-        try:
-            header = None
-            if template is not None:
-                header = read_sibling_header(
-                    read_at,
-                    template,
-                    file_size=file_size,
-                    max_header_bytes=self.settings.max_header_bytes,
-                    source=f"{meta.repo_id}/{f.path}",
-                )
-            header = header or read_header(
-                read_at,
-                file_size=file_size,
-                max_header_bytes=self.settings.max_header_bytes,
-                size_hint=hint,
-                # A later shard carries no tokenizer: tensor infos only (~70 bytes each).
-                first_read=COLD_SHARD_FIRST_READ if hint is None and _is_later_shard(f) else None,
-                source=f"{meta.repo_id}/{f.path}",
+        source = f"{meta.repo_id}/{f.path}"
+        cap = self.settings.max_header_bytes
+        if _is_later_shard(f):
+            # Tensor infos only: 64 KiB, or a later shard's size seen before if larger.
+            first = max(COLD_SHARD_FIRST_READ, first_read_for(hint, None) if hint else 0)
+            read = read_quant_header(
+                reader, file_size=file_size, max_header_bytes=cap, first_read=first, source=source
             )
-        finally:
-            self.counts.add(header_reads=tally[0], header_bytes_fetched=tally[1])
+        else:
+            scopes = scopes_for(meta.repo_id, meta.base_model)
+            with self.templates.turn(scopes):
+                read = read_quant_header(
+                    reader,
+                    file_size=file_size,
+                    max_header_bytes=cap,
+                    book=self.templates,
+                    scopes=scopes,
+                    size_hint=hint,
+                    source=source,
+                )
+        self.counts.add(
+            header_reads=read.requests,
+            header_bytes_fetched=read.bytes_fetched,
+            header_templated=int(read.templated),
+            header_fallbacks=int(read.fell_back or read.requests > 2),
+        )
+        header = read.header
         etag = reader.etag
         if etag and len(f.content_key) == 64 and etag != f.content_key:
             raise ContentChanged(

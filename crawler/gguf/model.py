@@ -163,8 +163,12 @@ class GGUFHeader:
     data_truncated: bool = False
     #: Where each metadata key/value pair lies in the file: ``(start, end)`` byte offsets.
     kv_spans: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    #: The file whose tokenizer bytes this header reused (a sibling read), else None.
+    #: The file whose tokenizer bytes this header reused (a sibling or templated read), else None.
     tokenizer_from: str | None = None
+    #: The fingerprint of the tokenizer template whose arrays this header holds instead of the
+    #: file's own (crawler/gguf/tokenizer_template.py): they were not read. None: read from the
+    #: file.
+    tokenizer_template: str | None = None
 
     @property
     def architecture(self) -> str | None:

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008_measured_quality"
-down_revision: str | None = "0006_provenance"
+down_revision: str | None = "0007_tokenizer_templates"
 branch_labels = None
 depends_on = None
 

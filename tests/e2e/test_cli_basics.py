@@ -141,3 +141,24 @@ def test_every_relative_link_in_the_docs_points_at_a_file():
             assert (page.parent / path).exists(), f"{page.name}: broken link {target}"
             checked += 1
     assert checked >= 9  # the README's table of docs pages at least
+
+
+def test_the_fast_root_help_lists_every_registered_command():
+    # `quants --help` prints crawler.cli.COMMANDS without importing typer or any command; the
+    # table must name every command typer registers, with the module that registers it.
+    import typer.main
+
+    from crawler import cli
+
+    group = typer.main.get_command(cli.register(None))
+    registered = group.commands  # type: ignore[attr-defined]
+    assert {name for name, _, _ in cli.COMMANDS} == set(registered)
+    for name, module, summary in cli.COMMANDS:
+        command = registered[name]
+        owner = (command.callback.__module__ if command.callback else "") or ""
+        if name in ("db", "watch"):  # groups: their module defines the sub-app
+            owner = f"crawler.cli.{module}"
+        assert owner == f"crawler.cli.{module}", name
+        words = " ".join((command.help or "").split()[:3]).rstrip(":,.")
+        assert summary.startswith(words), (name, summary, words)
+    assert all(f"  {name} " in cli.root_help() for name in registered)

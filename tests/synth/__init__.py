@@ -95,7 +95,7 @@ from .recipe import (
     uniform,
 )
 from .spec import MLA, SWA, Hybrid, ModelSpec, MoE
-from .vocab import Vocab, make_vocab
+from .vocab import QWEN2_TOKEN_BYTES, Vocab, make_vocab, real_profile_tokenizer
 from .write import (
     Layout,
     PlacedTensor,
@@ -115,6 +115,7 @@ __all__ = [
     "MAINLINE_TYPE_COUNT",
     "MLA",
     "PRESETS",
+    "QWEN2_TOKEN_BYTES",
     "SWA",
     "TYPE_SIZES",
     "Hybrid",
@@ -149,6 +150,7 @@ __all__ = [
     "qwen3moe",
     "qwen35",
     "qwen35moe",
+    "real_profile_tokenizer",
     "shard_name",
     "split_layouts",
     "tensor_defs",

@@ -108,3 +108,38 @@ def make_vocab(n_vocab: int, pre: str = "default", seed: int = 0) -> Vocab:
         eos_id=eot,
         pad_id=eot,
     )
+
+
+#: Mean token length in UTF-8 bytes over each 1/32 of the published Qwen2 vocabulary, in rank
+#: order (vocab.json of Qwen/Qwen2-7B-Instruct, 151,643 tokens: the GPT-4-style first 100k, then
+#: CJK tokens at 3 bytes a character, then the tail). Real vocabularies grow with rank and are
+#: not smooth: the first 512 KiB of a header see the short tokens only.
+QWEN2_TOKEN_BYTES = (
+    4.9, 6.1, 6.4, 6.8, 6.8, 7.0, 7.1, 7.1, 7.3, 7.5, 7.4, 7.4, 7.6, 7.7, 7.6, 7.6,
+    7.8, 7.7, 7.9, 7.8, 7.8, 9.3, 13.5, 14.3, 14.5, 7.0, 11.5, 14.5, 17.2, 18.5, 11.3, 6.2,
+)  # fmt: skip
+
+
+def real_profile_tokenizer(n_vocab: int, pre: str = "qwen2", seed: int = 0) -> dict[str, Any]:
+    """``tokenizer.ggml.*`` metadata whose token lengths follow QWEN2_TOKEN_BYTES scaled
+    to ``n_vocab`` (merge *i* spells token *256 + i* with one space, as in real BPE files).
+
+    Only the sizes are realistic (what a header reader's estimate sees); the tokens are unique
+    ASCII strings, not a usable vocabulary.
+    """
+    rng = random.Random(seed)
+    blocks = len(QWEN2_TOKEN_BYTES)
+    tokens: list[str] = []
+    for i in range(n_vocab):
+        mean = QWEN2_TOKEN_BYTES[i * blocks // n_vocab]
+        stem = f"{i:x}"
+        length = max(len(stem), round(rng.uniform(0.5, 1.5) * mean))
+        tokens.append(stem + "a" * (length - len(stem)))
+    merges = [f"{t[:1]} {t[1:]}" for t in tokens[256:] if len(t) > 1]
+    return {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": pre,
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": [TOKEN_NORMAL] * n_vocab,
+        "tokenizer.ggml.merges": merges,
+    }
