@@ -2,7 +2,8 @@
 
 The model, in three explainable steps, each calibrated on published tables (cited below):
 
-1. **Effective bits.** Each tensor group ``g`` (DESIGN.md section 3 groups) adds quantization noise
+1. **Effective bits.** Each tensor group ``g`` (the groups of docs/inspect.md) adds quantization
+noise
    ``2^(-2 b_g)`` (uniform-quantizer noise power at ``b_g`` bits per weight). Noise is averaged
    with weights ``w_g = s_g * a_g``: ``a_g`` the parameters of the group a token actually multiplies
    (routed experts count ``n_expert_used / n_expert`` of theirs; the input embedding one row, which
@@ -25,7 +26,7 @@ The model, in three explainable steps, each calibrated on published tables (cite
 Within one base model the score orders quants exactly by ``b_eff`` (the capability factor is the
 same). calibration_report gives the fit errors, in-sample and on held-out tables.
 
-Sources (all read in ``shared/reference/quant-ecosystem.md`` section 1):
+Sources:
 docs.unsloth.ai/basics/unsloth-dynamic-v2.0-ggufs (Gemma 3 27B KLD, MMLU, QAT tables);
 unsloth.ai/docs/models/qwen3.5/gguf-benchmarks (attention/ssm sensitivity findings).
 """
