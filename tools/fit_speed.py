@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawler import speed
+from crawler.ranking import speed
 from crawler.ranking.speed import expected_tokens
 from tests.fixtures.llamacpp.speed import Row, held_out, predict, rows
 

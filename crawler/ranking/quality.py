@@ -2,9 +2,9 @@
 
 The model, in three explainable steps, each calibrated on published tables (cited below):
 
-1. **Effective bits.** Each tensor group ``g`` (the groups of docs/inspect.md) adds quantization
-   noise ``2^(-2 b_g)`` (uniform-quantizer noise power at ``b_g`` bits per weight). Noise is averaged
-   with weights ``w_g = s_g * a_g``: ``a_g`` the parameters of the group a token actually multiplies
+1. **Effective bits.** Each tensor group ``g`` (the groups of docs/inspect.md) adds
+   quantization noise ``2^(-2 b_g)`` (uniform-quantizer noise power at ``b_g`` bits per
+   weight). Noise is averaged with weights ``w_g = s_g * a_g``: ``a_g`` the parameters of the group a token actually multiplies
    (routed experts count ``n_expert_used / n_expert`` of theirs; the input embedding one row, which
    we count as one ``n_embd x n_embd`` matrix), ``s_g`` a sensitivity fitted on published
    per-tensor KLD tables (table ``SENSITIVITY``).

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from crawler import speed
+from crawler.ranking import speed
 from crawler.ranking.speed import SpeedInputs, estimate_speed, expected_tokens
 from tests.fixtures.llamacpp.speed import Row, held_out, inputs, predict, rows
 
