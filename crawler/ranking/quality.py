@@ -2,15 +2,15 @@
 
 The model, in three explainable steps, each calibrated on published tables (cited below):
 
-1. **Effective bits.** Each tensor group ``g`` (the groups of docs/inspect.md) adds
-   quantization noise ``2^(-2 b_g)`` (uniform-quantizer noise power at ``b_g`` bits per
-   weight). Noise is averaged with weights ``w_g = s_g * a_g``: ``a_g`` the parameters of the group a token actually multiplies
-   (routed experts count ``n_expert_used / n_expert`` of theirs; the input embedding one row, which
-   we count as one ``n_embd x n_embd`` matrix), ``s_g`` a sensitivity fitted on published
-   per-tensor KLD tables (table ``SENSITIVITY``).
-   ``b_eff`` solves ``2^(-2 b_eff) = sum(w_g 2^(-2 b_g)) / sum(w_g)``; a file with one type
-   everywhere has ``b_eff`` = its bits per weight. The MTP block gets weight 0: speculative
-   decoding verifies every drafted token, so the head changes speed, not output.
+1. **Effective bits.** Each tensor group ``g`` (the groups of docs/inspect.md) adds quantization
+   noise ``2^(-2 b_g)`` (uniform-quantizer noise power at ``b_g`` bits per weight). Noise is
+   averaged with weights ``w_g = s_g * a_g``: ``a_g`` the parameters of the group a token actually
+   multiplies (routed experts count ``n_expert_used / n_expert`` of theirs; the input embedding one
+   row, which we count as one ``n_embd x n_embd`` matrix), ``s_g`` a sensitivity fitted on published
+   per-tensor KLD tables (table ``SENSITIVITY``). ``b_eff`` solves ``2^(-2 b_eff) = sum(w_g 2^(-2
+   b_g)) / sum(w_g)``; a file with one type everywhere has ``b_eff`` = its bits per weight. The MTP
+   block gets weight 0: speculative decoding verifies every drafted token, so the head changes
+   speed, not output.
 2. **KLD.** ``ln KLD = a + c * b_eff``, fitted on Unsloth's Dynamic 2.0 KLD-vs-size table for
    Gemma 3 27B (file bpw = GB * 8e9 / 27.0e9). The slope comes out close to the ``-2 ln 2`` per
    bit of the noise model, which is why step 1 is shaped as it is.
