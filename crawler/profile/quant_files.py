@@ -2,8 +2,7 @@
 
 The crawl (crawler.profile.grouping), inspect and estimate (crawler.targets), check-log (the
 catalog's look-up by file name) and the snapshots (crawler.snapshot.import_) all ask this module, so
-a
-file is the same thing to every command:
+a file is the same thing to every command:
 
 - a gguf-split shard ``X-00001-of-00003.gguf`` (llama.cpp ``llama_split_path`` writes
   ``%s-%05d-of-%05d.gguf``, src/llama.cpp); some uploaders write fewer digits
