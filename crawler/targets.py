@@ -72,7 +72,7 @@ class FileReader:
         self._fh.close()
 
 
-def UrlReader(url: str, *, timeout_s: float = 30.0) -> RangeReader:
+def UrlReader(url: str, *, timeout_s: float = 30.0, backoff_s: float = 1.0) -> RangeReader:
     """The range reader (crawler.hub.RangeReader) over a plain http(s) URL.
 
     Same reader as for Hub files (retries, the Range-ignored guard that streams only the prefix
@@ -86,7 +86,7 @@ def UrlReader(url: str, *, timeout_s: float = 30.0) -> RangeReader:
     from crawler.hub.transport import Transport
 
     transport = Transport(
-        Settings(timeout_s=timeout_s),
+        Settings(timeout_s=timeout_s, backoff_s=backoff_s),
         limiter=None,
         max_retries=2,
         sleep=time.sleep,
@@ -225,7 +225,9 @@ def read_target(
     if t.kind == "file":
         return _read_local(t.value, cap, size_hint)
     if t.kind == "url":
-        with UrlReader(t.value, timeout_s=settings.timeout_s) as reader:
+        with UrlReader(
+            t.value, timeout_s=settings.timeout_s, backoff_s=settings.backoff_s
+        ) as reader:
             header = read_header(reader, max_header_bytes=cap, size_hint=size_hint, source=t.value)
             return HeaderRead(
                 source=t.value,

@@ -2,6 +2,10 @@
 
 ``.ci/run`` starts a PostgreSQL server and sets QUANTS_TEST_PG_URL, so CI runs the catalog tests on
 both. Each PostgreSQL test gets a fresh database, dropped afterwards.
+
+Registered here once for every directory (no module imports them): the Hub emulator fixtures
+(tests/hub_emulator/fixtures.py: world_cache, hub, shared_hub) and the session fixtures of
+tests/fixtures/shared.py (measured_models, crawled_world, pg_crawled_world).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.pg import databases
+
+pytest_plugins = ["tests.hub_emulator.fixtures", "tests.fixtures.shared"]
 
 # huggingface_hub reads these once, at import (constants.py): no telemetry fetch from
 # huggingface.co (utils/_detect_agent.py), no token from the developer's login, a throwaway cache.

@@ -185,8 +185,8 @@ def ensure_model(
     if hub is None:
         from crawler.hub import HubClient
 
-        # Two retries (1 + 2 s) rather than five: a person is waiting for the answer.
-        hub = HubClient(settings, max_retries=2)
+        # At most two retries (1 + 2 s by default) rather than five: a person is waiting.
+        hub = HubClient(settings, max_retries=min(2, settings.retries))
     client: ScanHub = hub
     bases: list[str] = []
 

@@ -153,7 +153,7 @@ def test_every_name_in_the_table_exists():
 
 @pytest.mark.parametrize("layer", [name for name, *_ in LAYERS])
 def test_each_layer_imports_only_what_its_allow_lists_name(layer):
-    _, prefixes, allowed, libraries = next(row for row in LAYERS if row[0] == layer)
+    _, _prefixes, allowed, libraries = next(row for row in LAYERS if row[0] == layer)
     bad: dict[str, list[str]] = {}
     for module, path in MODULES.items():
         if _layer_of(module) != layer:
@@ -165,9 +165,7 @@ def test_each_layer_imports_only_what_its_allow_lists_name(layer):
                 ok = _layer_of(target) in (layer, *allowed) or any(
                     _owns(a, target) for a in allowed if a not in LAYER_NAMES
                 )
-            elif top == "__future__" or (
-                top in sys.stdlib_module_names and top not in IO_STDLIB
-            ):
+            elif top == "__future__" or (top in sys.stdlib_module_names and top not in IO_STDLIB):
                 ok = True
             else:
                 ok = top in libraries
@@ -248,5 +246,3 @@ def test_web_app_is_a_layer_beside_the_cli():
         and any(imp.startswith("crawler.web") for imp in _imports(path))
     }
     assert users == {"cli/serve_cmd.py"}
-
-
