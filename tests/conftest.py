@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.pg import databases
 
@@ -28,6 +29,11 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="quants-test-hf-home-")
 atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
+
+# No per-example deadline: on a busy machine (CI has 2 cores) a property test's example can take
+# longer than hypothesis's default 200 ms without anything being wrong; a test still sets its own.
+settings.register_profile("quants", deadline=None)
+settings.load_profile("quants")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

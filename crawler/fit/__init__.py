@@ -36,6 +36,7 @@ from crawler.fit.estimate import (
     RunConfig,
     cheapest_cache_for,
     command,
+    command_args,
     estimate,
     max_ctx,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "cheapest_cache_for",
     "coefficients",
     "command",
+    "command_args",
     "estimate",
     "max_ctx",
 ]

@@ -254,7 +254,11 @@ def test_retries_and_backoff_come_from_the_settings(shared_hub, clock):
     # Retry-After stays as asked.
     from crawler.hub import HubClient
 
-    env = {"QUANTS_HF_ENDPOINT": shared_hub.endpoint, "QUANTS_RETRIES": "3", "QUANTS_BACKOFF": "0.25"}
+    env = {
+        "QUANTS_HF_ENDPOINT": shared_hub.endpoint,
+        "QUANTS_RETRIES": "3",
+        "QUANTS_BACKOFF": "0.25",
+    }
     settings = Settings.from_env(env)
     assert (settings.retries, settings.backoff_s) == (3, 0.25)
     client = HubClient(settings, sleep=clock.sleep, clock=clock)
