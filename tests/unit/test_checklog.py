@@ -2,7 +2,7 @@
 
 The logs are rendered from measured runs (tests/fixtures/llamacpp: llama.cpp's own MiB figures)
 in both log formats (tests/fixtures/llamacpp/logs.py); the models are the measured synthetic
-files, written here.
+files (the session's ``measured_models``). The command itself: tests/e2e/test_checklog_cli.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""crawler.fit against llama.cpp's own buffers (H200 fixtures), plus properties of the model."""
+"""crawler.fit against llama.cpp's own buffers (H200 fixtures), plus properties of the model.
+``quants estimate`` itself: tests/e2e/test_estimate_cli.py."""
 
 from __future__ import annotations
 

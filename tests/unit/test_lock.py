@@ -1,4 +1,5 @@
-"""The crawl lock: exclusion within and across processes, holder info, dead holders."""
+"""The crawl lock within one process: exclusion, holder info, lock paths. Across processes (a
+second holder, a killed one): tests/reliability/test_lock_processes.py."""
 
 from __future__ import annotations
 

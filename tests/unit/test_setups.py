@@ -3,7 +3,8 @@
 Every single-GPU row of ``tests/fixtures/llamacpp/server-measurements.jsonl`` (llama.cpp
 0c1e57098 on an H200, branch ``measure``) is predicted from the measured model's header and must be
 within max(3%, 256 MiB) of the device memory the server really used (nvidia-smi, after one
-completion). Two-GPU rows are left for the multi-GPU model (not built yet).
+completion). Two-GPU rows are left for the multi-GPU model (not built yet). The same through
+``quants estimate``: tests/e2e/test_setups_cli.py.
 """
 
 from __future__ import annotations

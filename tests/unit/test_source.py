@@ -1,5 +1,6 @@
-"""Byte sources and ``quants inspect``: local files, a real Range server on 127.0.0.1 (honouring or
-ignoring Range), split shards, ``.partNofM`` files, and Hub targets through the Hub emulator."""
+"""Byte sources: local files, a real Range server on 127.0.0.1 (honouring or ignoring Range), split
+shards, ``.partNofM`` files. Hub targets: tests/hub/test_targets_hub.py; the command:
+tests/e2e/test_inspect_cli.py."""
 
 from __future__ import annotations
 
