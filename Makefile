@@ -1,9 +1,9 @@
 # One entry point: `make check` is what CI runs (after .ci/run installs everything).
 PY ?= .venv/bin/python
 
-.PHONY: check fmt lint typecheck test bench
+.PHONY: check fmt lint typecheck test test-all bench
 
-check: lint typecheck test
+check: lint typecheck test-all
 
 fmt:
 	$(PY) -m ruff check --fix crawler tests bench migrations fuzz
@@ -17,9 +17,16 @@ typecheck:
 	$(PY) -m mypy crawler
 
 # pytest exits 5 when it collected no test: that must fail, not pass silently.
+PYTEST = $(PY) -m pytest -q -p no:cacheprovider
+NO_TESTS_FAIL = rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 1; fi; exit $$rc
+
+# The fast set: tests/unit, in-process only (its conftest refuses subprocesses and the emulator).
 test:
-	$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 1; fi; exit $$rc
+	$(PYTEST) tests/unit; $(NO_TESTS_FAIL)
+
+# Every test (what CI runs): unit, catalog, hub, e2e, web, reliability.
+test-all:
+	$(PYTEST); $(NO_TESTS_FAIL)
 
 bench:
 	$(PY) -m bench

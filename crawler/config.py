@@ -38,6 +38,13 @@ class Settings:
     hf_token: str | None = dataclasses.field(default=None, repr=False)
     #: Connect and first-byte timeout of every Hub request, in seconds (``QUANTS_TIMEOUT``).
     timeout_s: float = DEFAULT_TIMEOUT_S
+    #: Retries of a failed Hub request (408/429/5xx, reset, timeout, truncated body) before the
+    #: error goes up (``QUANTS_RETRIES``).
+    retries: int = 5
+    #: The first back-off wait in seconds; each retry doubles it, up to 8 times this
+    #: (``QUANTS_BACKOFF``; 1 s gives huggingface_hub's 1, 2, 4, 8, 8 s). A wait the Hub asks
+    #: for (Retry-After, RateLimit) is honoured as asked, whatever this says.
+    backoff_s: float = 1.0
     log_level: str = "WARNING"
     debug: bool = False
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
@@ -88,6 +95,8 @@ class Settings:
         kw["offline"] = env.get("QUANTS_OFFLINE", "") not in ("", "0", "false", "no")
         for var, field, conv in (
             ("QUANTS_TIMEOUT", "timeout_s", float),
+            ("QUANTS_RETRIES", "retries", int),
+            ("QUANTS_BACKOFF", "backoff_s", float),
             ("QUANTS_MAX_HEADER_BYTES", "max_header_bytes", int),
             ("QUANTS_CONCURRENCY", "concurrency", int),
             ("QUANTS_MAX_REQUESTS", "max_requests", int),
@@ -111,6 +120,10 @@ class Settings:
         """Raise ConfigError for impossible values."""
         if self.timeout_s <= 0:
             raise ConfigError("timeout must be positive")
+        if not 0 <= self.retries <= 100:
+            raise ConfigError("QUANTS_RETRIES must be between 0 and 100")
+        if not 0 <= self.backoff_s <= 3600:
+            raise ConfigError("QUANTS_BACKOFF must be between 0 and 3600 seconds")
         if self.max_header_bytes < 1024:
             raise ConfigError("max header bytes must be at least 1024")
         if self.fresh_hours < 0:

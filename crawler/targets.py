@@ -81,7 +81,7 @@ class FileReader:
         self._fh.close()
 
 
-def UrlReader(url: str, *, timeout_s: float = 30.0) -> RangeReader:
+def UrlReader(url: str, *, timeout_s: float = 30.0, backoff_s: float = 1.0) -> RangeReader:
     """The range reader (crawler.hub.RangeReader) over a plain http(s) URL.
 
     Same reader as for Hub files (retries, the Range-ignored guard that streams only the prefix
@@ -95,7 +95,7 @@ def UrlReader(url: str, *, timeout_s: float = 30.0) -> RangeReader:
     from crawler.hub.transport import Transport
 
     transport = Transport(
-        Settings(timeout_s=timeout_s),
+        Settings(timeout_s=timeout_s, backoff_s=backoff_s),
         limiter=None,
         max_retries=2,
         sleep=time.sleep,
@@ -257,7 +257,7 @@ def _read_url(url: str, settings: Settings, cap: int, size_hint: int | None) -> 
     names = byte_parts(name, ()) if si is not None and si[0] == "part" and si[2] else [name]
     if names[0] != name:
         raise UsageError(f"{name} is not the first part: the header is in {names[0]}")
-    with UrlReader(url, timeout_s=settings.timeout_s) as reader:
+    with UrlReader(url, timeout_s=settings.timeout_s, backoff_s=settings.backoff_s) as reader:
         header = read_header(reader, max_header_bytes=cap, size_hint=size_hint, source=url)
         size, requests, fetched = reader.size, reader.requests, reader.bytes_fetched
     shards: tuple[str, ...] = ()

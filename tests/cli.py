@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
     """The environment minus QUANTS_*/HF_* settings, with a private data dir and HF home.
 
-    Telemetry stays off: huggingface_hub would otherwise reach out to huggingface.co.
+    Telemetry stays off: huggingface_hub would otherwise reach out to huggingface.co. Retries
+    wait 10 ms, 20 ms, ... instead of 1, 2, 4, 8, 8 s (QUANTS_BACKOFF), so a test of a failing Hub
+    does not sleep; ``extra`` may set it back.
     """
     env = {
         k: v
@@ -26,6 +28,7 @@ def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
         QUANTS_DATA_DIR=str(tmp / "data"),
         HF_HOME=str(tmp / "hf-home"),
         HF_HUB_DISABLE_TELEMETRY="1",
+        QUANTS_BACKOFF="0.01",
     )
     env.update(extra)
     return env

@@ -2,6 +2,10 @@
 
 ``.ci/run`` starts a PostgreSQL server and sets QUANTS_TEST_PG_URL, so CI runs the catalog tests on
 both. Each PostgreSQL test gets a fresh database, dropped afterwards.
+
+Registered here once for every directory (no module imports them): the Hub emulator fixtures
+(tests/hub_emulator/fixtures.py: world_cache, hub, shared_hub) and the session fixtures of
+tests/fixtures/shared.py (measured_models, crawled_world, pg_crawled_world).
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.pg import databases
+
+pytest_plugins = ["tests.hub_emulator.fixtures", "tests.fixtures.shared"]
 
 # huggingface_hub reads these once, at import (constants.py): no telemetry fetch from
 # huggingface.co (utils/_detect_agent.py), no token from the developer's login, a throwaway cache.
@@ -22,6 +29,11 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="quants-test-hf-home-")
 atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
+
+# No per-example deadline: on a busy machine (CI has 2 cores) a property test's example can take
+# longer than hypothesis's default 200 ms without anything being wrong; a test still sets its own.
+settings.register_profile("quants", deadline=None)
+settings.load_profile("quants")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -17,8 +17,9 @@ ADMIN_URL = os.environ.get("QUANTS_TEST_PG_URL")
 
 
 @contextmanager
-def databases(prefix: str) -> Iterator[Callable[[], str]]:
-    """A maker of URLs of new, empty databases named ``prefix_<random>``; all dropped at exit."""
+def databases(prefix: str) -> Iterator[Callable[..., str]]:
+    """A maker of URLs of new databases named ``prefix_<random>`` (empty, or a copy of
+    ``template``); all dropped at exit."""
     if not ADMIN_URL:
         pytest.skip("no PostgreSQL server: set QUANTS_TEST_PG_URL (.ci/pg.sh starts one)")
     from sqlalchemy import create_engine, text
@@ -27,10 +28,12 @@ def databases(prefix: str) -> Iterator[Callable[[], str]]:
     admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
     made: list[str] = []
 
-    def new() -> str:
+    def new(template: str | None = None) -> str:
+        """A new database; with ``template`` (a URL), a copy of that one (nobody may be on it)."""
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        like = f' TEMPLATE "{make_url(template).database}"' if template else ""
         with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
+            conn.execute(text(f'CREATE DATABASE "{name}"{like}'))
         made.append(name)
         return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
 

@@ -190,7 +190,7 @@ def ensure_model(
 
         # Two retries (1 + 2 s) rather than five, and a Hub that never answered is not retried:
         # a person is waiting for the answer.
-        hub = HubClient(settings, max_retries=2, fail_fast=True)
+        hub = HubClient(settings, max_retries=min(2, settings.retries), fail_fast=True)
     if announce is not None:
         announce(f"looking up {query.strip()!r} on the Hub ({settings.hf_endpoint}) ...")
     client: ScanHub = hub

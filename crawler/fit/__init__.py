@@ -41,6 +41,7 @@ from crawler.fit.estimate import (
     RunConfig,
     cheapest_cache_for,
     command,
+    command_args,
     estimate,
     max_ctx,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "cheapest_cache_for",
     "coefficients",
     "command",
+    "command_args",
     "estimate",
     "max_ctx",
     "sliding_window_layers",

@@ -308,7 +308,12 @@ def estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
 
 
 def command(cfg: RunConfig) -> str:
-    """The llama-server command line for exactly ``cfg`` (flags of common/arg.cpp at 0c1e57098).
+    """The llama-server command line for exactly ``cfg``, shell-quoted (see command_args)."""
+    return shlex.join(command_args(cfg))
+
+
+def command_args(cfg: RunConfig) -> list[str]:
+    """The llama-server argv for exactly ``cfg`` (flags of common/arg.cpp at 0c1e57098).
 
     Flags and their arg.cpp definitions: ``-c``, ``-ngl`` (~2790, also "all"/"auto"), ``-fa
     on|off|auto`` (~1754), ``-ctk``/``-ctv`` (~2437), ``-np`` (~2544, server: -1 = auto),
@@ -343,7 +348,7 @@ def command(cfg: RunConfig) -> str:
         args += ["--cpu-moe"]
     elif cfg.n_cpu_moe:
         args += ["--n-cpu-moe", str(cfg.n_cpu_moe)]
-    return shlex.join(args)
+    return args
 
 
 def _fits(c: MemoryCoefficients, cfg: RunConfig, budget: int) -> bool:

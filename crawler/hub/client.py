@@ -82,8 +82,9 @@ class HubClient:
     """Discovery, file listing and ranged reads against the Hub named by ``settings.hf_endpoint``.
 
     Thread-safe: the crawl reads headers from several threads through one client. Every call
-    retries 408/429/5xx, resets, timeouts and truncated bodies (backoff 1, 2, 4, 8, 8 s as
-    huggingface_hub does, or the wait the Hub asked for), then raises a HubError.
+    retries 408/429/5xx, resets, timeouts and truncated bodies (``settings.retries`` times, with a
+    back-off of 1, 2, 4, 8, 8 s as huggingface_hub does, scaled by ``settings.backoff_s``, or the
+    wait the Hub asked for), then raises a HubError. ``max_retries`` overrides the setting;
     ``sleep`` and ``clock`` are injectable so tests need not wait in real time. ``fail_fast``
     (a person is waiting): a Hub that has not answered one request of this client and lets the
     first one time out, or refuses the connection, is unreachable at once (no retries).
@@ -94,15 +95,16 @@ class HubClient:
         settings: Settings,
         *,
         limiter: RateLimiter | None = None,
-        max_retries: int = 5,
+        max_retries: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         fail_fast: bool = False,
     ) -> None:
+        retries = settings.retries if max_retries is None else max_retries
         self._transport = Transport(
             settings,
             limiter=limiter,
-            max_retries=max_retries,
+            max_retries=retries,
             sleep=sleep,
             clock=clock,
             fail_fast=fail_fast,

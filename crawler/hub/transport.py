@@ -47,9 +47,9 @@ logger = logging.getLogger("crawler.hub")
 #: Query parameters as httpx2 takes them (repeated keys allowed, as the Hub wants for expand).
 Params = list[tuple[str, str | int | float | bool | None]]
 
-# Same schedule as huggingface_hub's http_backoff: 1, 2, 4, 8, 8 s.
-_BASE_WAIT_S: Final = 1.0
-_MAX_BACKOFF_S: Final = 8.0
+# The back-off doubles from Settings.backoff_s up to this many times it: with the default 1 s,
+# huggingface_hub's http_backoff schedule (1, 2, 4, 8, 8 s).
+_MAX_BACKOFF_FACTOR: Final = 8.0
 # A 429 asking for more than one rate-limit window (5 min, docs/hub/rate-limits.md) is not waited
 # out inside a call: HubRateLimited goes up so the crawl can record it and move on.
 _MAX_RATE_WAIT_S: Final = 300.0
@@ -110,6 +110,7 @@ class Transport:
         self._max_requests = settings.max_requests
         self._max_bytes = settings.max_bytes
         self._max_retries = max_retries
+        self._backoff_s = settings.backoff_s
         self._sleep = sleep
         self._limiter = limiter or RateLimiter.for_hub(authenticated=bool(self._token), clock=clock)
         self._stats = Tally(HubStats())
@@ -135,7 +136,7 @@ class Transport:
         CDN).
         """
         bucket = self._bucket(url)
-        backoff = _BASE_WAIT_S
+        backoff = self._backoff_s
         attempt = 0
         tally = [0]  # HTTP requests sent for this call, across attempts and hops
         while True:
@@ -149,7 +150,7 @@ class Transport:
             except _Retry as retry:
                 self._give_up_or_wait(retry, attempt, bucket, backoff, url, repo_id)
                 if retry.wait_s is None:
-                    backoff = min(_MAX_BACKOFF_S, backoff * 2)
+                    backoff = min(_MAX_BACKOFF_FACTOR * self._backoff_s, backoff * 2)
 
     # --- one attempt ------------------------------------------------------------------------
 

@@ -12,10 +12,9 @@ The llama.cpp flags were checked against llama.cpp's ``common/arg.cpp`` and ``co
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 
-from crawler.fit import RunConfig, command
+from crawler.fit import RunConfig, command_args
 from crawler.profile.quant_files import llama_cpp_model_file
 from crawler.ranking.shell import UnsafeArgument, shell_join
 
@@ -55,12 +54,12 @@ def llama_server_command(
 ) -> str | None:
     """The ``llama-server`` command that downloads this quant and runs it exactly as ``cfg``.
 
-    crawler.fit.command is the one source of the flags (checked against llama.cpp's
+    crawler.fit.command_args is the one source of the flags (checked against llama.cpp's
     common/arg.cpp); its ``-m PATH`` becomes the Hub download, plus ``--no-mmproj`` unless
     ``mmproj``: ``-hf`` fetches a vision projector by default (arg.cpp ``--hf-repo`` help), which
     would use memory the estimate does not count. ``split`` is the ``-ts`` layer split.
     """
-    args = shlex.split(command(cfg.replace(model_path="MODEL")))
+    args = command_args(cfg.replace(model_path="MODEL"))
     i = args.index("-m")
     args[i : i + 2] = [
         *hf_args(repo_id, path, label, siblings),

@@ -11,7 +11,6 @@ import pytest
 from tests.cli import Cli
 from tests.fixtures.world import WORLD, FileCache, Quant, reupload
 from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 
 
 def _mutate(emulator: HubEmulator, cache: FileCache) -> None:
@@ -45,8 +44,8 @@ def _mutate(emulator: HubEmulator, cache: FileCache) -> None:
 
 
 def test_changes_report_exactly_the_mutations(
-    hub: HubEmulator,  # noqa: F811
-    world_cache: FileCache,  # noqa: F811
+    hub: HubEmulator,
+    world_cache: FileCache,
     tmp_path: Path,
 ) -> None:
     # Every base model of the world from the first pass on: the default crawl also lists the
@@ -138,7 +137,7 @@ def test_changes_report_exactly_the_mutations(
 @pytest.mark.parametrize("since", ["nope", "999"])
 def test_changes_bad_since_is_a_usage_error(
     since: str,
-    hub: HubEmulator,  # noqa: F811
+    hub: HubEmulator,
     tmp_path: Path,
 ) -> None:
     cli = Cli(tmp_path, endpoint=hub.endpoint)

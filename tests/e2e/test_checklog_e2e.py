@@ -8,11 +8,10 @@ from pathlib import Path
 from tests.cli import clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render
 from tests.fixtures.llamacpp.models import load_rows
-from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.schemas import checked
 
 
-def test_model_named_in_the_log_is_found_in_the_catalog(hub, tmp_path: Path):  # noqa: F811
+def test_model_named_in_the_log_is_found_in_the_catalog(hub, tmp_path: Path):
     db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
     env = clean_env(tmp_path, QUANTS_DB=db)
     crawl = run_quants(

@@ -20,7 +20,6 @@ from tests.cli import clean_env, start_quants
 from tests.fixtures.world import FAILING, analysable_quants, quant_key
 from tests.hub.snapshot import integrity_ok, snapshot, sqlite_path
 from tests.hub_emulator import Fault, HubEmulator
-from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.schemas import checked
 
 # The anonymous crawl cannot finish these: a gated repo and files that are not GGUF.
@@ -54,7 +53,7 @@ def crawl(emu: HubEmulator, db: str, tmp: Path) -> dict[str, Any]:
 
 
 def test_crawl_then_sql_shows_every_verdict_and_recrawl_reads_nothing(
-    hub: HubEmulator,  # noqa: F811
+    hub: HubEmulator,
     tmp_path: Path,
 ) -> None:
     db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
@@ -132,7 +131,7 @@ def _done_repos(db: str) -> set[str]:
 
 @pytest.mark.slow
 def test_sigkill_at_ten_points_then_resume_converges_to_an_uninterrupted_crawl(
-    hub: HubEmulator,  # noqa: F811
+    hub: HubEmulator,
     tmp_path: Path,
 ) -> None:
     clean_db = f"sqlite:///{tmp_path / 'clean.sqlite'}"
@@ -180,7 +179,7 @@ def test_sigkill_at_ten_points_then_resume_converges_to_an_uninterrupted_crawl(
 
 
 def test_reprofile_recomputes_from_stored_tables_without_the_network(
-    hub: HubEmulator,  # noqa: F811
+    hub: HubEmulator,
     tmp_path: Path,
 ) -> None:
     import sqlite3

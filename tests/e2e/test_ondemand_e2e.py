@@ -20,7 +20,6 @@ import pytest
 
 from tests.cli import clean_env, run_quants
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate, text
-from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
 from tests.schemas import checked
 
@@ -43,7 +42,7 @@ def _world() -> list[RepoSpec]:
 
 
 @pytest.fixture
-def emu(world_cache: FileCache) -> Iterator[HubEmulator]:  # noqa: F811
+def emu(world_cache: FileCache) -> Iterator[HubEmulator]:
     emulator = HubEmulator()
     populate(emulator.state, world_cache, _world())
     with emulator:

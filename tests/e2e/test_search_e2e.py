@@ -20,9 +20,7 @@ from crawler.catalog import Catalog
 from crawler.catalog.tables import MemoryModel, Quant, Repo
 from crawler.fit import MemoryCoefficients, RunConfig, cheapest_cache_for, estimate
 from tests.cli import clean_env, run_quants
-from tests.fixtures.world import REAL_WORLD, WORLD, FileCache, populate
-from tests.hub_emulator.fixtures import world_cache  # noqa: F401
-from tests.hub_emulator.server import HubEmulator
+from tests.fixtures.shared import CrawledWorld
 from tests.pg import databases
 from tests.schemas import checked
 
@@ -35,28 +33,18 @@ def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     return run_quants(*args, env=clean_env(tmp), timeout=120)
 
 
-def _crawled_world(db: str, tmp: Path, cache: FileCache) -> tuple[str, Path]:
-    emulator = HubEmulator()
-    populate(emulator.state, cache, (*WORLD, *REAL_WORLD))
-    with emulator:
-        out = quants(
-            "crawl", "--endpoint", emulator.endpoint, "--db", db, "--all", "--json", tmp=tmp
-        )
-    assert out.returncode == 0, out.stderr
-    return db, tmp
-
-
 @pytest.fixture(scope="module")
-def catalog_db(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path]:  # noqa: F811
+def catalog_db(tmp_path_factory, crawled_world: CrawledWorld) -> tuple[str, Path]:
+    """This module's copy of the session's crawled world (WORLD, REAL_WORLD, a hostile repo)."""
     tmp = tmp_path_factory.mktemp("search-e2e")
-    return _crawled_world(f"sqlite:///{tmp / 'catalog.sqlite'}", tmp, world_cache)
+    return crawled_world.copy(tmp), tmp
 
 
 @pytest.fixture(scope="module")
-def pg_catalog_db(tmp_path_factory, world_cache: FileCache):  # noqa: F811
-    """The same crawl into a fresh PostgreSQL database (skipped without QUANTS_TEST_PG_URL)."""
+def pg_catalog_db(tmp_path_factory, pg_crawled_world: CrawledWorld):
+    """A copy of the same crawl in PostgreSQL (skipped without QUANTS_TEST_PG_URL)."""
     with databases("quants_search") as new:
-        yield _crawled_world(new(), tmp_path_factory.mktemp("search-e2e-pg"), world_cache)
+        yield new(template=pg_crawled_world.db), tmp_path_factory.mktemp("search-e2e-pg")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -23,9 +23,9 @@ import pytest
 
 from crawler.snapshot.manifest import MANIFEST_NAME
 from tests.cli import clean_env, run_quants
+from tests.fixtures.shared import CrawledWorld, world_emulator
 from tests.fixtures.world import WORLD, FileCache, populate
 from tests.hub.snapshot import integrity_ok, snapshot
-from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
 from tests.pg import databases
 from tests.schemas import checked
@@ -48,14 +48,10 @@ def crawl(emu: HubEmulator, db: str, tmp: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def crawled(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path, Path]:  # noqa: F811
-    """(catalog url, its snapshot with tensors, tmp dir): one crawl of the world, exported."""
+def crawled(tmp_path_factory, crawled_world: CrawledWorld) -> tuple[str, Path, Path]:
+    """(catalog url, its snapshot with tensors, tmp dir): the session's crawled world, exported."""
     tmp = tmp_path_factory.mktemp("snapshot-e2e")
-    db = f"sqlite:///{tmp / 'crawled.sqlite'}"
-    emulator = HubEmulator()
-    populate(emulator.state, world_cache, WORLD)
-    with emulator:
-        crawl(emulator, db, tmp)
+    db = crawled_world.db
     ok("export", str(tmp / "snap"), "--db", db, "--with-tensors", tmp=tmp)
     return db, tmp / "snap", tmp
 
@@ -192,7 +188,7 @@ def test_round_trip_into_empty_postgresql_equals_the_crawl(crawled) -> None:
 
 def test_import_twice_is_import_once_and_crawl_after_import_reads_no_header(
     crawled,
-    world_cache: FileCache,  # noqa: F811
+    world_cache: FileCache,
 ) -> None:
     _db, snap, tmp = crawled
     target = f"sqlite:///{tmp / 'twice.sqlite'}"
@@ -203,9 +199,7 @@ def test_import_twice_is_import_once_and_crawl_after_import_reads_no_header(
     assert again["versions_added"] == 0 and again["quants_kept"] > 10
     assert snapshot(target) == once
     # The crawl treats the pulled entries as its own: nothing unchanged is read again.
-    emulator = HubEmulator()
-    populate(emulator.state, world_cache, WORLD)
-    with emulator:
+    with world_emulator(world_cache, tmp / "hostile") as emulator:
         summary = crawl(emulator, target, tmp)
     assert summary["quants_analysed"] == 0
     assert summary["repos_unchanged"] >= len(once["repos"]) - 3  # gated/broken are retried
@@ -532,7 +526,7 @@ def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
 
 def test_a_falsified_import_is_undone_by_crawl_verify_imported(
     crawled,
-    world_cache: FileCache,  # noqa: F811
+    world_cache: FileCache,
 ) -> None:
     """The "quality 100, dated 9999" attack: an imported analysis survives a plain crawl (the
     repo's commit did not change), so --verify-imported re-reads it from the Hub."""

@@ -16,7 +16,6 @@ from xml.etree import ElementTree as ET
 from tests.cli import Cli
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate, reupload
 from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 SEARCH = ["qwen3 8b", "--vram", "24", "--ctx", "4096"]
@@ -58,8 +57,8 @@ def _repo(repo_id: str, quant: Quant, base: str) -> RepoSpec:
 
 
 def test_watch_fires_once_per_new_fitting_quant(
-    hub: HubEmulator,  # noqa: F811
-    world_cache: FileCache,  # noqa: F811
+    hub: HubEmulator,
+    world_cache: FileCache,
     tmp_path: Path,
 ) -> None:
     cli = WatchCli(tmp_path, endpoint=hub.endpoint)
@@ -141,7 +140,7 @@ def test_watch_fires_once_per_new_fitting_quant(
 
 
 def test_watch_add_refuses_bad_search_options(
-    hub: HubEmulator,  # noqa: F811
+    hub: HubEmulator,
     tmp_path: Path,
 ) -> None:
     cli = WatchCli(tmp_path, endpoint=hub.endpoint)

@@ -10,7 +10,6 @@ import pytest
 from crawler.config import Settings
 from crawler.hub import HubClient
 from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import _shared_hub, hub, shared_hub, world_cache  # noqa: F401
 
 
 class FakeClock:

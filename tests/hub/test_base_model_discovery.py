@@ -14,7 +14,6 @@ from crawler.hub import HubClient
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate
 from tests.hub.snapshot import rows
 from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 
 BASE = "org/Model-7B"
 KNOWN = "unsloth/Model-7B-GGUF"  # an uploader of the default list
@@ -38,7 +37,7 @@ def _world() -> list[RepoSpec]:
 
 
 @pytest.fixture
-def emu(world_cache: FileCache) -> Iterator[HubEmulator]:  # noqa: F811
+def emu(world_cache: FileCache) -> Iterator[HubEmulator]:
     emulator = HubEmulator()
     populate(emulator.state, world_cache, _world())
     with emulator:

@@ -249,6 +249,33 @@ def test_5xx_backoff_then_success_and_then_giving_up(shared_hub, make_client, cl
     assert "503" in str(err.value)
 
 
+def test_retries_and_backoff_come_from_the_settings(shared_hub, clock):
+    # QUANTS_RETRIES / QUANTS_BACKOFF: the same doubling schedule, scaled; the Hub's own
+    # Retry-After stays as asked.
+    from crawler.hub import HubClient
+
+    env = {
+        "QUANTS_HF_ENDPOINT": shared_hub.endpoint,
+        "QUANTS_RETRIES": "3",
+        "QUANTS_BACKOFF": "0.25",
+    }
+    settings = Settings.from_env(env)
+    assert (settings.retries, settings.backoff_s) == (3, 0.25)
+    client = HubClient(settings, sleep=clock.sleep, clock=clock)
+    shared_hub.faults.add(Fault.http(503), path="/tree/")
+    with pytest.raises(HubUnavailable, match="gave up after 3 retries"):
+        client.list_files(GLM, "main")
+    assert clock.sleeps == [0.25, 0.5, 1.0]
+    assert len(shared_hub.requests(path="/tree/")) == 4
+    shared_hub.reset()
+    shared_hub.faults.add(Fault.rate_limited(retry_after=2), path="/tree/", times=1)
+    assert client.list_files(GLM, "main")
+    assert clock.sleeps[3:] == [2.0]
+    for bad in ({"QUANTS_RETRIES": "-1"}, {"QUANTS_BACKOFF": "-0.5"}, {"QUANTS_RETRIES": "x"}):
+        with pytest.raises(ConfigError):
+            Settings.from_env(bad)
+
+
 def test_reset_and_truncated_body_are_retried(shared_hub, make_client):
     shared_hub.faults.add(Fault.reset(), origin="cdn", nth=1)
     shared_hub.faults.add(Fault.truncate(after_bytes=100), origin="cdn", nth=2)

@@ -1,11 +1,9 @@
-"""pytest fixtures for the Hub emulator; a conftest imports them by name to use them.
+"""pytest fixtures for the Hub emulator, registered for every test by tests/conftest.py
+(``pytest_plugins``): a test names them as arguments, nothing to import.
 
-::
-
-    from tests.hub_emulator.fixtures import hub, shared_hub, world_cache  # noqa: F401
-
-``hub`` is a fresh emulator per test with tests.fixtures.world.WORLD loaded (mutate it,
-inject faults freely; a few ms to start because the GGUF files are built once per session).
+``world_cache`` builds the world's files once per session. ``hub`` is a fresh emulator per test
+with tests.fixtures.world.WORLD loaded (mutate it, inject faults freely; a few ms to start
+because the GGUF files are built once per session).
 ``shared_hub`` is one emulator for the session: read-only use, its faults and log are cleared
 before each test that asks for it.
 """

@@ -24,7 +24,6 @@ from crawler.catalog import Catalog
 from tests.cli import clean_env, run_quants
 from tests.fixtures.world import FileCache, Quant, reupload
 from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.reliability.conftest import count
 from tests.reliability.readers import SEARCH_ARGS, _call
 from tests.schemas import checked
@@ -57,8 +56,8 @@ def _search_now(db: str) -> dict[str, frozenset[str]]:
 
 
 def test_reads_while_a_crawl_writes_are_never_locked_or_torn(
-    hub: HubEmulator,  # noqa: F811
-    world_cache: FileCache,  # noqa: F811
+    hub: HubEmulator,
+    world_cache: FileCache,
     tmp_path: Path,
     figures: dict[str, Any],
 ) -> None:

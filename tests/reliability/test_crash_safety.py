@@ -33,7 +33,6 @@ import pytest
 from tests.cli import clean_env, run_quants, start_quants
 from tests.hub.snapshot import _QUERIES, integrity_ok, snapshot
 from tests.hub_emulator import Fault, HubEmulator
-from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.pg import databases
 from tests.reliability.conftest import count
 
@@ -134,7 +133,7 @@ def _points(rng: random.Random, counts: dict[str, int], n: int) -> list[tuple[st
 
 
 def test_sigkill_at_random_points_then_a_crawl_equals_a_clean_one(
-    hub: HubEmulator,  # noqa: F811
+    hub: HubEmulator,
     new_db: Callable[[], str],
     tmp_path: Path,
     figures: dict[str, Any],

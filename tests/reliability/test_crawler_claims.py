@@ -20,7 +20,6 @@ from crawler.catalog import Catalog
 from crawler.catalog.repo_locks import claim_repo, release_repo
 from tests.cli import clean_env, run_quants, start_quants
 from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.pg import databases
 from tests.schemas import checked
 
@@ -41,7 +40,7 @@ def _views(db: str) -> list[tuple[object, ...]]:
 
 
 def test_two_concurrent_crawls_share_the_work_and_never_read_a_repo_twice(
-    hub: HubEmulator,  # noqa: F811
+    hub: HubEmulator,
     tmp_path: Path,
 ) -> None:
     hub.latency_s = 0.01  # spread the crawls over time so they interleave

@@ -30,7 +30,6 @@ from crawler.hub import HubClient
 from tests.fixtures.world import WORLD, FileCache, Quant, reupload
 from tests.hub.snapshot import integrity_ok, rows, snapshot
 from tests.hub_emulator import Fault, HubEmulator
-from tests.hub_emulator.fixtures import _shared_hub, hub, shared_hub, world_cache  # noqa: F401
 from tests.reliability.conftest import count
 
 FULL = os.environ.get("QUANTS_RELIABILITY_FULL", "") not in ("", "0")
@@ -101,7 +100,7 @@ def assert_every_failure_recorded(url: str, clean: str, summary: ScanSummary) ->
 
 @pytest.fixture(scope="module")
 def clean_snapshot(
-    _shared_hub: HubEmulator,  # noqa: F811
+    _shared_hub: HubEmulator,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[str, dict[str, Any]]:
     _shared_hub.reset()
@@ -114,7 +113,7 @@ def clean_snapshot(
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_one_fault_kind_at_a_high_rate_then_heal(
-    shared_hub: HubEmulator,  # noqa: F811
+    shared_hub: HubEmulator,
     clean_snapshot: tuple[str, dict[str, Any]],
     tmp_path,
     kind: str,
@@ -153,8 +152,8 @@ def _expected_persistent_errors(clean_url: str) -> int:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_every_fault_kind_mixed_with_a_reupload_then_heal(
-    hub: HubEmulator,  # noqa: F811
-    world_cache: FileCache,  # noqa: F811
+    hub: HubEmulator,
+    world_cache: FileCache,
     tmp_path,
     seed: int,
     figures: dict[str, Any],

@@ -17,7 +17,6 @@ import pytest
 
 from tests.cli import clean_env, run_quants
 from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import _shared_hub, shared_hub, world_cache  # noqa: F401
 from tests.schemas import checked
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +39,7 @@ def errors(db: str) -> list[tuple[str, str]]:
 
 
 def test_header_cap_refuses_larger_headers_and_records_them(
-    shared_hub: HubEmulator,  # noqa: F811
+    shared_hub: HubEmulator,
     tmp_path: Path,
 ) -> None:
     out, db = crawl(shared_hub, tmp_path, QUANTS_MAX_HEADER_BYTES="8192")
@@ -58,7 +57,7 @@ def test_header_cap_refuses_larger_headers_and_records_them(
     ("var", "value"), [("QUANTS_MAX_REQUESTS", "3"), ("QUANTS_MAX_BYTES", "20000")]
 )
 def test_budgets_stop_the_pass_and_are_recorded(
-    shared_hub: HubEmulator,  # noqa: F811
+    shared_hub: HubEmulator,
     tmp_path: Path,
     var: str,
     value: str,
@@ -83,7 +82,7 @@ def test_budgets_stop_the_pass_and_are_recorded(
     [("QUANTS_TIMEOUT", "soon"), ("QUANTS_MAX_HEADER_BYTES", "10")],
 )
 def test_a_bad_limit_is_a_one_line_config_error(
-    shared_hub: HubEmulator,  # noqa: F811
+    shared_hub: HubEmulator,
     tmp_path: Path,
     var: str,
     value: str,

@@ -18,7 +18,6 @@ from typing import Any
 
 from tests.cli import clean_env, run_quants
 from tests.hub_emulator import Fault, HubEmulator
-from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.reliability.conftest import count
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +31,7 @@ def _run(args: list[str], tmp: Path, token: str, **extra: str) -> subprocess.Com
 
 
 def test_token_is_in_no_output_and_only_sent_to_the_hub(
-    hub: HubEmulator,  # noqa: F811
+    hub: HubEmulator,
     tmp_path: Path,
     figures: dict[str, Any],
 ) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from gguf.constants import GGUF_DEFAULT_ALIGNMENT, GGUFEndian, GGUFValueType
@@ -139,6 +139,25 @@ def _add(w: GGUFWriter, key: str, value: Any) -> None:
         raise TypeError(f"cannot write {key}={value!r}")
 
 
+class _Writer(GGUFWriter):
+    """gguf-py's writer, packing each large array value once per process: the real-size presets'
+    vocabularies (up to 262k tokens and merges) recur in many layouts, and packing them element
+    by element was most of the test suite's time. The bytes are gguf-py's own."""
+
+    _packed: ClassVar[dict[tuple[Any, ...], bytes]] = {}
+
+    def _pack_val(
+        self, val: Any, vtype: GGUFValueType, add_vtype: bool, sub_type: GGUFValueType | None = None
+    ) -> bytes:
+        if vtype is GGUFValueType.ARRAY and isinstance(val, list | tuple) and len(val) >= 4096:
+            key = (tuple(val), add_vtype, sub_type, self.endianess)
+            packed = self._packed.get(key)
+            if packed is None:
+                packed = self._packed[key] = super()._pack_val(val, vtype, add_vtype, sub_type)
+            return packed
+        return super()._pack_val(val, vtype, add_vtype, sub_type)
+
+
 def _header(
     arch: str | None,
     meta: Mapping[str, Any],
@@ -150,7 +169,7 @@ def _header(
 ) -> bytes:
     """Header bytes (magic .. tensor infos), zero-padded to the data section's alignment."""
     endian = GGUFEndian.BIG if big_endian else GGUFEndian.LITTLE
-    w = GGUFWriter(None, arch or "none", endianess=endian)
+    w = _Writer(None, arch or "none", endianess=endian)
     if arch is None:  # gguf-split's later shards carry only the split.* keys
         w.kv_data[0].pop("general.architecture")
     for key, value in meta.items():

@@ -1,11 +1,9 @@
-"""Byte sources and ``quants inspect``: local files, a real Range server on 127.0.0.1 (honouring or
-ignoring Range), split shards, ``.partNofM`` files, and Hub targets through the Hub emulator."""
+"""Byte sources: local files, a real Range server on 127.0.0.1 (honouring or ignoring Range), split
+shards, ``.partNofM`` files. Hub targets: tests/hub/test_targets_hub.py; the command:
+tests/e2e/test_inspect_cli.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,8 +15,6 @@ from crawler.config import Settings
 from crawler.errors import HubNotFound, UsageError
 from crawler.targets import UrlReader, parse_target, read_target
 from tests import synth
-from tests.hub_emulator.fixtures import _shared_hub, shared_hub, world_cache  # noqa: F401
-from tests.schemas import checked
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,96 +172,4 @@ def test_parse_target():
 # --------------------------------------------------------------------------- Hub targets
 
 
-@pytest.fixture
-def hub_read(shared_hub):  # noqa: F811  (the emulator fixture imported above)
-    from crawler.hub import HubClient
-
-    settings = Settings(hf_endpoint=shared_hub.endpoint)
-    client = HubClient(settings, sleep=lambda s: None)
-    return lambda target: read_target(target, settings, hub=client)
-
-
-def test_hub_quant_resolution_and_verdict_inputs(hub_read):
-    from crawler.profile.build import build_profile
-
-    read = hub_read("unsloth/Qwen3.6-27B-GGUF:UD-Q4_K_XL")
-    assert read.file_name == "Qwen3.6-27B-UD-Q4_K_XL.gguf"
-    assert read.revision and len(read.revision) == 40
-    assert "mmproj-F16.gguf" in read.repo_files
-    assert read.requests >= 1 and read.bytes_fetched >= read.header_bytes
-    p = build_profile(
-        read.header, file_name=read.file_name, repo_id=read.repo_id, repo_files=read.repo_files
-    )
-    assert p.mtp.present and p.attention_preserved
-
-
-def test_hub_split_parts_and_sidecar(hub_read):
-    from crawler.profile.build import build_profile
-
-    split = hub_read("unsloth/GLM-4.5-Air-GGUF:UD-Q4_K_XL")
-    assert len(split.shards) == 2 and split.shards[0].startswith("UD-Q4_K_XL/")
-    parts = hub_read("mradermacher/Qwen3-30B-A3B-i1-GGUF:i1-Q6_K")
-    assert parts.shards[0].endswith(".part1of2") and parts.size_bytes
-    read = hub_read("ggml-org/Qwen3.6-27B-GGUF:Q4_0")
-    p = build_profile(
-        read.header, file_name=read.file_name, repo_id=read.repo_id, repo_files=read.repo_files
-    )
-    assert p.mtp.state == "sidecar"
-
-
-def test_hub_unknown_quant_lists_what_exists(hub_read):
-    with pytest.raises(UsageError, match="Q8_0"):
-        hub_read("unsloth/Qwen3.6-27B-GGUF:IQ1_S")
-    with pytest.raises(HubNotFound):
-        hub_read("unsloth/Qwen3.6-27B-GGUF/nope-Q4_K_M.gguf")
-
-
 # --------------------------------------------------------------------------- the command
-
-
-def test_inspect_command_json_and_table(tmp_path):
-    path = synth.write_gguf(
-        tmp_path / "Qwen3.6-27B-MTP-UD-Q4_K_XL.gguf",
-        synth.preset("qwen35"),
-        synth.ud_bad_mxfp4_attn(),
-    )[0]
-    cmd = [sys.executable, "-m", "crawler", "inspect", str(path)]
-    out = subprocess.run(
-        [*cmd, "--json", "--tensors"], capture_output=True, text=True, cwd=ROOT, check=True
-    )
-    data = checked("inspect", out.stdout)
-    assert data["quant_label"] == "UD-Q4_K_XL" and data["attention"]["preserved"] is False
-    assert data["tensors"] and data["requests"] >= 1
-    assert (
-        "named UD/Dynamic but attention is 4-bit (below 6-bit, the precision a dynamic mix keeps"
-        " attention at)"
-    ) in data["claims"]
-    table = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert table.startswith("! named UD/Dynamic but attention is 4-bit")
-    assert "linear_attn" in table and "MXFP4" in table
-    bad = subprocess.run(
-        [*cmd[:-1], str(tmp_path / "nope.gguf")], capture_output=True, text=True, cwd=ROOT
-    )
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    (tmp_path / "junk.gguf").write_bytes(b"<html>no</html>")
-    bad = subprocess.run(
-        [*cmd[:-1], str(tmp_path / "junk.gguf")], capture_output=True, text=True, cwd=ROOT
-    )
-    assert bad.returncode == 1 and "not a GGUF file" in bad.stderr
-
-
-def test_inspect_command_on_a_hub_quant(shared_hub):  # noqa: F811
-    env = {**os.environ, "QUANTS_HF_ENDPOINT": shared_hub.endpoint}
-    env.pop("HF_TOKEN", None)
-    out = subprocess.run(
-        [sys.executable, "-m", "crawler", "inspect", "ggml-org/Qwen3.6-27B-GGUF:Q4_0", "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
-    data = checked("inspect", out.stdout)
-    assert data["source"] == "ggml-org/Qwen3.6-27B-GGUF/Qwen3.6-27B-Q4_0.gguf"
-    assert len(data["revision"]) == 40 and data["mtp"]["state"] == "sidecar"
-    assert data["bytes_fetched"] >= data["header_bytes"] > 0 and data["requests"] >= 1

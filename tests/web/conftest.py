@@ -1,5 +1,6 @@
-"""A catalog crawled from the Hub emulator (the fixture world, the real-size Qwen3.6-27B repo and
-the reliability suite's hostile repo, plus a file name made of HTML) and ``quants serve`` on it.
+"""``quants serve`` on the session's crawled world (tests/fixtures/shared.py: the fixture world,
+the real-size Qwen3.6-27B repo and the reliability suite's hostile repo, plus a file name made of
+HTML).
 
 The server is the real CLI in a subprocess on a free port of 127.0.0.1; tests talk to it over
 HTTP with the standard library (and, in test_serve_browser.py, with headless Chromium).
@@ -21,22 +22,11 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.cli import clean_env, run_quants
-from tests.fixtures.world import REAL_WORLD, WORLD, FileCache, populate
-from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import world_cache  # noqa: F401
-from tests.hub_emulator.state import Blob
-from tests.reliability.test_hostile_text import (
-    NAME_ESC,
-    NAME_SHELL,
-    REPO,
-    TAG,
-    write_hostile_gguf,
-)
+from tests.cli import clean_env
+from tests.fixtures.shared import NAME_HTML, CrawledWorld
+from tests.reliability.test_hostile_text import NAME_ESC, NAME_SHELL
 from tests.schemas import checked
 
-#: A file name that is markup: it must show as text, never become an element.
-NAME_HTML = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&amp;-Q4_K_M.gguf"
 HOSTILE_NAMES = (NAME_ESC, NAME_SHELL, NAME_HTML)
 
 
@@ -79,24 +69,6 @@ class Served:
 API_SCHEMAS = {"/api/search": "search", "/api/compare": "compare"}
 
 
-def _hostile_repo(emulator: HubEmulator, files: Path) -> None:
-    # The reliability suite's hostile repo (tests/reliability/test_hostile_text.py), smaller.
-    files.mkdir(parents=True, exist_ok=True)
-    write_hostile_gguf(files / "esc.gguf", arch=None, tensor=True, huge=False)
-    write_hostile_gguf(files / "plain.gguf", arch=None, tensor=False, huge=False)
-    emulator.state.create_repo(
-        REPO,
-        {
-            NAME_ESC: Blob.from_file(files / "esc.gguf"),
-            NAME_SHELL: Blob.from_file(files / "plain.gguf"),
-            NAME_HTML: Blob.from_file(files / "plain.gguf"),
-        },
-        tags=["gguf", TAG],
-        card_data={"base_model": "meta-llama/Llama-3.1-8B"},
-        library_name="gguf",
-    )
-
-
 def start_server(db: str, tmp: Path, *args: str) -> tuple[subprocess.Popen[str], str, str]:
     """``quants serve --db DB --port 0 ARGS``; (process, base URL, its stderr so far) once it
     listens."""
@@ -119,19 +91,10 @@ def start_server(db: str, tmp: Path, *args: str) -> tuple[subprocess.Popen[str],
 
 
 @pytest.fixture(scope="session")
-def served(tmp_path_factory, world_cache: FileCache) -> Iterator[Served]:  # noqa: F811
+def served(tmp_path_factory, crawled_world: CrawledWorld) -> Iterator[Served]:
+    """``quants serve`` on the session's crawled world (tests/fixtures/shared.py); read-only."""
     tmp = tmp_path_factory.mktemp("serve")
-    db = f"sqlite:///{tmp / 'catalog.sqlite'}"
-    emulator = HubEmulator()
-    populate(emulator.state, world_cache, (*WORLD, *REAL_WORLD))
-    _hostile_repo(emulator, tmp / "hostile")
-    with emulator:
-        out = run_quants(
-            "crawl", "--endpoint", emulator.endpoint, "--db", db, "--all", "--json",
-            env=clean_env(tmp), timeout=300,
-        )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    with serving(db, tmp) as served:
+    with serving(crawled_world.db, tmp) as served:
         yield served
 
 

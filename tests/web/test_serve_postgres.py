@@ -5,10 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cli import clean_env, run_quants
-from tests.fixtures.world import WORLD, FileCache, populate
-from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import world_cache  # noqa: F401
-from tests.pg import databases
+from tests.fixtures.shared import CrawledWorld
 from tests.schemas import checked
 from tests.web.conftest import Served, serving
 
@@ -16,18 +13,9 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture(scope="module")
-def pg_served(tmp_path_factory, world_cache: FileCache):  # noqa: F811
-    tmp = tmp_path_factory.mktemp("serve-pg")
-    with databases("quants_serve") as new:
-        db = new()
-        emulator = HubEmulator()
-        populate(emulator.state, world_cache, WORLD)
-        with emulator:
-            out = run_quants("crawl", "--endpoint", emulator.endpoint, "--db", db, "--all",
-                             env=clean_env(tmp), timeout=300)  # fmt: skip
-        assert out.returncode == 0, out.stderr
-        with serving(db, tmp) as served:
-            yield served
+def pg_served(tmp_path_factory, pg_crawled_world: CrawledWorld):
+    with serving(pg_crawled_world.db, tmp_path_factory.mktemp("serve-pg")) as served:
+        yield served
 
 
 def test_routes_answer_on_postgresql(pg_served: Served) -> None:
