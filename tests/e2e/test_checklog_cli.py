@@ -52,8 +52,8 @@ REAL = {
 }
 
 
-def test_cli_json_contract_and_errors(models, tmp_path):
-    path, _, _ = models["llama"]
+def test_cli_json_contract_and_errors(measured_models, tmp_path):
+    path = measured_models.path("llama")
     env = clean_env(tmp_path)
     log = tmp_path / "server.log"
     log.write_text(render(ROWS[0], str(path), 16, fmt="new"))
