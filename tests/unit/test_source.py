@@ -108,7 +108,10 @@ def test_url_reader_fetches_about_the_header_in_two_requests(server, big_file):
     header = read.header
     assert read.requests == 2 == len(server.log)
     assert read.header_bytes == header.data_offset
-    assert header.data_offset <= read.bytes_fetched <= 1.05 * header.data_offset
+    # The second read sizes the tensor infos by the largest record ggml allows and the rest of
+    # the vocabulary with a margin (crawler/gguf/fetch.py), so a flat synthetic vocabulary
+    # over-reads up to ~1.16x; never a third request.
+    assert header.data_offset <= read.bytes_fetched <= 1.20 * header.data_offset
     assert read.size_bytes == big_file.stat().st_size
     assert read.file_name == big_file.name
 
@@ -124,7 +127,7 @@ def test_a_server_that_ignores_range_does_not_make_us_download_the_file(big_file
         # the file from byte 0 and stops at the end of what the parser asked for (the header plus
         # its margin), so no request takes the whole file.
         assert reader.requests == 2 == len(s.log)
-        assert reader.bytes_fetched <= 1.05 * header.data_offset + 64 * 1024
+        assert reader.bytes_fetched <= 1.20 * header.data_offset + 64 * 1024
         sent = sum(int(e["sent"]) for e in s.log)  # type: ignore[call-overload]
     # The server wrote far less than the 14.6 GiB file (socket buffers at most).
     assert sent < header.data_offset + 64 * 1024 * 1024
