@@ -30,7 +30,7 @@ __all__ = [
 CTX_FORMS = "262144, 256k, 256K or 256Ki (k = 1024 tokens), 1M (1024k)"
 MEMORY_FORMS = "24, 24G, 24GiB or 24GB (all GiB; GB as memory is sold), 24576MiB, 1TiB"
 
-# ASCII digits only: "٤٠٩٦" or a full-width "２４" is refused, not read as a number.
+# ASCII digits only: Arabic-Indic or full-width digits are refused, not read as a number.
 _CTX = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>|k|ki|m|mi)", re.IGNORECASE | re.ASCII)
 _CTX_SCALE = {"": 1, "k": 1024, "ki": 1024, "m": 1 << 20, "mi": 1 << 20}
 _MEM = re.compile(

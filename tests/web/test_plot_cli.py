@@ -24,8 +24,8 @@ def test_estimate_plot_writes_the_memory_chart(tmp_path: Path) -> None:
     _tiny_gguf(model)
     out_svg = tmp_path / "mem.svg"
     env = clean_env(tmp_path)
-    run = run_quants("estimate", str(model), "--ctx", "4096", "--vram", "1", "--headroom", "0", "--plot",
-                     str(out_svg), env=env, timeout=60)  # fmt: skip
+    run = run_quants("estimate", str(model), "--ctx", "4096", "--vram", "1", "--headroom", "0",
+                     "--plot", str(out_svg), env=env, timeout=60)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert f"wrote {out_svg}" in run.stderr
     svg = out_svg.read_text("utf-8")
@@ -40,8 +40,8 @@ def test_estimate_plot_png_is_the_chart_rendered_at_twice_its_size(tmp_path: Pat
     _tiny_gguf(model)
     env = clean_env(tmp_path)
     for name in ("mem.svg", "mem.png"):
-        run = run_quants("estimate", str(model), "--ctx", "4096", "--vram", "1", "--headroom", "0", "--plot",
-                         str(tmp_path / name), env=env, timeout=60)  # fmt: skip
+        run = run_quants("estimate", str(model), "--ctx", "4096", "--vram", "1", "--headroom", "0",
+                         "--plot", str(tmp_path / name), env=env, timeout=60)  # fmt: skip
         assert run.returncode == 0, run.stderr
     svg = (tmp_path / "mem.svg").read_text("utf-8")
     root = ET.fromstring(svg.split("?>", 1)[1])
