@@ -36,9 +36,13 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("import", "snapshot_cmd", "Merge a snapshot into the catalog."),
     ("publish", "snapshot_cmd", "Export the catalog and upload it to a Hub dataset repo."),
     ("pull", "snapshot_cmd", "Download a published snapshot and import it."),
-    ("sql", "sql_cmd", "Run one read-only SQL query against the catalog."),
+    ("sql", "sql_cmd", "Run ONE read-only SQL statement against the catalog."),
     ("db", "db_cmd", "Create or migrate the catalog database."),
-    ("mcp", "mcp_cmd", "Serve the library to agents over the Model Context Protocol."),
+    (
+        "mcp",
+        "mcp_cmd",
+        "Serve search, estimate, inspect, compare, check_log and explain_quant as MCP tools.",
+    ),
     ("watch", "watch_cmd", "Saved searches: after every scan, their new or re-uploaded results."),
 )
 _SUMMARY = "Find, verify and rank GGUF quantizations on the Hugging Face Hub."

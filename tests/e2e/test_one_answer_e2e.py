@@ -319,8 +319,8 @@ def test_a_failed_publish_leaves_nothing_and_pull_names_what_is_missing(
     )
     puller = {**env, "QUANTS_DB": f"sqlite:///{tmp_path / 'pulled.sqlite'}"}
     empty = run_quants("pull", "quants-bot/empty", env=puller)
-    assert empty.returncode == 1 and "holds no quants snapshot" in empty.stderr, empty.stderr
+    assert empty.returncode == 1 and "not a quants snapshot" in empty.stderr, empty.stderr
     partial = run_quants("pull", "quants-bot/partial", env=puller)
     assert partial.returncode == 1, partial.stderr
-    assert "is incomplete: manifest.json lists quants.parquet" in partial.stderr
+    assert "quants.parquet: named by the manifest but not in the dataset" in partial.stderr
     assert TOKEN not in out.stderr + empty.stderr + partial.stderr

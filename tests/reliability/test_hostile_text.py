@@ -139,8 +139,10 @@ def test_inspect_prints_a_hostile_local_file_literally(tmp_path: Path) -> None:
     assert_inert(text.stdout, text.stderr)
     lines = text.stdout.splitlines()
     shown_path = f"{tmp_path}/" + r"\x1b]0;owned\x07[bold]\u202eevil\udcff.gguf"
-    assert lines[0] == "source".ljust(18) + "  " + shown_path
-    assert lines[2] == "architecture".ljust(18) + "  " + SHOWN_ARCH
+    # Claims ("! ...") come first, then the file's facts.
+    i = next(k for k, line in enumerate(lines) if not line.startswith("! "))
+    assert lines[i] == "source".ljust(18) + "  " + shown_path
+    assert lines[i + 2] == "architecture".ljust(18) + "  " + SHOWN_ARCH
     tensor_rows = [line for line in lines if line.startswith(SHOWN_TENSOR + " ")]
     assert len(tensor_rows) == 1 and tensor_rows[0].split()[1:3] == ["norm", "F32"]
     as_json = quants("inspect", str(path), "--json", "--tensors", tmp=tmp_path)
