@@ -139,8 +139,8 @@ def test_inspect_prints_a_hostile_local_file_literally(tmp_path: Path) -> None:
     assert_inert(text.stdout, text.stderr)
     lines = text.stdout.splitlines()
     shown_path = f"{tmp_path}/" + r"\x1b]0;owned\x07[bold]\u202eevil\udcff.gguf"
-    # Claims ("! ...") come first, then the file's facts.
-    i = next(k for k, line in enumerate(lines) if not line.startswith("! "))
+    # Claims ("! ...") and a blank line come first, then the file's facts.
+    i = next(k for k, line in enumerate(lines) if line.strip() and not line.startswith("! "))
     assert lines[i] == "source".ljust(18) + "  " + shown_path
     assert lines[i + 2] == "architecture".ljust(18) + "  " + SHOWN_ARCH
     tensor_rows = [line for line in lines if line.startswith(SHOWN_TENSOR + " ")]
