@@ -1,26 +1,13 @@
-"""The stable Python API: ``quants search``, ``estimate``, ``inspect``, ``compare`` and
-``check-log`` as functions.
-
-Each function takes the command's options as keyword arguments, typed as the library's own
-values (tokens as int, memory in GiB as float), and returns a typed answer whose to_json() is
-the command's ``--json`` output byte for byte: the CLI is a thin layer that calls these same
-functions and prints that text. to_dict() is the same document as Python values; every
-document starts with ``schema_version`` (crawler/schemas holds its JSON Schema).
-
-Errors are the library's (crawler.errors): UsageError for bad options, NothingFits when no
-quant fits a search, HubNotFound and friends for a target that cannot be read.
-
-``search`` and ``compare`` look a model the catalog lacks up on the Hub first, as the commands
-do, unless ``offline`` (or QUANTS_OFFLINE=1); that writes to the catalog. The hooks
-(``progress``, ``on_lookup``, ``watches``) let a caller show that pass; they default to silence.
+"""The stable Python API: search, estimate, inspect, compare and check_log as functions whose
+answers' to_json() is the command's ``--json`` byte for byte (the CLI calls these same functions).
+Options, errors and the Hub look-up of search/compare: docs/api.md.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,8 +23,6 @@ if TYPE_CHECKING:
     from crawler.crawl.progress import Progress
     from crawler.crawl.watch import SearchFn
     from crawler.estimating import EstimateReport
-    from crawler.fit import MemoryCoefficients, RunConfig
-    from crawler.fit.llamalog import ParsedLog
     from crawler.gguf.parse import GGUFHeader
     from crawler.profile.precision import PrecisionProfile
     from crawler.ranking.launchers import Emitted
@@ -161,6 +146,7 @@ def search(
     asked anything. Raises NothingFits when nothing fits.
     """
     from crawler.crawl.catalogs import reading
+    from crawler.crawl.ondemand import look_up
     from crawler.errors import UsageError
     from crawler.search import build_request, validate_request
     from crawler.search import search as run_search
@@ -189,42 +175,10 @@ def search(
     if not 0.0 <= mtp_acceptance <= 1.0:
         raise UsageError(f"--mtp-acceptance must be between 0 and 1, not {mtp_acceptance}")
     validate_request(req)
-    done = _look_up(settings, query, offline, progress, on_lookup, watches, announce)
+    done = look_up(settings, query, offline, progress, on_lookup, watches, announce)
     with reading(settings.resolved_db_url) as reader:
         result = run_search(reader, req)
     return SearchAnswer(result, done)
-
-
-def _look_up(
-    settings: Settings,
-    query: str | None,
-    offline: bool,
-    progress: Progress | None,
-    on_lookup: LookupHook | None,
-    watches: SearchFn | None,
-    announce: Callable[[str], None] | None = None,
-) -> OnDemand | None:
-    """Look the model ``query`` names up on the Hub unless offline or looked up recently
-    (crawler.crawl.ondemand); ``watches`` evaluates the saved searches afterwards, as a crawl
-    does."""
-    if not query or offline or settings.offline:
-        return None
-    from crawler.crawl.catalogs import open_catalog
-    from crawler.crawl.ondemand import ensure_model
-
-    with open_catalog(settings.resolved_db_url) as catalog:
-        done = ensure_model(
-            settings,
-            query,
-            catalog=catalog,
-            max_age=timedelta(hours=settings.fresh_hours),
-            progress=progress,
-            search=watches,
-            announce=announce,
-        )
-    if on_lookup is not None:
-        on_lookup(done)
-    return done
 
 
 # --- estimate --------------------------------------------------------------------------------
@@ -401,9 +355,10 @@ def compare(
     """The quants of the base model ``query`` names (fuzzy; several matches: a UsageError)."""
     from crawler.catalog.comparison import load_comparison
     from crawler.crawl.catalogs import reading
+    from crawler.crawl.ondemand import look_up
 
     settings = Settings.from_env().replace(db_url=db)
-    done = _look_up(settings, query, offline, progress, on_lookup, watches, announce)
+    done = look_up(settings, query, offline, progress, on_lookup, watches, announce)
     with reading(settings.resolved_db_url) as reader:
         comparison = load_comparison(reader, query)
     return CompareAnswer(comparison, done)
@@ -451,6 +406,7 @@ def check_log(
     """Compare a llama-server / llama-cli log (a file ``log``, or its ``text``) with the
     estimate of the run it records; ``model`` is the GGUF it ran (default: the path the log
     names, else the catalog's quant of that file name)."""
+    from crawler import checklog
     from crawler.checklog import compare as compare_log
     from crawler.checklog import estimate_run, run_config
     from crawler.errors import UsageError
@@ -463,7 +419,7 @@ def check_log(
     if n_cpu_moe is not None:
         _check_min("--n-cpu-moe", n_cpu_moe, 0)
     if log is not None:
-        parsed = _parse_log_file(Path(log))
+        parsed = checklog.parse_log_file(Path(log))
     else:
         assert text is not None
         if not text.strip():
@@ -490,102 +446,16 @@ def check_log(
     cpu_only = bool(logged) and all(b.on_host for b in logged)
     run, notes = run_config(parsed.config, coeffs, source, n_cpu_moe=moe, cpu_only=cpu_only)
     report = compare_log(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
-    lines = text if log is None else _log_lines(Path(log))
-    draft = _draft(lines, header, source)
-    timing = text or "" if log is None else _timing_text(_log_lines(Path(log)))
-    speed = _speed_check(timing, coeffs, run, gpu, source)
+    lines = text if log is None else checklog.log_lines(Path(log))
+    draft = checklog.draft_check(lines, header, source)
+    timing = text or "" if log is None else checklog.timing_text(checklog.log_lines(Path(log)))
+    speed = checklog.speed_check(timing, coeffs, run, gpu, source)
     return CheckLogAnswer(
         report,
         draft=draft[0] if draft else None,
         draft_line=draft[1] if draft else None,
         speed=speed,
     )
-
-
-def _timing_text(lines: Iterable[str]) -> str:
-    """The lines of a log that carry decode timings or draft counts (what parse_timings reads),
-    so a long log's speed check holds only those."""
-    keys = ("eval time", "draft acceptance", "predicted_per_second", "draft_n")
-    return "\n".join(line for line in lines if any(k in line for k in keys))
-
-
-def _speed_check(
-    text: str, coeffs: MemoryCoefficients, run: RunConfig, gpu: str | None, source: str = ""
-) -> dict[str, Any] | None:
-    """Measured decode speed (and acceptance) of the log's last request, with the estimate
-    for the same run on ``gpu`` at the acceptance the log shows."""
-    import dataclasses
-
-    from crawler.fit.gpus import resolve_gpu
-    from crawler.fit.speedlog import parse_timings
-    from crawler.ranking.evaluate import speed_inputs
-    from crawler.ranking.speed import DEFAULT_ACCEPTANCE, estimate_speed, per_token_acceptance
-
-    t = parse_timings(text)
-    if t is None:
-        return None
-    out: dict[str, Any] = {"measured": t.to_json(), "predicted_tok_s": None}
-    if gpu is None:
-        return out
-    g = resolve_gpu(gpu).gpu
-    drafting = t.draft_generated > 0
-    k = run.spec_draft_n_max if drafting else 0
-    a = DEFAULT_ACCEPTANCE
-    if drafting and t.mean_len is not None:
-        a = per_token_acceptance(t.mean_len, k)
-    label = Path(source).name if source else None
-    x = dataclasses.replace(speed_inputs(coeffs, run, label=label), mtp=drafting, draft_n_max=k)
-    est = estimate_speed(x, g.bandwidth_gb_s, acceptance=a)
-    out.update(
-        gpu=g.name,
-        predicted_tok_s=round(est.tok_s, 1),
-        diff_pct=round(100 * (est.tok_s / t.tok_s - 1), 1),
-        acceptance_used=round(a, 4) if drafting else None,
-        basis=est.basis,
-    )
-    return out
-
-
-def _parse_log_file(path: Path) -> ParsedLog:
-    """A log file parsed as a stream (bounded memory and line length: crawler/fit/llamalog.py)."""
-    from crawler.errors import UsageError
-    from crawler.fit.llamalog import LogError, parse_log, read_log_lines
-
-    try:
-        with path.open("rb") as fh:
-            if not fh.read(1 << 16).strip():
-                raise LogError(f"{path} is empty")
-            fh.seek(0)
-            return parse_log(read_log_lines(fh))
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-
-
-def _log_lines(path: Path) -> Iterator[str]:
-    from crawler.fit.llamalog import read_log_lines
-
-    with path.open("rb") as fh:
-        yield from read_log_lines(fh)
-
-
-def _draft(
-    text: str | Iterable[str] | None, header: GGUFHeader, source: str
-) -> tuple[dict[str, Any], str] | None:
-    """The log's measured draft acceptance beside the file's graded MTP reading (JSON, a line);
-    None when the log has no draft lines."""
-    from crawler.profile.build import build_profile
-    from crawler.profile.mtp_grade import draft_acceptance, mtp_grade
-
-    acc = draft_acceptance(text) if text is not None else None
-    if acc is None:
-        return None
-    mtp = build_profile(header, file_name=source.rsplit("/", 1)[-1]).mtp
-    grade = mtp_grade(mtp.state, mtp.min_bits)
-    line = (
-        f"MTP drafting, measured in this log: {acc.rate:.1%} accepted ({acc.accepted} of"
-        f" {acc.generated} drafted tokens, {acc.requests} request(s)); head: {grade.reading}"
-    )
-    return {**acc.to_json(), **grade.to_json()}, line
 
 
 def _from_catalog(db_url: str, path: str) -> tuple[str, GGUFHeader] | None:

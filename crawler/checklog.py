@@ -24,14 +24,19 @@ is within the estimate's tolerance, 3% or 256 MiB (docs/estimate.md).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, estimate
 from crawler.fit.estimate import SERVER_AUTO_PARALLEL
 from crawler.fit.llamalog import LogConfig, LoggedBuffer, ParsedLog
 from crawler.fit.offload import device_estimate, estimate_offload
 from crawler.units import MIB
+
+if TYPE_CHECKING:
+    from crawler.gguf.parse import GGUFHeader
 
 __all__ = [
     "TOLERANCE_BYTES",
@@ -339,3 +344,92 @@ def compare(
 
 def _host_name(device: str) -> bool:
     return LoggedBuffer("", device, 0).on_host
+
+
+# --- reading a log file, and what it says beyond memory ----------------------------------
+
+
+def timing_text(lines: Iterable[str]) -> str:
+    """The lines of a log that carry decode timings or draft counts (what parse_timings reads),
+    so a long log's speed check holds only those."""
+    keys = ("eval time", "draft acceptance", "predicted_per_second", "draft_n")
+    return "\n".join(line for line in lines if any(k in line for k in keys))
+
+
+def speed_check(
+    text: str, coeffs: MemoryCoefficients, run: RunConfig, gpu: str | None, source: str = ""
+) -> dict[str, Any] | None:
+    """Measured decode speed (and acceptance) of the log's last request, with the estimate
+    for the same run on ``gpu`` at the acceptance the log shows."""
+    import dataclasses
+
+    from crawler.fit.gpus import resolve_gpu
+    from crawler.fit.speedlog import parse_timings
+    from crawler.ranking.evaluate import speed_inputs
+    from crawler.ranking.speed import DEFAULT_ACCEPTANCE, estimate_speed, per_token_acceptance
+
+    t = parse_timings(text)
+    if t is None:
+        return None
+    out: dict[str, Any] = {"measured": t.to_json(), "predicted_tok_s": None}
+    if gpu is None:
+        return out
+    g = resolve_gpu(gpu).gpu
+    drafting = t.draft_generated > 0
+    k = run.spec_draft_n_max if drafting else 0
+    a = DEFAULT_ACCEPTANCE
+    if drafting and t.mean_len is not None:
+        a = per_token_acceptance(t.mean_len, k)
+    label = Path(source).name if source else None
+    x = dataclasses.replace(speed_inputs(coeffs, run, label=label), mtp=drafting, draft_n_max=k)
+    est = estimate_speed(x, g.bandwidth_gb_s, acceptance=a)
+    out.update(
+        gpu=g.name,
+        predicted_tok_s=round(est.tok_s, 1),
+        diff_pct=round(100 * (est.tok_s / t.tok_s - 1), 1),
+        acceptance_used=round(a, 4) if drafting else None,
+        basis=est.basis,
+    )
+    return out
+
+
+def parse_log_file(path: Path) -> ParsedLog:
+    """A log file parsed as a stream (bounded memory and line length: crawler/fit/llamalog.py)."""
+    from crawler.errors import UsageError
+    from crawler.fit.llamalog import LogError, parse_log, read_log_lines
+
+    try:
+        with path.open("rb") as fh:
+            if not fh.read(1 << 16).strip():
+                raise LogError(f"{path} is empty")
+            fh.seek(0)
+            return parse_log(read_log_lines(fh))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def log_lines(path: Path) -> Iterator[str]:
+    from crawler.fit.llamalog import read_log_lines
+
+    with path.open("rb") as fh:
+        yield from read_log_lines(fh)
+
+
+def draft_check(
+    text: str | Iterable[str] | None, header: GGUFHeader, source: str
+) -> tuple[dict[str, Any], str] | None:
+    """The log's measured draft acceptance beside the file's graded MTP reading (JSON, a line);
+    None when the log has no draft lines."""
+    from crawler.profile.build import build_profile
+    from crawler.profile.mtp_grade import draft_acceptance, mtp_grade
+
+    acc = draft_acceptance(text) if text is not None else None
+    if acc is None:
+        return None
+    mtp = build_profile(header, file_name=source.rsplit("/", 1)[-1]).mtp
+    grade = mtp_grade(mtp.state, mtp.min_bits)
+    line = (
+        f"MTP drafting, measured in this log: {acc.rate:.1%} accepted ({acc.accepted} of"
+        f" {acc.generated} drafted tokens, {acc.requests} request(s)); head: {grade.reading}"
+    )
+    return {**acc.to_json(), **grade.to_json()}, line

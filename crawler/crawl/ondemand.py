@@ -240,3 +240,33 @@ def ensure_model(
 
 def _no_watches(settings: Settings, summary: object) -> None:
     """After an on-demand pass whose caller passed no search: the watches wait for the next."""
+
+
+def look_up(
+    settings: Settings,
+    query: str | None,
+    offline: bool,
+    progress: Progress | None = None,
+    on_lookup: Callable[[OnDemand], None] | None = None,
+    watches: SearchFn | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> OnDemand | None:
+    """What search and compare run first: ensure_model on the catalog at the settings' URL,
+    unless offline or no query; ``on_lookup`` hears what it did."""
+    if not query or offline or settings.offline:
+        return None
+    from crawler.crawl.catalogs import open_catalog
+
+    with open_catalog(settings.resolved_db_url) as catalog:
+        done = ensure_model(
+            settings,
+            query,
+            catalog=catalog,
+            max_age=timedelta(hours=settings.fresh_hours),
+            progress=progress,
+            search=watches,
+            announce=announce,
+        )
+    if on_lookup is not None:
+        on_lookup(done)
+    return done
