@@ -9,7 +9,7 @@
 - decoding an 89 KB zlib "tensor table" that inflates to gigabytes (refused at 32 MiB);
 - the same three on a 1 GiB line with no newline at all.
 
-"peak MiB" is the process's peak RSS growth during the case (ru_maxrss), so run cases in a
+"peak MiB" is the process's peak RSS growth during the case (VmHWM), so run cases in a
 fresh process (the default: each case is a subprocess of this module).
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import zlib
 from collections.abc import Iterator
 
 from crawler.cli._output import format_table
+from fuzz.header import peak_rss_kib
 
 _HOSTILE_LINES = {
     "buffer size": "a: " * 100_000 + " buffer size = 1 MiB",
@@ -63,7 +63,7 @@ class _GeneratedLog(io.RawIOBase):
 
 
 def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_kib() / 1024
 
 
 def _case(name: str, gib: float) -> dict[str, float | str]:

@@ -10,7 +10,7 @@ Each input goes through fuzz.target.check (parse in one buffer and in small refi
 profile, memory coefficients, catalog encoding). The report gives the inputs run, the outcomes
 (parsed or which GGUFError), every uncaught exception (type, message, where, the input saved to
 ``--out``), the slowest input (saved too), how many took over 1 s, and peak memory: the process's
-peak RSS (``ru_maxrss``) and the largest per-input Python allocation peak (``tracemalloc``,
+peak RSS (VmHWM) and the largest per-input Python allocation peak (``tracemalloc``,
 sampled on every ``--trace-every``-th input). Exit status 1 when anything was found.
 
 Engines: ``atheris`` (default when installed; libFuzzer's coverage feedback over the bytecode of
@@ -44,6 +44,23 @@ from typing import Any
 SLOW_S = 1.0
 
 
+def peak_rss_kib() -> int:
+    """This process's own peak RSS in KiB.
+
+    Linux's VmHWM belongs to the address space, which exec replaces. ru_maxrss does not reset on
+    exec: a child started by a large parent (pytest after a thousand tests, through vfork) reports
+    the parent's size as its own. It is the fallback where /proc is missing.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 @dataclass
 class Stats:
     """Figures of one fuzz run; ``run`` is called once per input."""
@@ -64,9 +81,7 @@ class Stats:
     slowest_input: bytes = b""
     peak_traced: int = 0
     max_len: int = 0
-    baseline_rss_kib: int = field(
-        default_factory=lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    )
+    baseline_rss_kib: int = field(default_factory=lambda: peak_rss_kib())
 
     def run(self, data: bytes) -> None:
         """One input: time it, sample its allocations, record what escaped."""
@@ -133,7 +148,7 @@ class Stats:
     def report(self) -> dict[str, Any]:
         """The figures as a JSON-able dict."""
         elapsed = time.monotonic() - self.started
-        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak_kib = peak_rss_kib()
         return {
             "engine": self.engine,
             "runs": self.runs,

@@ -85,6 +85,6 @@ def test_short_fuzz_run_finds_nothing(tmp_path: Path) -> None:
     assert report["over_1s"] == 0
     # Mutants reach every verdict, including full parses that go through profile and catalog.
     assert {"parsed", "CorruptHeader", "NotGGUF"} <= set(report["outcomes"])
-    # Bounded, not a budget: 3000 runs peaked at 680 MiB once the recipe checks, the bounded
-    # tensor-table decode and the tokenizer templates joined the pipeline (was under 512).
-    assert report["peak_rss_mib"] < 768
+    # Bounded, not a budget: 3000 runs peak near 65 MiB (the fuzzer's own high-water mark; the
+    # pytest parent's size no longer leaks in through ru_maxrss).
+    assert report["peak_rss_mib"] < 256
