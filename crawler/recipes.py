@@ -6,8 +6,8 @@ type when a row is not a whole number of blocks. This module says, tensor by ten
 mix may legitimately hold, so that a claim fires only for content outside the recipe.
 
 Source: ggml-org/llama.cpp ``src/llama-quant.cpp`` at 0c1e57098 (the copy vendored in the
-llama-cpp-python 0.3.36 sdist; the same functions at 007dbbf): ``tensor_allows_quantization`` (which tensors are quantized at all),
-``tensor_get_category`` (roles by name), ``llama_tensor_get_type_impl`` (the per-ftype rules:
+llama-cpp-python 0.3.36 sdist; the same functions at 007dbbf): ``tensor_allows_quantization``
+(which tensors are quantized at all), ``tensor_get_category`` (roles by name), ``llama_tensor_get_type_impl`` (the per-ftype rules:
 ``use_more_bits`` layers for attn_v/ffn_down, the output and tied-embedding rule, the IQ mixes'
 bumps), ``tensor_type_fallback`` (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, the
 256-block IQ types -> IQ4_NL, else F16) and ``llama_ftype_get_default_type`` (each ftype's base
