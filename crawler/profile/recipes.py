@@ -5,16 +5,20 @@ chooses each tensor's type from its role, its layer and the model's shape, and f
 type when a row is not a whole number of blocks. This module says, tensor by tensor, which types a
 mix may legitimately hold, so that a claim fires only for content outside the recipe.
 
-Source: ggml-org/llama.cpp ``src/llama-quant.cpp`` (read at commit 007dbbf, the rules unchanged
-from 0c1e57098): ``tensor_allows_quantization`` (which tensors are quantized at all),
-``tensor_get_category`` (roles by name), ``llama_tensor_get_type_impl`` (the per-ftype rules:
-``use_more_bits`` layers for attn_v/ffn_down, the output and tied-embedding rule, the IQ mixes'
-bumps), ``tensor_type_fallback`` (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, the
-256-block IQ types -> IQ4_NL, else F16) and ``llama_ftype_get_default_type`` (each ftype's base
-type: IQ3_M and IQ3_XS -> IQ3_S, IQ2_M -> IQ2_S, IQ2_S -> IQ2_XS). Tensors are walked in the order
-of llama-model-loader's ``weight_name_comparer`` (by block index, then name), which is what the
-per-layer counters count. What a header cannot say (was an imatrix used? the llama 70B type) is
-taken both ways: the allowed set is the union.
+Source: ggml-org/llama.cpp src/llama-quant.cpp at 0c1e57098 (the copy vendored in the
+llama-cpp-python 0.3.36 sdist; the same functions at 007dbbf):
+- tensor_allows_quantization: which tensors are quantized at all;
+- tensor_get_category: the roles, by name;
+- llama_tensor_get_type_impl: the per-ftype rules (use_more_bits layers for attn_v/ffn_down, the
+  output and tied-embedding rule, the IQ mixes' bumps, the 8-expert rule);
+- tensor_type_fallback: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, the 256-block
+  IQ types -> IQ4_NL, else F16;
+- llama_ftype_get_default_type: each ftype's base type (IQ3_M and IQ3_XS -> IQ3_S, IQ2_M -> IQ2_S,
+  IQ2_S -> IQ2_XS).
+Tensors are walked in the order of the loader's weights_map (src/llama-model-loader.h
+weight_name_comparer: by block index, then name), which is what the per-layer counters count.
+What a header cannot say (was an imatrix used? the llama 70B type) is taken both ways: the
+allowed set is the union.
 """
 
 from __future__ import annotations
@@ -101,6 +105,14 @@ _BY_NAME = {t.name: t for t in GGML_TYPES.values()}
 _FLOATS = frozenset({"F32", "F16", "BF16"})
 _IQ_LOW = frozenset({"IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ2_S", "IQ2_M", "IQ1_M"})
 _BLK = re.compile(r"^blk\.(\d+)\.")
+# llama_tensor_get_type_impl's ATTENTION_QKV branch.
+_QKV_BRANCH: Mapping[str, str] = {
+    "Q3_K_M": "Q4_K",
+    "Q3_K_L": "Q4_K",
+    "IQ3_M": "Q4_K",
+    "Q4_K_M": "Q5_K",
+    "Q5_K_M": "Q6_K",
+}
 # tensor_allows_quantization: names llama-quantize leaves at their source type.
 _NEVER = (
     "_norm.weight",
@@ -270,7 +282,11 @@ def _impl(
             return "Q5_K"
         return new if new == "Q8_0" else "Q6_K"
     if ftype == "MXFP4_MOE":
-        return "MXFP4" if len(t.shape) > 2 and t.shape[2] > 1 else "Q8_0"
+        # Experts (3-D) MXFP4; bailingmoe3's 3-D MLA projections are not experts.
+        expert = len(t.shape) > 2 and t.shape[2] > 1
+        if m.arch == "bailingmoe3" and cat not in ("ffn_up", "ffn_gate", "ffn_down"):
+            expert = False
+        return "MXFP4" if expert else "Q8_0"
     if cat == "token_embd":
         if ftype in ("IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M"):
             return "Q2_K"
@@ -389,8 +405,6 @@ def _impl(
             "Q3_K_L": "Q5_K",
             "IQ3_M": "Q4_K",
         }.get(ftype, new)
-    if cat == "attn_qkv":  # pragma: no cover - attn_qkv is handled with attn_v above
-        return new
     if cat in ("ffn_gate", "ffn_up"):
         if ftype == "IQ3_XS" and n_layer // 8 <= i_layer < 7 * n_layer // 8:
             return "IQ3_XXS"
@@ -444,6 +458,10 @@ def recipe_plan(
             _impl(ftype, cat, t, model, c, i_wv, n_wv, i_layer if i_layer >= 0 else 0)
             for c in cases
         }
+        if cat == "attn_qkv" and ftype in _QKV_BRANCH:
+            # The branch llama-quant.cpp still has after the attn_v one (unreachable there now,
+            # since attn_qkv counts as attn_v): what earlier llama.cpp versions gave fused QKV.
+            types.add(_QKV_BRANCH[ftype])
         if cat in ("attn_v", "attn_qkv", "attn_kv_b"):
             i_wv += 1
         out[t.name] = frozenset(fallback(x, t.shape[0]) for x in types)

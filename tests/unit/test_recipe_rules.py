@@ -111,3 +111,39 @@ def test_mix_names():
     assert mix("x-IQ2_M.gguf").ftypes == ("IQ2_M",)
     assert mix("x-Q4_K.gguf").ftypes == ("Q4_K_S", "Q4_K_M")
     assert mix("x-IQ4_KS.gguf") is None  # ik_llama.cpp: no llama-quantize recipe
+
+
+# Qwen2.5-0.5B's shape (896 wide: not a multiple of 256; tied embeddings; 24 layers; 14 / 2
+# heads of 64). No registry package found ships that file, so it is written by hand here.
+QWEN05 = replace(
+    synth.preset("llama"),
+    n_vocab=512,
+    n_embd=896,
+    n_layer=24,
+    n_head=14,
+    n_head_kv=2,
+    head_dim=64,
+    n_ff=4864,
+    tied_embeddings=True,
+)
+
+
+def _q4_k_m_dense(slot: TensorSlot) -> str:
+    # Q4_K_M before the fallback (tests/synth applies tensor_type_fallback: Q4_K -> Q5_0 and
+    # Q6_K -> Q8_0 on the 896-wide rows): the output rule on the tied token_embd, use_more_bits
+    # attn_v and ffn_down at Q6_K, the rest Q4_K.
+    if slot.role in ("token_embd", "output"):
+        return "Q6_K"
+    if slot.role in ("attn_v", "ffn_down") and _more_bits(slot.layer or 0, slot.n_layer_all):
+        return "Q6_K"
+    return "Q4_K"
+
+
+def test_fallbacks_on_896_wide_rows_are_the_recipe():
+    rec = Recipe("Q4_K_M", 15, _q4_k_m_dense)
+    header = parse_header_bytes(synth.header_bytes(QWEN05, rec))
+    types = {t.name: t.type_id for t in header.tensors}
+    assert types["blk.0.ffn_gate.weight"] == 6 and types["token_embd.weight"] == 8  # Q5_0, Q8_0
+    for name in ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "model.gguf"):
+        assert build_profile(header, file_name=name).claims == ()
+    assert _claims(QWEN05, rec, "q-Q8_0.gguf") == ["file_type", "tensors:fewer"]
