@@ -11,30 +11,8 @@ from typing import Any
 
 import pytest
 
-from crawler.fit import MemoryCoefficients, coefficients
-from crawler.fit.vision import Projector, projector
-from tests.fixtures.llamacpp.server import header, rows, server_module
+from tests.fixtures.llamacpp.server import server_module
 from tests.schemas import checked
-
-MEASURED = [r for r in rows() if "ts" not in r["config"]]
-
-
-@pytest.fixture(scope="module")
-def models(measured_models) -> Path:
-    """The session's directory of the measured server models (each written once)."""
-    return measured_models.server_dir
-
-
-@pytest.fixture(scope="module")
-def coeffs(models) -> dict[str, MemoryCoefficients]:
-    names = sorted({r["config"]["model"] for r in MEASURED})
-    return {n: coefficients(header(n, models)) for n in names}
-
-
-@pytest.fixture(scope="module")
-def mmproj(models) -> Projector:
-    return projector(header(server_module().MMPROJ, models))
-
 
 ESTIMATE_ALIASES = [
     (["--ctx", "8192"], ["-c", "8192"]),
@@ -60,8 +38,8 @@ def _estimate(path: Path, *args: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("long,short", ESTIMATE_ALIASES)
-def test_estimate_accepts_llama_cpp_spellings(models, coeffs, long, short):
-    path = models / "qwen36-35b-a3b.gguf"
+def test_estimate_accepts_llama_cpp_spellings(server_models, server_coeffs, long, short):
+    path = server_models / "qwen36-35b-a3b.gguf"
     base = [] if "-c" in short or "--ctx" in long else ["--ctx", "8192"]
     a, b = _estimate(path, *base, *long), _estimate(path, *base, *short)
     assert a == b
@@ -69,19 +47,20 @@ def test_estimate_accepts_llama_cpp_spellings(models, coeffs, long, short):
         assert a["n_gpu_layers"] == 10 and a["tier"] == "partial" and "-ngl 10" in a["command"]
 
 
-def test_estimate_mmproj_adds_the_projector(models, coeffs, mmproj):
-    path = models / "gemma3-12b.gguf"
-    proj = models / f"{server_module().MMPROJ}.gguf"
+def test_estimate_mmproj_adds_the_projector(server_models, server_coeffs, server_mmproj):
+    path = server_models / "gemma3-12b.gguf"
+    proj = server_models / f"{server_module().MMPROJ}.gguf"
     plain = _estimate(path, "-c", "32768")
     vision = _estimate(path, "-c", "32768", "--mmproj", str(proj))
-    assert vision["bytes"]["total"] - plain["bytes"]["total"] == mmproj.total
-    assert vision["mmproj"]["weights"] == mmproj.weights and "--mmproj" in vision["command"]
+    assert vision["bytes"]["total"] - plain["bytes"]["total"] == server_mmproj.total
+    assert vision["mmproj"]["weights"] == server_mmproj.weights and "--mmproj" in vision["command"]
     auto = _estimate(path, "-c", "32768", "-ngl", "auto", "--vram", "8", "--mmproj", str(proj))
     assert auto["bytes"]["total"] <= 8 * 1024**3 and auto["tier"] == "partial"
 
 
-def test_estimate_several_gpus_json(models, coeffs):  # coeffs writes the models
-    doc = _estimate(models / "qwen36-27b.gguf", "-c", "65536", "-ctk", "q4_0", "-ctv", "q4_0",
+def test_estimate_several_gpus_json(server_models, server_coeffs):  # coeffs write the models
+    path = server_models / "qwen36-27b.gguf"
+    doc = _estimate(path, "-c", "65536", "-ctk", "q4_0", "-ctv", "q4_0",
                     "--gpu", "2x 3090", "-ts", "3,1")  # fmt: skip
     devs = doc["devices"]
     assert [d["name"] for d in devs] == ["GeForce RTX 3090"] * 2
@@ -101,10 +80,11 @@ def test_estimate_several_gpus_json(models, coeffs):  # coeffs writes the models
         (("--vram", "2"), "it does not fit at any context", 3),  # the "nothing fits" code
     ],
 )
-def test_estimate_text_answers_every_budget_shape(models, coeffs, args, says, code):
+def test_estimate_text_answers_every_budget_shape(server_models, server_coeffs, args, says, code):
     """The table and verdict for one GPU by name, a Mac, several GPUs and a partial offload."""
     out = subprocess.run(
-        [sys.executable, "-m", "crawler", "estimate", str(models / "llama8b.gguf"), "-c", "32768",
+        [sys.executable, "-m", "crawler", "estimate", str(server_models / "llama8b.gguf"),
+         "-c", "32768",
          *args],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -112,20 +92,20 @@ def test_estimate_text_answers_every_budget_shape(models, coeffs, args, says, co
     assert says in out.stdout and "Traceback" not in out.stderr
 
 
-def test_estimate_budget_from_one_gpu_and_a_partial_offload_json(models, coeffs):
-    path = models / "llama8b.gguf"
+def test_estimate_budget_from_one_gpu_and_a_partial_offload_json(server_models, server_coeffs):
+    path = server_models / "llama8b.gguf"
     one = _estimate(path, "-c", "32768", "--gpu", "3090")
     # The budget is the GPU's memory less the headroom, as search takes it (crawler.budget).
     assert one["budget"]["vram_bytes"] == 24 * 1024**3 and one["fits"]
     assert one["budget_bytes"] == 24 * 1024**3 - one["budget"]["headroom_bytes"] == 23.5 * 1024**3
-    assert one["max_ctx"] == coeffs["llama8b"].n_ctx_train  # it reaches the trained context
+    assert one["max_ctx"] == server_coeffs["llama8b"].n_ctx_train  # it reaches the trained context
     part = _estimate(path, "-c", "32768", "-ngl", "16", "--vram", "8")
     assert part["tier"] == "partial" and part["max_ctx"] is None and "-ngl 16" in part["command"]
     assert part["margin_bytes"] == 7.5 * 1024**3 - part["bytes"]["total"]
 
 
-def test_estimate_on_a_mac_says_it_is_not_measured(models, coeffs):
-    doc = _estimate(models / "llama8b.gguf", "-c", "32768", "--gpu", "m4 max")
+def test_estimate_on_a_mac_says_it_is_not_measured(server_models, server_coeffs):
+    doc = _estimate(server_models / "llama8b.gguf", "-c", "32768", "--gpu", "m4 max")
     assert doc["backend"] == "metal" and "not measured" in doc["note"]
     assert doc["bytes"]["overhead"] == 0
     from crawler.fit.gpus import resolve_gpu

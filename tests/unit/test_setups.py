@@ -9,36 +9,17 @@ completion). Two-GPU rows are left for the multi-GPU model (not built yet). The 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crawler.fit import MemoryCoefficients, RunConfig, coefficients, estimate
+from crawler.fit import RunConfig, estimate
 from crawler.fit.offload import auto_gpu_layers, estimate_offload, n_slots
 from crawler.fit.setup import resolve_setup
-from crawler.fit.vision import Projector, projector
-from tests.fixtures.llamacpp.server import header, rows, server_module, used_bytes
+from tests.fixtures.llamacpp.server import single_gpu_rows, used_bytes
 
 MIB = 1024**2
-MEASURED = [r for r in rows() if "ts" not in r["config"]]
-
-
-@pytest.fixture(scope="module")
-def models(measured_models) -> Path:
-    """The session's directory of the measured server models (each written once)."""
-    return measured_models.server_dir
-
-
-@pytest.fixture(scope="module")
-def coeffs(models) -> dict[str, MemoryCoefficients]:
-    names = sorted({r["config"]["model"] for r in MEASURED})
-    return {n: coefficients(header(n, models)) for n in names}
-
-
-@pytest.fixture(scope="module")
-def mmproj(models) -> Projector:
-    return projector(header(server_module().MMPROJ, models))
+MEASURED = single_gpu_rows()
 
 
 def _cfg(c: dict[str, Any]) -> RunConfig:
@@ -75,9 +56,11 @@ def test_the_fixture_has_partial_expert_and_vision_rows():
 
 
 @pytest.mark.parametrize("row", MEASURED, ids=lambda r: f"{r['index']:02d}-{r['config']['model']}")
-def test_prediction_within_max_3pct_or_256_mib_of_the_real_server(row, coeffs, mmproj):
+def test_prediction_within_max_3pct_or_256_mib_of_the_real_server(
+    row, server_coeffs, server_mmproj
+):
     used = used_bytes(row)[0]
-    pred = predicted(row, coeffs, mmproj)
+    pred = predicted(row, server_coeffs, server_mmproj)
     assert abs(pred - used) <= max(0.03 * used, 256 * MIB), (pred / MIB, used / MIB)
 
 
@@ -90,8 +73,8 @@ _NGL_CASES = [
 
 @pytest.mark.parametrize(("model", "mtp"), _NGL_CASES)
 @pytest.mark.parametrize("ctx,cache", [(32768, "f16"), (262144, "q4_0")])
-def test_device_bytes_fall_and_host_bytes_rise_as_ngl_falls(coeffs, model, ctx, cache, mtp):
-    co = coeffs[model]
+def test_device_bytes_fall_and_host_bytes_rise_as_ngl_falls(server_coeffs, model, ctx, cache, mtp):
+    co = server_coeffs[model]
     assert co.mtp_available or not mtp
     cfg = RunConfig(ctx=ctx, type_k=cache, type_v=cache, flash_attn="on", mtp=mtp)
     prev = estimate_offload(co, cfg, n_slots(co))
@@ -113,8 +96,8 @@ def test_device_bytes_fall_and_host_bytes_rise_as_ngl_falls(coeffs, model, ctx, 
     assert prev is not None and prev.weights == 0 and prev.kv == 0  # -ngl 0: nothing on the GPU
 
 
-def test_ngl_order_output_first_then_last_blocks(coeffs):
-    co = coeffs["llama8b"]
+def test_ngl_order_output_first_then_last_blocks(server_coeffs):
+    co = server_coeffs["llama8b"]
     cfg = RunConfig(ctx=4096, flash_attn="on")
     out_dev = co.output_weights[0]
     one = estimate_offload(co, cfg, 1)  # only the output layer (load_tensors: the last slot)
@@ -125,8 +108,8 @@ def test_ngl_order_output_first_then_last_blocks(coeffs):
 
 
 @pytest.mark.parametrize("budget_gib", [2, 4, 6, 8, 12])
-def test_ngl_auto_is_the_largest_that_fits(coeffs, budget_gib):
-    co = coeffs["qwen36-27b"]
+def test_ngl_auto_is_the_largest_that_fits(server_coeffs, budget_gib):
+    co = server_coeffs["qwen36-27b"]
     cfg = RunConfig(ctx=65536, type_k="q4_0", type_v="q4_0", flash_attn="on")
     budget = budget_gib * 1024**3
     n = auto_gpu_layers(co, cfg, budget)
@@ -174,10 +157,10 @@ SPLITS = [(1.0,), (1.0, 1.0), (3.0, 1.0), (1.0, 3.0), (1.0, 1.0, 2.0), (0.0, 1.0
 
 @pytest.mark.parametrize("split", SPLITS)
 @pytest.mark.parametrize("model", ["llama8b", "qwen36-27b", "qwen36-35b-a3b"])
-def test_layer_split_covers_every_slot_once_and_the_bytes_add_up(coeffs, model, split):
+def test_layer_split_covers_every_slot_once_and_the_bytes_add_up(server_coeffs, model, split):
     from crawler.fit.devices import estimate_devices
 
-    co = coeffs[model]
+    co = server_coeffs[model]
     cfg = RunConfig(ctx=32768, flash_attn="on")
     shares = estimate_devices(co, cfg, split, [80 * 1024**3] * len(split))
     covered = [il for s in shares for il in range(s.first, s.last)]
@@ -191,10 +174,10 @@ def test_layer_split_covers_every_slot_once_and_the_bytes_add_up(coeffs, model, 
 
 @pytest.mark.parametrize("split", SPLITS[1:])
 @pytest.mark.parametrize("budget_mib", [2000, 4000, 6000, 9000, 14000])
-def test_the_per_device_maximum_decides_the_fit(coeffs, split, budget_mib):
+def test_the_per_device_maximum_decides_the_fit(server_coeffs, split, budget_mib):
     from crawler.fit.devices import estimate_devices, fits_all
 
-    co = coeffs["qwen36-27b"]
+    co = server_coeffs["qwen36-27b"]
     cfg = RunConfig(ctx=65536, type_k="q4_0", type_v="q4_0", flash_attn="on")
     budget = budget_mib * MIB
     shares = estimate_devices(co, cfg, split, [budget] * len(split))
@@ -208,10 +191,10 @@ def test_the_per_device_maximum_decides_the_fit(coeffs, split, budget_mib):
 
 
 @pytest.mark.parametrize("model", ["llama8b", "qwen36-27b", "gemma3-12b"])
-def test_metal_buffers_have_no_row_padding_and_no_cuda_context(coeffs, model):
+def test_metal_buffers_have_no_row_padding_and_no_cuda_context(server_coeffs, model):
     from crawler.fit.apple import metal_estimate
 
-    co = coeffs[model]
+    co = server_coeffs[model]
     cfg = RunConfig(ctx=32768, type_k="q8_0", type_v="q8_0", flash_attn="on")
     cuda, metal = estimate(co, cfg), metal_estimate(co, cfg)
     assert metal.overhead == 0 < cuda.overhead
@@ -224,12 +207,12 @@ def test_metal_buffers_have_no_row_padding_and_no_cuda_context(coeffs, model):
 
 @pytest.mark.parametrize("mode", ["auto", "on", "off"])
 @pytest.mark.parametrize("budget_gib", [14, 16, 17, 18, 20, 22, 24, 40])
-def test_choose_config_is_the_first_trial_that_fits(coeffs, mode, budget_gib):
+def test_choose_config_is_the_first_trial_that_fits(server_coeffs, mode, budget_gib):
     """The skip of MTP trials (when the step without the head does not fit) changes nothing."""
     from crawler.errors import InvalidConfig
     from crawler.fit.choose import choose_config, trials
 
-    co = coeffs["qwen36-27b"]
+    co = server_coeffs["qwen36-27b"]
     base = RunConfig(ctx=262144, flash_attn="on")
     budget = budget_gib * 1024**3
     expected = None
@@ -250,7 +233,7 @@ def test_choose_config_is_the_first_trial_that_fits(coeffs, mode, budget_gib):
 
 
 @pytest.mark.parametrize("mtp_auto", [True, False])
-def test_the_ladder_margin_bound_holds_for_every_measured_model(coeffs, mtp_auto):
+def test_the_ladder_margin_bound_holds_for_every_measured_model(server_coeffs, mtp_auto):
     """--sort margin streams quants by crawler.ranking.bounds.margin_upper_bound: the margin
     ranking gives (first cache step that fits, MTP where usable) never exceeds it, and it is
     tighter than the budget less the lower bound where a quant fits at f16."""
@@ -260,7 +243,7 @@ def test_the_ladder_margin_bound_holds_for_every_measured_model(coeffs, mtp_auto
     from tests.unit.rank_helpers import candidate
 
     checked = tighter = stepped = 0
-    for name, co in sorted(coeffs.items()):
+    for name, co in sorted(server_coeffs.items()):
         for ctx in (4096, 32768, 131072, 262144):
             spec = RunSpec(ctx=ctx, auto_cache=True, mtp_auto=mtp_auto)
             for gib in (2, 4, 6, 8, 12, 16, 20, 24, 32, 48, 80):
@@ -277,7 +260,7 @@ def test_the_ladder_margin_bound_holds_for_every_measured_model(coeffs, mtp_auto
 
 
 @pytest.mark.parametrize("ctx", [None, 32768])
-def test_the_ladder_ctx_bound_holds_for_every_measured_model(coeffs, ctx):
+def test_the_ladder_ctx_bound_holds_for_every_measured_model(server_coeffs, ctx):
     """--sort ctx streams quants by crawler.ranking.bounds.ctx_bound_sql (evaluated here by
     SQLite over the columns a crawl stores): no largest context ranking finds exceeds it."""
     from crawler.ranking.bounds import ctx_bound_sql
@@ -287,7 +270,7 @@ def test_the_ladder_ctx_bound_holds_for_every_measured_model(coeffs, ctx):
     from tests.unit.test_bounds import _row, _sql_value
 
     checked = 0
-    for name, co in sorted(coeffs.items()):
+    for name, co in sorted(server_coeffs.items()):
         spec = RunSpec(ctx=ctx, auto_cache=True, mtp_auto=True)
         for gib in (2, 4, 6, 8, 12, 16, 24, 32, 48, 80):
             budget = Budget.from_gib(gib)
