@@ -1,49 +1,7 @@
-"""GGUF header fetch policy (pure: no I/O): how many bytes to ask ``read_at`` for, and when.
+"""GGUF header fetch policy (pure: no I/O): how many bytes to ask read_at for, and when.
 
-The decoder (crawler.gguf.parse) walks the format; this module owns its byte buffer and decides
-the size of every read, so that a header costs few requests and few bytes past its end.
-
-Fetch policy (why the numbers below). Headers are almost all tokenizer. Measured with the
-synthetic builder (tests/synth, real dims, byte-level BPE with llama.cpp's key layout;
-bench/bench_header.py):
-
-======================================  ==========  ==========  =================
-file                                    header      tensors     tensor infos
-======================================  ==========  ==========  =================
-deepseek2 (102k vocab)                  3.96 MB     404         ~26 KB
-llama3-8b (128k vocab; 280k merges)     4.95-7.1 MB 291         ~17 KB
-qwen3-8b / glm4moe (152k vocab)         5.87 MB     399 / 801   23 / 51 KB
-qwen3.5/3.6 (248k vocab)                9.64 MB     866         ~51 KB
-gemma3 (262k vocab)                     10.2 MB     626         ~40 KB
-32k BPE vocab (llama dims)              1.22 MB     291         ~17 KB
-MTP sidecar (convert --mtp; tokenizer)  9.59 MB     18          ~1 KB
-gguf-split shard 2+ (split.* keys)      15-17 KB    250-270     15-17 KB
-======================================  ==========  ==========  =================
-
-Only bytes past the header are waste, so the first read may be as large as the smallest
-realistic header: DEFAULT_FIRST_READ = 512 KiB is below every tokenizer-carrying header
-above and holds ~30k tokens. When a read runs short the parser estimates where the header ends
-and asks for that plus ESTIMATE_MARGIN in one request:
-
-- inside a string array: items left x the mean size of the last quarter of the items seen
-  (tokens are sorted by merge rank and later ones are longer, so the overall mean falls short);
-- merges not reached yet (BPE): merge *i* spells token *256 + i* with one space more, so the
-  merges are predicted from the tokens; once the tokens are walked, from their exact sizes;
-- token types / scores: 4 bytes a token; a chat template: 8 KB; other keys: 56 bytes each;
-- what is extrapolated from a partly walked token array (its rest, the merges predicted from it)
-  gets EXTRAPOLATION_MARGIN more: real vocabularies grow with rank and are not smooth;
-- tensor infos not walked yet: TENSOR_INFO_BOUND each (ggml's limits), then their
-  observed mean.
-
-Measured (``python -m bench.bench_header``, tests/unit/test_gguf.py, test_fetch_policy.py): 2
-requests on every file above and on vocabularies with the published Qwen2 token-length profile
-(1.02-1.03x the header; before the margin and the bound these took 3); the flat synthetic
-vocabularies pay the margin (1.10-1.16x). A third request only when a header breaks the bounds
-(a vocabulary ten times longer at its end than at its start). The floor of each refill doubles
-(1/64, 1/32, 1/16, then 1/8 of what is held), which bounds the number of requests on a misleading
-prefix. A caller that knows the header size of a sibling file passes it as ``size_hint`` (one
-request); crawler/gguf/header_read.py reads around a known tokenizer instead
-(crawler/gguf/tokenizer_template.py).
+Sizes every read of the parser's buffer so a header costs few requests and few bytes past its end.
+Details: docs/internals/gguf.md#fetch
 """
 
 from __future__ import annotations
@@ -70,7 +28,7 @@ __all__ = [
 ReadAt = Callable[[int, int], bytes]
 #: Same default as ``Settings.max_header_bytes``: a 248k vocabulary is ~11 MB.
 DEFAULT_MAX_HEADER_BYTES = 64 * 1024 * 1024
-#: First read without a hint; see the module docstring for the measurement behind it.
+#: First read without a hint; docs/internals/gguf.md#fetch has the measurement behind it.
 DEFAULT_FIRST_READ = 512 * 1024
 #: Relative slack added to the estimated rest of the header. The first 30k tokens of a BPE
 #: vocabulary are ~5% shorter than its average (measured: synthetic 248k vocabulary 8.37 vs 8.82

@@ -1,18 +1,7 @@
 """The ggml tensor type table (pure: no I/O): id -> name, block size, bytes per block, bits.
 
-Sources, checked against each other in ``tests/unit/test_gguf.py``:
-
-- mainline ids: ``ggml/include/ggml.h`` ``enum ggml_type`` (ggml-org/llama.cpp); Q2_0 = 42 is the
-  newest id there;
-- block size and bytes per block: ``ggml/src/ggml.c`` ``type_traits`` (``blck_size``,
-  ``type_size``), mirrored by gguf-py's ``GGML_QUANT_SIZES`` (gguf 0.19, ``gguf/constants.py``);
-- ik_llama.cpp-only ids (133-158): ikawrakow/ik_llama.cpp ``gguf-py/gguf/constants.py``
-  and ``ggml/include/ggml.h``. Mainline llama.cpp refuses to load them.
-
-``bits`` is the nominal width a type's name promises (Q6_K 6, MXFP4 4, F16 16): the number the
-"preserved at >= 6 bit" verdicts compare. ``bpw`` is the exact storage cost (Q6_K 6.5625). An id
-missing here (ik row-interleaved ``_R4`` types, fork ids such as 252) has neither: callers record
-the raw id and treat the file as not loadable by mainline llama.cpp.
+Mainline and ik_llama.cpp ids; an id missing here is recorded raw and not loadable by mainline.
+Details: docs/internals/gguf.md#ggml
 """
 
 from __future__ import annotations

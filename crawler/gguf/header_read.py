@@ -1,22 +1,7 @@
 """One quant file's header in (at most) two requests, reusing tokenizers seen before (pure).
 
-The crawl and the on-demand search read every header through read_quant_header:
-
-* **Request 1** is sized by what is known before it: a small prefix (the template's metadata
-  prefix, the block's first bytes and slack) when a tokenizer template was seen for this repo or
-  its base model; a later gguf-split shard's 64 KiB (no tokenizer, tensor infos only); a size
-  hint from an earlier read of the repo; else crawler.gguf.fetch.DEFAULT_FIRST_READ.
-* **Request 2**: when the prefix shows a known tokenizer (by content, from any repo: the lookup
-  of crawler/gguf/tokenizer_template.py), the bytes after the block; otherwise the rest of the
-  header, sized from what the prefix declares (crawler/gguf/fetch.py), continuing from the
-  prefix without fetching it again.
-* A third request only when a header breaks those bounds; HeaderRead reports it, and a
-  template that was named but did not match (a fall-back to the full read).
-
-TemplateBook holds the templates of a crawl pass: in memory, thread-safe, and backed by
-a TemplateStore (the catalog, crawler/catalog/tokenizer_templates.py) so that a nightly
-crawl and an on-demand search share them. Scopes (``repo:<id>``, ``base:<model>``) only decide
-how large the first request is; what a file reuses is decided by its own bytes.
+The crawl and the on-demand search read every header through read_quant_header.
+Details: docs/internals/gguf.md#header_read
 """
 
 from __future__ import annotations

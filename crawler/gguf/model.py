@@ -1,7 +1,7 @@
 """The GGUF header's data model (pure): value types, tensor infos, lazy arrays and the header.
 
-What crawler.gguf.parse's parser returns and profile, fit, scan and catalog read: the format
-of ggml-org/ggml ``docs/gguf.md`` (``enum gguf_type`` in gguf.h for the value types).
+What the parser returns and profile, fit, scan and catalog read (ggml-org/ggml docs/gguf.md).
+Details: docs/internals/gguf.md#model
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""GGUF header streaming parser (pure: no I/O; bytes come through a ``read_at`` seam).
+"""GGUF header streaming parser (pure: no I/O; bytes come through a read_at seam).
 
-Contract shared by profile, fit, scan and catalog: TensorInfo, GGUFHeader
-(their home is crawler.gguf.model; re-exported here) and read_header. The parser
-reads the fixed header, the metadata key/values and the tensor infos of GGUF v2/v3
-(little-endian), and never a byte of tensor data. Format: ggml-org/ggml ``docs/gguf.md``; bounds
-follow ``ggml/src/gguf.cpp`` ``gguf_init_from_file_impl`` (n_dims <= GGML_MAX_DIMS = 4,
-non-negative dims whose product fits int64, power-of-two alignment, no duplicate keys or tensor
-names), plus byte caps of our own.
-
-The fetch policy (how many bytes each read asks for, and the measurements behind it) lives in
-crawler.gguf.fetch; this module is the decoding and structural checks.
+Decodes and checks the metadata and tensor infos of GGUF v2/v3, never a byte of tensor data.
+Details: docs/internals/gguf.md#parse
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """Sibling header reads (pure: no I/O): read a quant's header without re-reading its tokenizer.
 
-Quants of one repo repeat the same tokenizer byte for byte, and it is 90-98% of a header (a
-248k vocabulary is ~9.5 MB of a 9.6 MB header; see crawler.gguf.fetch). Once one file of
-a repo has been read in full, a sibling's header is read in two requests that skip it:
-
-1. the metadata prefix: ``[0, template span start + slack)``. Walked key by key, it must hold
-   the same keys with the same value types, in the same order, as the template's prefix (values
-   may differ: ``general.file_type`` does), then the template's first tokenizer array with the
-   same key, item type and count, and its first bytes must equal the template's.
-2. the part after the tokenizer: ``[span end - TAIL, estimated end)``, whose first ``TAIL``
-   bytes (the end of the last tokenizer array) must equal the template's.
-
-The header is then decoded by the ordinary parser (crawler.gguf.parse.read_header) over the
-sibling's bytes with the template's tokenizer bytes spliced in, and validated structurally:
-every tensor info parses, every ggml type is known, offsets are aligned, tensors do not overlap,
-and the data section ends exactly at the end of the file (with or without the last tensor's
-alignment padding). Any doubt (a different prefix, a mismatching byte, a parse error, a size
-that does not add up, an unknown file size) returns None and the caller reads the file in full.
-The header records ``tokenizer_from``: the file whose tokenizer bytes it reused.
+Two requests skip the tokenizer a repo's quants share; any doubt means a full read.
+Details: docs/internals/gguf.md#sibling
 """
 
 from __future__ import annotations

@@ -1,34 +1,7 @@
 """Tokenizer templates (pure: no I/O): read a header around a tokenizer already seen, in any repo.
 
-A header is 90-98% tokenizer (a 248k vocabulary is ~9.5 MB of a 9.6 MB header; see
-crawler/gguf/fetch.py), and every quant of a base model carries the same one byte for byte,
-whoever uploaded it. What differs between them lies outside it: general.* keys, file_type,
-quantize.* keys, an MTP variant's ``<arch>.nextn_predict_layers``, and the tensor infos.
-
-**The block.** The contiguous run of ``tokenizer.*`` array pairs that starts at the first one:
-tokens, scores, token types, merges, added tokens, a precompiled charsmap, in whatever order the
-file has them (llama.cpp's gguf-py writes model, pre, then these arrays, then scalar ids).
-
-**Fingerprint** (the template's identity): the block's keys, item types and counts, its length,
-its first and last PROBE bytes, and ``tokenizer.ggml.model`` / ``tokenizer.ggml.pre``.
-**Lookup** (what a file's first request shows): the model and pre names and the block's first
-PROBE bytes, which hold the first array's key, item type and count.
-
-**A templated read** (read_templated), given the file's first request (the prefix):
-
-1. walk the prefix to the block's start; the lookup must name a known template, and every byte
-   of the block the prefix holds must equal the template's;
-2. request 2: from PROBE bytes before where the block would end to a bound on the rest
-   (the template's metadata after the block with a margin, plus the tensor count x
-   crawler.gguf.fetch.TENSOR_INFO_BOUND); its first PROBE bytes must equal the
-   template's last;
-3. parse the file's own bytes with the template's block spliced in, then check it structurally
-   (crawler.gguf.sibling.structurally_sound: tensors known, aligned, not overlapping, data offset +
-   tensor bytes = the file size).
-
-Any doubt returns no header and the caller reads the file in full, continuing from the prefix.
-A templated header says so (``tokenizer_template`` = the fingerprint, ``tokenizer_from`` = the
-file the template was read from): its tokenizer arrays are the template's, not read.
+Every quant of a base model carries the same tokenizer bytes; a templated read skips them.
+Details: docs/internals/gguf.md#tokenizer_template
 """
 
 from __future__ import annotations
