@@ -1,9 +1,7 @@
 """One quant's analysis from its headers (pure: no I/O): profile, memory model, lineage.
 
-Glue between the header parser and the rule modules: analyse_quant merges a split quant's
-shard headers, profiles them (``crawler.profile.build``), derives the memory-model coefficients
-(``crawler.fit``) and the base model, and returns a frozen QuantAnalysis that the
-catalog stores as is.
+Glue between the parser and the rule modules; the catalog stores the QuantAnalysis as is.
+Details: docs/internals/profile.md#analysis
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Precision profile of a GGUF, built from its header: groups, bits, verdicts (pure: no I/O).
 
-Roles and groups are those of docs/inspect.md. Layer kinds (full attention, recurrent,
-MTP) come from metadata: ``{arch}.nextn_predict_layers`` (the last N of ``block_count`` blocks
-are MTP blocks, llama.cpp ``src/models/qwen35.cpp`` / ``glm4-moe.cpp``),
-``{arch}.full_attention_interval`` (layer *il* is full attention when ``(il + 1) % interval ==
-0``, llama-hparams / qwen35) and per-layer ``{arch}.attention.head_count_kv`` arrays (0 = no KV,
-a recurrent layer: lfm2, nemotron_h, granitehybrid). Never from the model's name.
+Layer kinds (full attention, recurrent, MTP) come from metadata, never from the model's name.
+Details: docs/internals/profile.md#build
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What a quant's name claims that its tensor table contradicts (pure: no I/O).
 
-"Named UD/Dynamic but attention is 4-bit", "named MTP but carries no nextn tensors", "labelled
-Q8_0 but 100% of weight bytes are Q4_K": with_claims checks the claims read from the file
-name (crawler.profile.labels) against a built PrecisionProfile.
+Checks the claims read from the file name against a built PrecisionProfile.
+Details: docs/internals/profile.md#claims
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What changed between two analyses of one quant, in plain words ("attention Q4_K -> Q8_0").
 
-Pure: no I/O. Works on the profile JSON that ``quants inspect --json`` prints and the catalog
-stores per version (docs/inspect.md: ``groups{...types}``, ``mtp{...}``, ``attention{...}``),
-and tolerates missing keys: an older or partial profile yields fewer sentences, never an error.
+Pure; reads stored profile JSON and tolerates missing keys (fewer sentences, never an error).
+Details: docs/internals/profile.md#diff
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """A quant's precision profile and verdicts in plain sentences (pure: no I/O).
 
-What ``quants inspect`` shows as a table, said in words for a reader that is not a terminal:
-an agent (the MCP tool explain_quant) or a person who asks what a file really is. Every
-sentence states a fact of the profile; the thresholds are the profile's own
-(crawler.profile.precision: PRESERVED_BITS, DYNAMIC_GAP_BPW).
+What quants inspect shows as a table, in words for an agent or a person; every sentence a fact.
+Details: docs/internals/profile.md#explain
 """
 
 from __future__ import annotations

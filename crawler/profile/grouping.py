@@ -1,9 +1,7 @@
 """Group a repo's files into quants (pure: no I/O).
 
-One quant is one model a user would run: a single ``.gguf`` file, the shards of one gguf-split
-model, or the byte-concatenated parts of one file. Which name is which is
-crawler.profile.quant_files' rule (shared with inspect, estimate, check-log and the snapshots);
-projectors and draft sidecars are kept apart, imatrix and non-GGUF files are ignored.
+One quant is one model a user would run: a file, the shards of a split model, or joined parts.
+Details: docs/internals/profile.md#grouping
 """
 
 from __future__ import annotations

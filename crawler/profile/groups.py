@@ -1,9 +1,7 @@
-"""One coarse tensor group's statistics, as the catalog stores them (``tensor_groups``).
+"""One coarse tensor group's statistics, as the catalog stores them (tensor_groups).
 
-The one group type that the analysis hands the catalog, and that ranking, the quality model,
-compare and the search columns share. (The profile aggregates the tensor table into its own
-crawler.profile.precision.GroupTotals, whose ``min_bits``/``max_bits`` are a type's integer width,
-and renders it as JSON; crawler.profile.analysis.stored_profile turns that into these.)
+The one group type shared by the analysis, ranking, the quality model, compare and search.
+Details: docs/internals/profile.md#groups
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Quant labels and name claims from repo and file names (pure: no I/O).
 
-A label (``UD-Q4_K_XL``, ``i1-IQ4_XS``, ``MXFP4_MOE``) is only what the publisher *says*; the
-tensor table decides (crawler.profile.build checks one against the other). Naming conventions:
-the uploaders' own conventions (unsloth ``UD-``, mradermacher ``.i1-``, bartowski
-``_L``/``_XL``, ubergarm ik types, localweights ``-Q8nextn``); the label pattern extends the one
-recorded there with ik_llama.cpp types and row-interleaved ``_R4``/``_R8`` suffixes.
+A label is only what the publisher says; the tensor table decides.
+Details: docs/internals/profile.md#labels
 """
 
 from __future__ import annotations

@@ -1,25 +1,7 @@
 """Measured quality published inside a model repo (pure: parsing and matching, no I/O).
 
-Two published formats are read:
-
-* **MagicQuant manifests**: ``magicquant-manifest/magicquant.final-survivors.json``, a JSON array
-  with one object per released candidate: ``fileName``, ``kld``, ``ppl``, ``sizeBytes`` (among
-  others). Format: github.com/magiccodingman/MagicQuant,
-  MagicQuant/Services/FinalReleaseMetadataService.cs (ToSurvivorJson) and
-  MagicQuantManifestPathService.cs (the directory and file names). The manifest names neither
-  the corpus nor the reference model, so those stay unknown.
-* **llama-perplexity logs** (``scores/<model>-<QUANT>.log`` and the like): the KL-divergence
-  summary block ``====== KL divergence statistics ======`` with ``Mean    KLD:   x ±   y`` and
-  ``99.9%   KLD:   x``, and ``Mean PPL(Q)  :  x ±  y`` (llama.cpp tools/perplexity/perplexity.cpp,
-  kl_divergence(); the percentile lines as in ggml-org/llama.cpp PR 16321). The quant file is the
-  one the log's ``llama_model_loader: loaded meta data ... from PATH`` line names, else the log's
-  own name with ``.gguf``.
-
-Every row is keyed to one file of the repo by name and, where the artifact states it, by size;
-rows naming a file the repo does not hold are dropped (a manifest's external baselines: MagicQuant
-measures a local rebuild of the external recipe, not the uploader's file, MagicQuant
-wiki/showcase.md), as are rows whose size disagrees with the listing. Metrics are kept apart:
-``mean_kld``, ``p99.9_kld`` and ``ppl`` are never compared with each other.
+Reads MagicQuant manifests and llama-perplexity logs, each row keyed to one file of the repo.
+Details: docs/internals/profile.md#measured
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Which recipe a quant name stands for (pure: no I/O).
 
-A name's scheme (``Q4_K_M``, ``IQ3_M``, ``Q4_K_L``, ``UD-Q4_K_XL``) is mapped to a Mix:
-the llama_ftype(s) it is written as (``general.file_type``) and how far its tensors may stray from
-llama-quantize's recipe for that ftype (crawler.profile.recipes):
-
-- ``stock``: llama-quantize's own mixes (llama.cpp ``tools/quantize/quantize.cpp`` QUANT_OPTIONS):
-  the tensors follow ``src/llama-quant.cpp``. A bare ``Q4_K`` stands for either size.
-- ``embed8``: bartowski's ``_L`` / ``_XL`` variants, "the same quant with token_embd and output at
-  Q8_0" (``Q4_K_L`` = Q4_K_M, ``Q6_K_L`` = Q6_K, ``Q3_K_XL`` = Q3_K_L; shared reference
-  quant-ecosystem.md section 2, bartowski's model cards). ``Q3_K_L`` is llama.cpp's own.
-- ``dynamic``: Unsloth Dynamic (``UD-`` prefix, and ``Q2/4/5/6/8_K_XL``): per-layer choices of
-  Unsloth's own, written with the ftype of the base type (``general.file_type`` stays Q4_K_M for
-  UD-Q4_K_XL; UD-Q8_K_XL is a Q8_0 file: quant-ecosystem.md section 1).
+Maps a name's scheme to a Mix: the ftypes it is written as and how far it may stray.
+Details: docs/internals/profile.md#mixes
 """
 
 from __future__ import annotations

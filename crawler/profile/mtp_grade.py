@@ -1,29 +1,7 @@
 """The graded MTP reading and the published evidence behind it (pure: no I/O).
 
-The 6-bit check (crawler/profile/precision.py: ``preserved`` = every MTP matrix at >= 6 bits) stays
-and so does its LOW flag; this module says what that flag means, from published measurements:
-
-* A 4-bit head on the same body drafts as well as a full-precision one, within noise: 66.0 % vs
-  68.3 % (120 tokens) and 65.9 % vs 65.0 % (300 tokens), 4-bit vs bf16 drafter, Qwen3.8-27B
-  (github.com/lablup/mlxcel pull 1203).
-* Acceptance moves far more with the task than with the head's bits: a Q4_K_M MTP head accepts
-  92.2 % of drafts on code and 46.6 % on a story (github.com/ikawrakow/ik_llama.cpp pull 2369);
-  and with the context length (80-91 % at 100 tokens, ~53 % at 34K: github.com/vllm-project/vllm
-  issue 47602, a llama.cpp data point).
-* Below 4 bits the evidence is thin and mixed: an IQ3_XXS-mtp file speeds up by 34 % while an
-  IQ3_S-mtp file of the same maker accepts nothing (github.com/IST-DASLab/GSQ issue 11), and a
-  group-64 int4 head of another runtime collapsed to 0-4 % (github.com/JustVugg/colibri issue 8).
-
-Grades: ``missing`` (no head), ``broken`` (declared but absent, or a type of unknown width),
-``sidecar`` (in a separate MTP file), ``low`` (below 4 bits), ``likely_fine`` (4-5 bits),
-``at_bar`` (6 bits or more). Ranking uses only the 6-bit bar (``--mtp`` and MTP auto run a head
-that is present and preserved); the grade is shown, it does not move a result.
-
-draft_acceptance reads the measured acceptance from a llama-server log: the line
-llama.cpp's server prints per finished request (server_slot::print_timings,
-tools/server/server-context.cpp), ``draft acceptance rate = %0.5f (%5d accepted / %5d
-generated)`` in earlier builds and ``draft acceptance = ... , mean len = ...`` in the builds of
-the measured logs under tests/fixtures/llamacpp/logs.
+Says what the 6-bit MTP flag means; the grade is shown, it does not move a result.
+Details: docs/internals/profile.md#mtp_grade
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The precision profile's model (pure: no I/O): tensor roles and groups, tensor rows, group and
 layer statistics, the MTP verdict and the profile itself.
-
-Roles and groups are those of docs/inspect.md; crawler.profile.build builds a
-PrecisionProfile from a header.
+Details: docs/internals/profile.md#precision
 """
 
 from __future__ import annotations

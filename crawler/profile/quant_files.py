@@ -1,24 +1,7 @@
 """Which files make one quant: the naming rules, in one place (pure: names only, no I/O).
 
-The crawl (crawler.profile.grouping), inspect and estimate (crawler.targets), check-log (the
-catalog's look-up by file name) and the snapshots (crawler.snapshot.import_) all ask this module, so
-a file is the same thing to every command:
-
-- a gguf-split shard ``X-00001-of-00003.gguf`` (llama.cpp ``llama_split_path`` writes
-  ``%s-%05d-of-%05d.gguf``, src/llama.cpp); some uploaders write fewer digits
-  (``X-001-of-003.gguf``, ``X-1-of-3.gguf``), so 1 to 5 digits are read and compared as
-  numbers, and the sibling names keep the digits the first shard has;
-- a byte-cut part: ``X.gguf.part1of2`` (mradermacher) or ``X.gguf.part00`` (``split -d``): only
-  the first part holds the header, the file is the parts concatenated;
-- a vision projector: ``mmproj`` anywhere in the file name (as llama.cpp's
-  ``gguf_filename_is_model`` tests it, common/download.cpp), any case;
-- a draft-model sidecar: a name starting ``mtp-``, ``eagle3-``, ``dflash-`` or ``dspark-`` (the
-  prefixes llama.cpp's downloader skips, common/download.cpp), ``mtp_`` / ``mtp.`` (written by
-  convert_hf_to_gguf.py --mtp as ``mtp-<name>``, with other separators by some uploaders), or a
-  ``-mtp-only-`` infix; any case;
-- an importance matrix: ``imatrix`` anywhere in the name (a GGUF since llama.cpp b5900 keeps
-  the ``.gguf`` suffix): data, not a model;
-- every other ``.gguf``: one whole quant.
+The crawl, inspect, estimate, check-log and the snapshots all ask it, so a file means one thing.
+Details: docs/internals/profile.md#quant_files
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
 """What llama-quantize's named mixes put in each tensor (pure: no I/O).
 
-A quant name (``Q4_K_M``) or ``general.file_type`` names a *mix*, not one ggml type: llama-quantize
-chooses each tensor's type from its role, its layer and the model's shape, and falls back to another
-type when a row is not a whole number of blocks. This module says, tensor by tensor, which types a
-mix may legitimately hold, so that a claim fires only for content outside the recipe.
-
-Source: ggml-org/llama.cpp src/llama-quant.cpp at 0c1e57098 (the copy vendored in the
-llama-cpp-python 0.3.36 sdist; the same functions at 007dbbf):
-- tensor_allows_quantization: which tensors are quantized at all;
-- tensor_get_category: the roles, by name;
-- llama_tensor_get_type_impl: the per-ftype rules (use_more_bits layers for attn_v/ffn_down, the
-  output and tied-embedding rule, the IQ mixes' bumps, the 8-expert rule);
-- tensor_type_fallback: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, the 256-block
-  IQ types -> IQ4_NL, else F16;
-- llama_ftype_get_default_type: each ftype's base type (IQ3_M and IQ3_XS -> IQ3_S, IQ2_M -> IQ2_S,
-  IQ2_S -> IQ2_XS).
-Tensors are walked in the order of the loader's weights_map (src/llama-model-loader.h
-weight_name_comparer: by block index, then name), which is what the per-layer counters count.
-What a header cannot say (was an imatrix used? the llama 70B type) is taken both ways: the
-allowed set is the union.
+Per tensor, the types a mix may legitimately hold, so that a claim fires only outside the recipe.
+Details: docs/internals/profile.md#recipes
 """
 
 from __future__ import annotations

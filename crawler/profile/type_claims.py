@@ -1,20 +1,7 @@
-"""Name vs ``general.file_type`` vs tensors, judged against the named recipe (pure).
+"""Name vs general.file_type vs tensors, judged against the named recipe (pure).
 
-The file name (``...-Q4_K_M.gguf``) names a mix (crawler.profile.mixes), ``general.file_type`` is
-the mix llama-quantize was asked for, and the tensor table is what the file holds. A claim fires
-only for content outside what the named recipe produces (crawler.profile.recipes: llama.cpp's own
-rules, fallbacks for rows that are not a whole number of blocks included), and every claim names the
-rule it was compared against.
-
-- name vs ``general.file_type``: the ftype is not one the name's mix is written as.
-- name vs tensors: tensors whose type the recipe never gives them. Outside token_embd/output the
-  deviations must reach MIN_SHARE of those bytes (llama.cpp versions differ on a tensor or
-  two; a different mix differs on many); token_embd/output are judged only when they hold fewer bits
-  than the recipe (uploaders raise them on purpose: --token-embedding-type, --output-tensor-type).
-- Unsloth's dynamic mixes choose per layer: they are judged only on "fewer bits than named", over
-  the tensors the base recipe gives the named type, and on being the stock recipe unchanged.
-- ``general.file_type`` vs tensors, when the name names another mix: fewer bits than that ftype's
-  recipe only (the named mix may raise tensors); when the name names no mix, in full.
+A claim fires only for content outside what the named recipe produces, and names its rule.
+Details: docs/internals/profile.md#type_claims
 """
 
 from __future__ import annotations
