@@ -1,19 +1,7 @@
 """Apple silicon (Metal, unified memory): where its buffers differ from CUDA's (pure).
 
-NOT MEASURED on this backend: every figure here is derived from llama.cpp ``0c1e57098``'s source
-and the CUDA model; outputs that use it say so (NOTE).
-
-* Budget: ggml-metal reports the device's memory as ``MTLDevice.recommendedMaxWorkingSetSize``
-  (``ggml/src/ggml-metal/ggml-metal-device.m`` ``ggml_metal_device_get_memory`` ~1503), a share of
-  the machine's RAM that macOS picks (raised with ``sysctl iogpu.wired_limit_mb``); Apple does not
-  document the share, so the GPU table's crawler.fit.gpus.UNIFIED_GPU_FRACTION stands in for
-  it and ``--vram`` overrides it.
-* Weights and caches: Metal buffer types align tensors to 32 bytes
-  (``ggml-metal.cpp`` ``ggml_backend_metal_buffer_type_*_get_alignment``) and size them with
-  ``ggml_nbytes`` (``..._get_alloc_size`` ~220 adds scratch only for MUL_MAT_ID / FLASH_ATTN_EXT
-  results, which are compute tensors): no 512-element row padding of quantized rows as on CUDA.
-* No CUDA context, cuBLAS workspace or CUDA pools: ``overhead`` is 0. The compute buffers take
-  the CUDA model's size (the same graph; Metal's FA scratch is in the compute buffer too).
+NOT MEASURED on this backend: derived from llama.cpp's source and the CUDA model; outputs say so.
+Details: docs/internals/fit.md#apple
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """KV-cache types and the buffer arithmetic llama.cpp applies to every tensor it allocates (pure).
 
-Sources (ggml-org/llama.cpp ``0c1e57098``, vendored by llama-cpp-python 0.3.36):
-``common/arg.cpp`` ``get_all_kv_cache_types`` (the types ``-ctk``/``-ctv`` accept),
-``ggml/src/ggml-common.h`` (block sizes), ``ggml/src/ggml-cuda/ggml-cuda.cu``
-``ggml_backend_cuda_buffer_type_get_alloc_size`` (row padding of quantized tensors) and
-``ggml/src/ggml-backend.cpp`` ``ggml_backend_alloc_ctx_tensors_from_buft`` (per-tensor alignment).
+Cache types, block sizes, CUDA row padding and alignment, from llama.cpp 0c1e57098.
+Details: docs/internals/fit.md#cache
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """Which cache types and MTP setting a search runs a quant with (pure policy over the estimate).
 
-Why a policy at all: a user who asks ``--vram 24 --ctx 262144`` wants to know which files run at
-that context, not which ones would run with an f16 cache. So without cache options every quant
-gets the first cache setting of crawler.fit.CACHE_LADDER (f16/f16, q8_0/q8_0, q4_0/q4_0:
-the pairs with their own CUDA flash-attention kernels, ggml-cuda/fattn.cu at llama.cpp
-``0c1e57098``) that reaches the context; explicit ``-ctk/-ctv`` pin the pair.
-
-MTP (``--spec-type draft-mtp``) is lossless speculative decoding: it changes speed, never the
-output distribution. So the cache step is chosen first (a less lossy cache beats a faster run),
-and at that step MTP is turned on when the quant carries a usable head (present, >= 6 bits,
-nextn tensors complete) and the run with the head (its weights, draft KV cache and draft context)
-still fits; otherwise the same step runs without MTP. ``mtp="on"`` (``--mtp``) requires it,
-``"off"`` (``--no-mtp``) never uses it. With MTP on and an automatic cache, the draft cache
-(``-ctkd/-ctvd``) may also step down (f16, q8_0, q4_0) before the head is given up.
+The least lossy cache that reaches the context first; then MTP when the head is usable and fits.
+Details: docs/internals/fit.md#choose
 """
 
 from __future__ import annotations
@@ -35,7 +24,7 @@ _DRAFT_LADDER: tuple[tuple[str, str], ...] = (("q8_0", "q8_0"), ("q4_0", "q4_0")
 def trials(
     base: RunConfig, *, auto_cache: bool, mtp: MtpMode, mtp_usable: bool
 ) -> Iterator[RunConfig]:
-    """The configurations tried, in order of preference (see the module docstring)."""
+    """The configurations tried, in order of preference (docs/internals/fit.md#choose)."""
     steps = CACHE_LADDER if auto_cache else ((base.type_k, base.type_v),)
     with_head = mtp == "on" or (mtp == "auto" and mtp_usable)
     for k, v in steps:

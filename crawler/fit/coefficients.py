@@ -1,10 +1,7 @@
 """Header -> MemoryCoefficients: everything the estimator needs, without the header (pure).
 
-The rules mirror llama.cpp ``0c1e57098`` (llama-cpp-python 0.3.36); each is cited where it is used.
-Layouts come from metadata (``block_count``, ``nextn_predict_layers``, per-layer ``head_count_kv``
-arrays, ``full_attention_interval`` / ``attention.recurrent_layers``, ``sliding_window*``,
-``ssm.*``, ``key_length_mla``), never from model names. Where llama.cpp applies a per-architecture
-rule we have not verified, the coefficients say ``status="unknown"`` with a reason.
+Rules mirror llama.cpp 0c1e57098; layouts come from metadata, unverified ones say "unknown".
+Details: docs/internals/fit.md#coefficients
 """
 
 from __future__ import annotations

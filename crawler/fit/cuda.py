@@ -1,11 +1,7 @@
 """CUDA compute buffers and runtime overhead: a fitted model (pure).
 
-Unlike weights, KV and recurrent state (exact tensor sizes), these are not closed-form in
-llama.cpp: the compute buffer is the peak of ggml-alloc's graph plan and the runtime holds the
-CUDA context, lazily loaded kernels, cuBLAS workspace and ggml's memory pool. The terms below are
-fitted to measurements on an NVIDIA H200 (driver 580, CUDA 13, llama.cpp ``0c1e57098``):
-our own runs in
-``tests/fixtures/llamacpp/`` (script: ``tools/measure_llamacpp.py``).
+Not closed-form in llama.cpp, so fitted to our own measurements on an H200.
+Details: docs/internals/fit.md#cuda
 """
 
 from __future__ import annotations

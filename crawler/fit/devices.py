@@ -1,24 +1,7 @@
-"""Several GPUs with llama.cpp's layer split (``-sm layer``, the default; ``-ts``) (pure).
+"""Several GPUs with llama.cpp's layer split (-sm layer, the default; -ts) (pure).
 
-MODELLED ONLY: derived from llama.cpp ``0c1e57098``'s source and the single-GPU measurements; not
-measured on two real GPUs yet (docs/setups.md). Rules:
-
-* ``src/llama-model.cpp`` ``load_tensors`` (~1556-1614): split points are the cumulative,
-  normalised ``-ts`` proportions (without ``-ts``: each device's free memory); the slot ``il`` of
-  the GPU part goes to the first device whose split point exceeds
-  ``(il - i_gpu_start) / act_gpu_layers`` (``std::upper_bound``). The output layer is the last
-  slot, so it lands on the last device.
-* Each layer's weights, KV (``llama-kv-cache.cpp`` ~216) and recurrent state follow its device;
-  every device has its own CUDA context, kernels and pools (``overhead``) and its own compute
-  buffer. We give every device the single-GPU compute buffer (the graph's largest intermediate
-  is the same on each; the logits part only on the last, so this errs high on the others).
-* ``src/llama-context.cpp`` ~430: with more than one device, all layers offloaded and layer
-  split, pipeline parallelism is on and ggml's scheduler keeps ``GGML_SCHED_MAX_COPIES`` (4)
-  copies of each split's inputs (``ggml-backend.cpp`` ~1888): three extra ``n_embd x ubatch``
-  f32 activations per device.
-
-The verdict is per device: the configuration fits when every device's total is within its budget;
-the tightest device decides.
+MODELLED ONLY (not measured on two real GPUs yet); the tightest device decides the verdict.
+Details: docs/internals/fit.md#devices
 """
 
 from __future__ import annotations

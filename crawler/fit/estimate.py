@@ -1,7 +1,7 @@
 """RunConfig + MemoryCoefficients -> FitEstimate, and the inverse questions (pure).
 
-Cell counts, streams, KV/recurrent/MTP buffers follow llama.cpp ``0c1e57098`` exactly (cited per
-rule); compute and overhead come from crawler.fit.cuda.
+Cell counts and buffers follow llama.cpp 0c1e57098 exactly; compute and overhead come from cuda.
+Details: docs/internals/fit.md#estimate
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The GPU table (``crawler/data/gpus.csv``, package data) and fuzzy ``--gpu NAME`` resolution.
+"""The GPU table (crawler/data/gpus.csv, package data) and fuzzy --gpu NAME resolution.
 
-Owns: loading the shipped table (VRAM, memory bandwidth, public source URL per row) and turning a
-user's free-form name ("5090 laptop", "rx 7900 xtx", "m4 max") into exactly one row, or a
-UsageError that lists the choices. Reads only its own package data; no
-network, no database.
+Turns a free-form name into exactly one row, or a UsageError listing the choices; no network.
+Details: docs/internals/fit.md#gpus
 """
 
 from __future__ import annotations

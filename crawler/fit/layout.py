@@ -1,7 +1,7 @@
 """A model's layer layout and tensor bytes as llama.cpp places them (pure: no I/O).
 
-Recurrent and sliding-window layers from metadata, and the tensor table's bytes by where
-llama.cpp keeps them (device, host, experts, MTP block): inputs of the memory coefficients.
+Inputs of the memory coefficients: layer kinds from metadata, bytes by where llama.cpp keeps them.
+Details: docs/internals/fit.md#layout
 """
 
 from __future__ import annotations

@@ -1,36 +1,7 @@
 """Read a llama-server / llama-cli log: the run's configuration and the buffers it allocated (pure).
 
-The strongest evidence of what a configuration costs is llama.cpp's own log. The lines read here
-are plain format strings in llama.cpp's source, the same at the fixtures' commit (``0c1e57098``)
-and in current llama.cpp (ggml-org/llama.cpp master, checked 2026-12):
-
-- ``src/llama-model-loader.cpp``: ``"%s: loaded meta data with %d key-value pairs and %d tensors
-  from %s (version %s)"`` (the model path); tools/server ``load_model: loading model '%s'``;
-- ``src/llama-model.cpp`` (load_tensors): ``"%s: offloaded %d/%d layers to GPU"`` and
-  ``"%s: %12s model buffer size = %8.2f MiB"``;
-- ``src/llama-context.cpp`` (constructor): ``n_seq_max``, ``n_ctx``, ``n_batch``, ``n_ubatch``,
-  ``flash_attn`` (``%d`` in old builds; ``auto|enabled|disabled`` since the flash_attn_type
-  change), ``kv_unified``; ``"%s: %10s  output buffer size = %8.2f MiB"`` and (sched_reserve or
-  llama_context) ``"%s: %10s compute buffer size = %8.2f MiB"``; ``Flash Attention was auto, set
-  to enabled``;
-- ``src/llama-kv-cache.cpp``: ``"%s: %10s KV buffer size = %8.2f MiB"`` and ``"%s: size = %7.2f MiB
-  (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, V (%s): %7.2f MiB"``;
-- ``src/llama-memory-recurrent.cpp``: ``"%s: %10s RS buffer size = %8.2f MiB"``;
-- the memory breakdown printed at exit (``llama_memory_breakdown_print`` at 0c1e57098,
-  ``common_memory_breakdown_print`` in current builds): ``| - CUDA0 (NAME) | total = free + (self
-  = model + context + compute) + unaccounted |`` and ``| - Host | self = model + context + compute
-  |`` in MiB.
-
-Current llama-server prints the buffer sizes and the breakdown only at verbosity 4 (``-lv 4``;
-llama.cpp common/log.h LOG_DBG at 0c1e57098); a log without them gets a LogError
-that says how to rerun. Lines may carry a timestamp / level prefix (``--log-prefix``); every
-pattern is searched, not anchored.
-
-A log is outside input (it may be anyone's, and names a model file anyone named), so the work is
-linear in its size: parse_log takes lines one at a time (read_log_lines streams a file in
-bounded chunks and cuts a line at MAX_LINE characters), and each pattern runs only on a bounded
-window around a literal that str.find locates first, so no backtracking pattern ever sees a
-long stretch of text (a hostile 300 KB line made the unanchored patterns quadratic).
+llama.cpp's own log is the strongest evidence of a run's cost; parsing is linear in its size.
+Details: docs/internals/fit.md#llamalog
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Plain-words notes and warnings around an estimate (pure): what each number is made of.
 
-Kept apart from the arithmetic (crawler.fit.estimate) so that the CLI and the web app say the same
-thing.
+Kept apart from the arithmetic so that the CLI and the web app say the same thing.
+Details: docs/internals/fit.md#notes
 """
 
 from __future__ import annotations

@@ -1,28 +1,7 @@
-"""Partial offload (``-ngl N``): which buffers stay on the GPU and which go to host memory (pure).
+"""Partial offload (-ngl N): which buffers stay on the GPU and which go to host memory (pure).
 
-Rules, llama.cpp ``0c1e57098`` (vendored by llama-cpp-python 0.3.36):
-
-* ``src/llama-model.cpp`` ``load_tensors`` (~1589-1614): the model has ``n_layer_all + 1``
-  slots, the blocks (trunk and nextn) then the output layer. ``-ngl N`` puts the last ``N`` slots
-  on the GPU: ``i_gpu_start = max(n_layer_all + 1 - N, 0)``; a slot ``il`` is on the GPU when
-  ``il >= i_gpu_start``. So ``-ngl 1`` offloads only the output layer, the nextn (MTP) block is
-  the next to go, and repeating layers follow from the last one down. The input embedding is
-  always on the CPU (``dev_input``).
-* ``src/llama-kv-cache.cpp`` (~216): each layer's K/V tensors live in the buffer of that layer's
-  device (``model.dev_layer(il)``) when KV offload is on (the default); the same for the
-  recurrent state (``src/llama-memory-recurrent.cpp`` ~87) and the MTP draft context's cache.
-* ``ggml/src/ggml-backend.cpp`` scheduler with ``op_offload`` (on by default,
-  ``llama-context.cpp`` ~3787) and ``ggml-cuda.cu`` ``offload_op`` (batches of >= 32 tokens):
-  matmuls whose weights are in host memory run on the GPU for a prompt batch, the weights copied
-  into the GPU's compute buffer. We add the largest host-resident block matrix (the copies of one
-  split are reused by the next); measured against the real server where
-  ``tests/fixtures/llamacpp/server-measurements.jsonl`` has rows.
-* Host side: the weights of CPU slots, their KV and recurrent state, and the CPU backend's own
-  compute buffer (modelled as the size of the GPU one: the same graph, evaluated on the host).
-* ``-ngl auto`` (``common/fit.cpp`` step 3, "fill the back to front"): the largest ``N`` whose
-  device total fits the budget; we search it exactly with this model.
-
-CUDA context, kernels and pools (``overhead``) stay: the backend is created even with ``-ngl 0``.
+Slots, caches and op_offload copies as llama.cpp 0c1e57098 places them; -ngl auto searched exactly.
+Details: docs/internals/fit.md#offload
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""One estimate for the setups beyond "everything on one GPU": ``-ngl`` (N, all, auto) and a
-vision projector, over crawler.fit.offload and crawler.fit.vision (pure)."""
+"""One estimate for the setups beyond "everything on one GPU": -ngl (N, all, auto) and a
+vision projector, over crawler.fit.offload and crawler.fit.vision (pure).
+Details: docs/internals/fit.md#setup
+"""
 
 from __future__ import annotations
 

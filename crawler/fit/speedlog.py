@@ -1,13 +1,7 @@
 """Decode speed and MTP acceptance read from a llama.cpp log (pure: text in, numbers out).
 
-llama-server prints per request (tools/server/server-context.cpp at 0c1e57098, print_timing)::
-
-    eval time =  2385.83 ms /   256 tokens (  9.32 ms per token,  106.88 tokens per second)
-    draft acceptance = 0.62264 (  165 accepted /   265 generated), mean len =  2.90
-
-and its ``/completion`` answer carries ``"predicted_per_second"``, ``"draft_n"`` and
-``"draft_n_accepted"`` in ``timings`` (server-common.cpp); llama-cli's exit summary has
-``eval time = ... / N runs (...)`` (src/llama-context.cpp). The last request in the text counts.
+Reads llama-server's per-request timings and llama-cli's summary; the last request counts.
+Details: docs/internals/fit.md#speedlog
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Search tiers: how a quant runs when it does not fit on the GPU whole (pure policy).
 
-``gpu``: every layer and cache on the GPU (crawler.fit.choose.choose_config).
-``experts_cpu``: a MoE's routed experts in host memory (``--cpu-moe``; llama.cpp's own ``--fit``
-does this first for MoE models, common/fit.cpp step 4 at ``0c1e57098``), the rest on the GPU.
-``partial``: ``-ngl N`` with the largest N that fits (``-ngl auto``, common/fit.cpp step 3),
-layers from the last one down on the GPU, the others and their caches in host memory.
-
-A search asks for a highest tier (``--tier``); a quant is placed in the first tier, in that order,
-in which it fits. The partial tier runs the cheapest cache of the ladder and no MTP: its speed is
-set by host memory, so every byte kept on the GPU counts more than cache precision.
+gpu, then experts_cpu (--cpu-moe), then partial (-ngl N): the first tier in which it fits.
+Details: docs/internals/fit.md#tiers
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""A vision projector (``mmproj``) on the GPU: its weights and the compute buffer clip allocates.
+"""A vision projector (mmproj) on the GPU: its weights and the compute buffer clip allocates.
 
-llama.cpp ``0c1e57098``, ``tools/mtmd/clip.cpp``: ``clip_model_loader::load_tensors`` puts every
-projector tensor in one buffer of the projector's backend (the GPU unless ``--no-mmproj-offload``),
-so its device bytes are the tensors' CUDA buffer sizes (crawler.fit.header.
-cuda_tensor_bytes). ``clip_model_loader::warmup`` then reserves the compute buffer for the largest
-image the encoder takes (``image_size`` / ``patch_size`` squared patches), once, at load.
-
-That compute buffer is FITTED, not derived: one real-server measurement (Gemma 3's SigLIP
-projector, 896 px / 14 px patches = 4096 patches, width 1152; ``server-measurements.jsonl``
-rows 12 and 13: loading the projector added 928 MiB, of which 804 MiB are weights) gives
-124 MiB, modelled as ACTIVATION_FACTOR f32 activations of ``patches x width``.
-Other encoders are modelled only, not measured.
+Weights exact (clip.cpp); the warm-up compute buffer is fitted on one projector (Gemma 3).
+Details: docs/internals/fit.md#vision
 """
 
 from __future__ import annotations
