@@ -1,11 +1,7 @@
 """The memory and sort-value bounds of a search, each beside its SQL twin (pure: no I/O).
 
-lower_bound_bytes bounds a quant's estimated total from below for any configuration a
-RunSpec can resolve to; bound_sql is the same bound over
-the catalog's ``fit_*`` columns, so the SQL prefilter never drops a quant that fits.
-ctx_bound_sql and speed_bound_sql bound the largest context and the tok/s from
-above, for the catalog to stream candidates in that order. The twins sit side by side here and
-are tested as pairs (tests/unit/test_bounds.py and the search end-to-end tests).
+Side by side and tested as pairs, so the SQL prefilter never drops a quant that fits.
+Details: docs/internals/ranking.md#bounds
 """
 
 from __future__ import annotations

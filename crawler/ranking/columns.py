@@ -1,11 +1,7 @@
 """The search columns of a quant, computed from its analysis (pure: no I/O).
 
-The catalog copies what the search reads before the exact estimate into narrow columns, so the
-database can filter and order without parsing JSON: the quality score (``quants.quality_score``),
-the memory bound's terms (``quants.fit_*``, which crawler.ranking.bounds.bound_sql
-reads) and the scalars of ``memory_models``. They are computed here, by the functions ranking
-itself uses (crawler.ranking.quality, crawler.ranking.speed, crawler.fit); the catalog only
-writes them.
+Narrow columns let the database filter and order without JSON; the catalog only writes them.
+Details: docs/internals/ranking.md#columns
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """How to run a ranked quant: llama-server, Ollama and LM Studio command lines (pure: no I/O).
 
-Every command is an argv list joined by crawler.ranking.shell.shell_join (each word quoted; control
-characters and option-looking operands refused): repo ids, paths and labels come from whoever
-published them, and a printed command must never run anything but the program it names. An
-emitter returns None where no safe command exists.
-
-The llama.cpp flags were checked against llama.cpp's ``common/arg.cpp`` and ``common/download.cpp``
-(the tree vendored by llama-cpp-python 0.3.36, ggml-org/llama.cpp ``0c1e57098``).
+Every command is a quoted argv list: published names must never run anything.
+Details: docs/internals/ranking.md#commands
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """One candidate's evaluation (pure: no I/O): the configuration it runs with, its estimate,
 margin, largest context, quality and speed, and the finished row with its commands.
-
-evaluate places a quant in the first setup that fits (cache ladder and MTP, tiers,
-``-ngl``, several GPUs: crawler.fit); finish completes a result once ranking has
-chosen it. crawler.ranking.rank calls these for the candidates it reads.
+Details: docs/internals/ranking.md#evaluate
 """
 
 from __future__ import annotations

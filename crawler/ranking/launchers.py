@@ -1,29 +1,7 @@
 """Launcher configs for ranked quants: a llama-swap model entry, an Ollama Modelfile, an LM
-Studio model.yaml (pure: no I/O; ``quants search --emit`` writes them).
-
-Each format holds only what it documents; whatever of the chosen configuration it cannot hold
-is returned as a note (and written into the file as a comment), never dropped silently.
-
-Sources of the fields:
-
-- llama-swap: mostlygeek/llama-swap config.example.yaml and proxy/config/model_config.go:
-  ``models.<id>.cmd`` (required; split as a POSIX shell line by shlex.Posix.Split in
-  proxy/config/config.go SanitizeCommand, after the ``${PORT}`` macro is replaced),
-  ``name``, ``description`` and ``ttl`` (seconds idle before unloading; 0 never unloads).
-- Ollama: ollama/ollama docs/modelfile.md: ``FROM <model name>:<tag>``, ``PARAMETER num_ctx``
-  (context window) and ``PARAMETER num_gpu`` (layers sent to the GPU); the Hugging Face docs
-  (huggingface/hub-docs docs/hub/ollama.md) name a Hub GGUF as ``hf.co/{user}/{repo}:{quant}``.
-  Flash attention, the cache type and the slot count are server-wide environment variables
-  (OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE, OLLAMA_NUM_PARALLEL), not Modelfile
-  parameters.
-- LM Studio: lmstudio-ai/docs 0_app/3_modelyaml/index.md: ``model`` (publisher/model),
-  ``base[].key`` and ``base[].sources[]`` (``type: huggingface``, ``user``, ``repo``),
-  ``config.load.fields[]`` of ``key``/``value`` (documented example: llm.load.contextLength).
-  The other load keys are LM Studio's own SDK schema (lmstudio-ai/lmstudio-js
-  packages/lms-kv-config/src/schema.ts, scope ``llm.load``; conversion/llmLoadModelConfig.ts):
-  llama.autoFit, llama.flashAttention, llama.kCacheQuantizationType and
-  llama.vCacheQuantizationType (``{checked, value}``), llama.acceleration.offloadRatio (a
-  fraction of the layers), numParallelSessions and llama.speculativeDecoding.draftMtp.
+Studio model.yaml (pure: no I/O; quants search --emit writes them).
+What a format cannot hold is returned as a note, never dropped silently.
+Details: docs/internals/ranking.md#launchers
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The ranking's model (pure: no I/O): what a search asks for and what it is given and answers.
 
-Budget (device memory), RunSpec (the llama-server configuration asked for),
-Filters, Candidate (a quant as ranking sees it, built by the catalog's read
-path), Ranked and SearchOutcome (the answer). Frozen dataclasses, so ranking
-is tested without a database.
+Frozen dataclasses, so ranking is tested without a database.
+Details: docs/internals/ranking.md#model
 """
 
 from __future__ import annotations

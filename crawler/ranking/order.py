@@ -1,13 +1,6 @@
 """The ranking's order (pure): the full sort key of a result and the keys known before
 estimating (the catalog streams candidates in pre_key order).
-
-Sort keys (``SORT_KEYS``), best first; ties broken by the next entries of TIE_BREAKS, and
-finally by ``repo_id`` then ``path`` (ascending), so the order is total and stable:
-
-* ``quality``: quality score, high first · ``speed``: estimated tok/s, high first
-* ``size``: file size, large first (the biggest quant that fits) · ``margin``: free memory, high
-  first · ``ctx``: largest context that fits, high first · ``downloads``: repo downloads, high
-  first · ``updated``: repo last modified, recent first. Unknown values sort last.
+Details: docs/internals/ranking.md#order
 """
 
 from __future__ import annotations

@@ -1,33 +1,7 @@
 """Quality estimate of a quant from its measured precision profile (pure: no I/O).
 
-The model, in three explainable steps, each calibrated on published tables (cited below):
-
-1. **Effective bits.** Each tensor group ``g`` (the groups of docs/inspect.md) adds quantization
-   noise ``2^(-2 b_g)`` (uniform-quantizer noise power at ``b_g`` bits per weight). Noise is
-   averaged with weights ``w_g = s_g * a_g``: ``a_g`` the parameters of the group a token actually
-   multiplies (routed experts count ``n_expert_used / n_expert`` of theirs; the input embedding one
-   row, which we count as one ``n_embd x n_embd`` matrix), ``s_g`` a sensitivity fitted on published
-   per-tensor KLD tables (table ``SENSITIVITY``). ``b_eff`` solves ``2^(-2 b_eff) = sum(w_g 2^(-2
-   b_g)) / sum(w_g)``; a file with one type everywhere has ``b_eff`` = its bits per weight. The MTP
-   block gets weight 0: speculative decoding verifies every drafted token, so the head changes
-   speed, not output.
-2. **KLD.** ``ln KLD = a + c * b_eff``, fitted on Unsloth's Dynamic 2.0 KLD-vs-size table for
-   Gemma 3 27B (file bpw = GB * 8e9 / 27.0e9). The slope comes out close to the ``-2 ln 2`` per
-   bit of the noise model, which is why step 1 is shaped as it is.
-3. **Score.** The expected MMLU loss (points) is ``m * KLD^p`` (same page: MMLU against KLD for
-   the same quants), turned into ``retention`` = share of the full-precision model's above-chance
-   accuracy kept. Across different models the parameter count enters explicitly:
-   ``score = 100 * capability(P_eff) * retention``, ``capability`` a logistic curve in log
-   parameters fitted on MMLU of 14 models of three families (``MMLU_BY_SIZE``), ``P_eff`` the
-   parameter count without the MTP block; for MoE ``sqrt(total * active)``, a common rule of
-   thumb for a MoE's dense-equivalent size (an assumption, shown in the output).
-
-Within one base model the score orders quants exactly by ``b_eff`` (the capability factor is the
-same). calibration_report gives the fit errors, in-sample and on held-out tables.
-
-Sources:
-docs.unsloth.ai/basics/unsloth-dynamic-v2.0-ggufs (Gemma 3 27B KLD, MMLU, QAT tables);
-unsloth.ai/docs/models/qwen3.5/gguf-benchmarks (attention/ssm sensitivity findings).
+Effective bits -> KLD -> score, each step calibrated on published tables.
+Details: docs/internals/ranking.md#quality
 """
 
 from __future__ import annotations
@@ -54,8 +28,8 @@ __all__ = [
 ]
 
 #: Groups the per-tensor data do not cover (tiny F32 tensors nobody quantizes): kept as set.
-#: router 2.0 (a wrong expert choice is a large error), norms and other 1.0, mtp 0.0 (see the
-#: module docstring).
+#: router 2.0 (a wrong expert choice is a large error), norms and other 1.0, mtp 0.0
+#: (docs/internals/ranking.md#quality).
 UNFITTED_SENSITIVITY: Mapping[str, float] = {"router": 2.0, "norm": 1.0, "other": 1.0, "mtp": 0.0}
 
 

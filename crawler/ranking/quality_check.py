@@ -1,14 +1,7 @@
 """The quality model's bits -> KLD curve checked on held-out published rows (pure: package data).
 
-The rows (crawler/data/kld_heldout.csv, written by tools/derive_sensitivity.py) come from two
-sources. Whole-model sweeps from Thireus's GGUF Tool Suite (credit: Thireus, GGUF Tool Suite and
-its contributors; github.com/Thireus/GGUF-Tool-Suite, models/*/group0/bpw_kld_results*.csv): every
-tensor at one mainline type, the file's bits per weight and its mean KLD against BF16; a file with
-one type everywhere has effective bits = its bpw whatever the sensitivities, so these rows check
-the curve itself. And the per-file table of MagicQuant's Qwen3.6-35B-A3B release, whose mixed
-files' bpw (from their sizes) stands in for the effective bits. No fit in crawler/ranking/quality.py
-reads them. Only one metric is compared (mean KLD); 99.9 % KLD rows would be a separate table, never
-mixed in.
+No fit reads these rows; only mean KLD is compared.
+Details: docs/internals/ranking.md#quality_check
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The search query: fuzzy matching of free text against a quant's names (pure: no I/O).
 
-``qwen3.6 27b`` finds ``unsloth/Qwen3.6-27B-GGUF``; typos in words are forgiven (rapidfuzz), digits
-never are (a query for 3.5 must not find 3.6). Used by crawler.ranking and, before any
-coefficient JSON is parsed, by the catalog's read path.
+Typos in words are forgiven, digits never are (a query for 3.5 must not find 3.6).
+Details: docs/internals/ranking.md#query
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Ranking (pure: no I/O): which quants fit a memory budget at a context, and in which order.
 
-Inputs are frozen dataclasses (Candidate, Budget, RunSpec,
-Filters); the catalog's read path (``crawler.catalog.candidates``) builds them. Each
-candidate read is evaluated by crawler.ranking.evaluate (the exact memory estimate of
-crawler.fit decides whether it fits) and ordered by crawler.ranking.order.
+The exact memory estimate decides whether a candidate fits; order.py orders the ones that do.
+Details: docs/internals/ranking.md#rank
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Shell command lines built only from quoted arguments (pure), for every command quants prints.
 
-Why: a repo id, file name or quant label comes from whoever published it (the Hub, a snapshot,
-a pulled dataset). Pasted into a shell, an unquoted ``$(...)`` in one of them runs. Every
-emitter therefore builds an argv list and joins it here; nothing is ever pasted into a command
-string. Quoting is POSIX single quotes (``shlex.quote``): inside them no character is special
-(sh, bash, zsh, dash; POSIX.1-2017 Shell Command Language 2.2.2).
-
-Two things quoting cannot fix are refused instead (UnsafeArgument):
-
-- control characters (NUL cannot be in an argv at all; ESC, CR, newline and the like would be
-  pasted and shown raw by a terminal);
-- a positional argument that starts with ``-``, which the program would read as an option.
+Published names are untrusted: argv lists are quoted, control characters and "-" operands refused.
+Details: docs/internals/ranking.md#shell
 """
 
 from __future__ import annotations
