@@ -1,7 +1,7 @@
 """Open the catalog as every quants command does: with the search-column function the crawl uses.
 
-The catalog stores and reads; it computes no search column. A catalog migrated across the
-revisions that add those columns gets them filled by ranking's own function, passed in here.
+The catalog computes no search column; a migrated catalog gets ranking's, passed in here.
+Details: docs/internals/crawl.md#catalogs
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Cron expressions: parse and check them, and say them to apscheduler, systemd and crontab.
 
-Pure: no I/O. One parser so ``quants schedule --cron``, ``--print-systemd`` and ``--print-cron``
-agree on what an expression means (standard cron, crontab(5): ``minute hour day month weekday``,
-weekday 0 or 7 = Sunday, ``@daily``-style macros).
+Pure: no I/O. One parser, so that --cron, --print-systemd and --print-cron agree.
+Details: docs/internals/crawl.md#cron
 """
 
 from __future__ import annotations

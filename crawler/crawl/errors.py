@@ -1,8 +1,7 @@
-"""What went wrong in a crawl, as ``scan_errors`` rows: the kind of an exception and the row.
+"""What went wrong in a crawl, as scan_errors rows: the kind of an exception and the row.
 
-The kinds (``catalog/tables.py`` ScanError) are what ``quants scans`` and
-``queries/scan_errors_by_kind.sql`` count; the crawl records one row per failed repo or file and
-goes on.
+The crawl records one row per failed repo or file and goes on.
+Details: docs/internals/crawl.md#errors
 """
 
 from __future__ import annotations

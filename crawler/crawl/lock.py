@@ -1,9 +1,7 @@
-"""The crawl lock: one crawl pass per catalog at a time, for `quants crawl` and the scheduler.
+"""The crawl lock: one crawl pass per catalog at a time, for quants crawl and the scheduler.
 
-An advisory ``flock`` on a small file keyed to the database URL. The OS drops the lock when the
-holding process dies (even by SIGKILL), so a lock left by a dead process is never stale: the file
-may remain, but nobody holds it. The holder writes who it is (pid, host, command, start time) into
-the file so a second contender can say who is in the way. POSIX only (``fcntl``).
+An advisory flock, which the OS drops when its holder dies, so a lock is never stale.
+Details: docs/internals/crawl.md#lock
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The crawl's logging: stderr or a service log file, with the HF token and terminal controls
 out of every line (filters the CLI and the scheduler install).
-
-huggingface_hub's HTTP stack logs response headers at DEBUG; a server that echoes the token (for
-instance in ``X-Error-Message``) would otherwise put it in a log file.
+Details: docs/internals/crawl.md#logs
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Progress reporting for a crawl pass: the Progress protocol and two implementations.
 
-``scan.run_once`` calls ``start`` once, ``advance`` after each repo with running totals, and
-``finish`` at the end. The library never writes to a terminal itself; the CLI plugs in
-StderrProgress, the scheduler a logging one, tests NullProgress.
+The library never writes to a terminal itself; the CLI and the scheduler plug in their own.
+Details: docs/internals/crawl.md#progress
 """
 
 from __future__ import annotations

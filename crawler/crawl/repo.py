@@ -1,8 +1,7 @@
 """The per-repo work of a crawl pass: decide, list, group, read headers, analyse, write.
 
-RepoScanner holds one pass's pools, counters and stop flag; ``scan.run_once`` feeds it
-listings. Repos run in a small pool of threads, header reads in a pool of ``concurrency``
-threads shared by all repos; each repo is written in one catalog transaction under a lock.
+Each repo is written in one catalog transaction.
+Details: docs/internals/crawl.md#repo
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""``quants reprofile``: recompute profiles and memory models from the stored tensor tables.
+"""quants reprofile: recompute profiles and memory models from the stored tensor tables.
 
-After a rule of ``crawler.profile.build`` or ``crawler.fit`` changes, every quant's verdicts and
-coefficients can be brought up to date without a single Hub request: the catalog keeps each
-analysed quant's raw headers (``tensor_tables``). History (``quant_versions``) is left alone:
-the content did not change, only our reading of it.
+Brings verdicts and coefficients up to date after a rule changes, without a Hub request.
+Details: docs/internals/crawl.md#reprofile
 """
 
 from __future__ import annotations

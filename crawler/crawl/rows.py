@@ -1,6 +1,7 @@
 """Finish an analysed quant for the catalog: the analysis plus the search columns it stores.
 
 The crawl computes the columns with ranking's own functions, so the catalog only writes them.
+Details: docs/internals/crawl.md#rows
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""One crawl pass, ``run_once``: discover, list files, group, read headers, analyse, store.
+"""One crawl pass, run_once: discover, list files, group, read headers, analyse, store.
 
-The one function ``quants crawl``, the scheduler and the tests call. It orchestrates; the Hub
-client, the catalog store, ``repo_scan`` (one repo) and the pure modules (grouping, gguf,
-analysis) do the work. Guarantees: one repo = one transaction (``catalog.store.write_repo``);
-a repo with any failure is recorded in ``scan_errors`` and keeps ``scanned_sha != sha`` so the
-next pass retries it; a kill at any moment loses at most the repos in flight; the listing
-cursor advances only at the end of a complete listing.
+One repo, one transaction; a failed repo is recorded and retried; a kill loses only repos in flight.
+Details: docs/internals/crawl.md#scan
 """
 
 from __future__ import annotations

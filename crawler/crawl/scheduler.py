@@ -1,10 +1,7 @@
-"""apscheduler wiring for ``quants schedule``: the crawl pass on a cron trigger, in the foreground.
+"""apscheduler wiring for quants schedule: the crawl pass on a cron trigger, in the foreground.
 
-Only wiring: the pass itself (lock, ``scan.run_once``, watches) is ``crawler.crawl.run``. One job,
-coalesced, one instance at a time, with a misfire grace time and jitter. The crawl lock keeps a
-manual ``quants crawl`` and a scheduled pass apart; a second lock keeps one scheduler per
-catalog. SIGTERM/SIGINT set a stop event that the pass checks between repos, so the repo in
-progress is finished, the scan is recorded as interrupted and the process exits cleanly.
+Only wiring (the pass is run.py); SIGTERM/SIGINT finish the repo in progress, then exit.
+Details: docs/internals/crawl.md#scheduler
 """
 
 from __future__ import annotations

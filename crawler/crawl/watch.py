@@ -1,12 +1,7 @@
 """Watches: saved searches evaluated after every scan, whose new results go to a feed.
 
-A watch is the argv of ``quants search``, run by a SearchFn that the caller passes in (the
-CLI passes the search command's own parser; the library never imports the CLI). After a
-scan each watch runs; a result fires when its key ``repo:path@content_key`` is new to the watch,
-so a quant fires once, and again only when it is re-uploaded with other content (an improved
-result). Fired results are recorded in the catalog (``watch_hits``) and appended to the feed in
-the data directory: ``feeds/watches.jsonl`` (one JSON object a line, append-only) and
-``feeds/watches.atom`` (RFC 4287, rewritten from the catalog with the newest entries).
+A result fires once per content; hits go to the catalog and to a JSONL and an Atom feed.
+Details: docs/internals/crawl.md#watch
 """
 
 from __future__ import annotations
