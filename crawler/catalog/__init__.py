@@ -1,10 +1,7 @@
 """The catalog: the ONLY API the rest of quants uses to reach the database.
 
-database holds Catalog (SQLAlchemy engine, Alembic migrations,
-sessions, read-only user SQL); reader a plain DBAPI read connection for
-the latency-bound search path; sibling modules (store, candidates, ordered, history, ...) the
-read/write helpers. The names below are resolved lazily so that the search path, which needs
-only the reader, starts without importing SQLAlchemy (~0.2 s of a ``quants search`` run).
+Names resolve lazily, so the search path (the reader alone) starts without importing SQLAlchemy.
+Details: docs/internals/catalog.md#overview
 """
 
 from __future__ import annotations

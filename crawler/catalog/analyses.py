@@ -1,10 +1,7 @@
-"""A quant's analysis in the catalog: its profile columns, tensor groups, memory model, search
-columns, compressed tensor table and history rows, written together; and the stored headers
-``quants reprofile`` reads back to recompute them.
-
-The search columns are computed by crawler.ranking.columns; this module only writes
-them. Called inside the crawl's one transaction per repo
-(crawler.catalog.store.write_repo).
+"""A quant's analysis in the catalog: profile columns, tensor groups, memory model, search columns,
+tensor table and history rows, written together; and the stored headers reprofile reads back.
+The search columns come computed; this module only writes them.
+Details: docs/internals/catalog.md#analyses
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The base models the catalog holds: the crawl also lists their quantized children.
 
-A new uploader of a known model has no entry in the author list; the Hub's
-``base_model:quantized:<id>`` filter (HfApi.list_models, huggingface_hub hf_api.py) finds its
-repo anyway.
+So a new uploader of a known model is found without an entry in the author list.
+Details: docs/internals/catalog.md#base_models
 """
 
 from __future__ import annotations

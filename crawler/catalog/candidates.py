@@ -1,23 +1,7 @@
 """The search read path's SQL: filters, memory bound, sort bounds, and completing candidates.
 
-Plain SQL through a Reader (no SQLAlchemy: see its docstring).
-The cheap, exact-safe part of the search runs in the database
-(crawler.catalog.ordered puts it together per sort):
-
-* the memory prefilter: crawler.ranking.bounds.lower_bound_bytes written in SQL
-  (crawler.ranking.bounds.bound_sql) over the quants' ``fit_*`` columns (weights +
-  experts + MTP block and draft KV + KV per token x ctx + fixed + compute floor + CUDA
-  constants <= budget). It is a lower bound of the exact estimate, so it
-  never drops a quant that fits; the exact estimate in crawler.ranking.rank.rank_candidates
-  decides the rest;
-* the column filters (architecture, author, base model, label, loadable, MTP, attention bits);
-* for query tokens that contain a digit (which QueryMatcher matches only
-  exactly), a substring test, so "qwen3.6 27b" narrows the scan in SQL;
-* the upper bounds ``--sort speed|margin|ctx`` stream by
-  (crawler.ranking.bounds: ``speed_bound_sql``, ``bound_sql``, ``ctx_bound_sql``).
-
-Rows become partial candidates; materializer parses the coefficient JSON and loads the
-tensor groups only for the candidates ranking estimates.
+Plain SQL through a Reader; the cheap, exact-safe part of the search runs in the database.
+Details: docs/internals/catalog.md#candidates
 """
 
 from __future__ import annotations

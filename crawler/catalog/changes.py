@@ -1,8 +1,7 @@
 """What changed in the catalog since a scan or a date: new quants, re-uploads, vanished files.
 
-The read path of ``quants changes`` (and of the "what changed" line of a watch's re-upload
-entry). Returns frozen dataclasses (never ORM rows); profile differences are put in words by the
-pure crawler.profile.diff.
+The read path of quants changes; returns frozen dataclasses, never ORM rows.
+Details: docs/internals/catalog.md#changes
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""``quants compare``'s read path: every quant of one base model, with its tensor groups.
+"""quants compare's read path: every quant of one base model, with its tensor groups.
 
-Plain SQL through a Reader; returns frozen dataclasses.
-
-A query that names one base model exactly (what the web app's links and most users pass) is
-answered through the base-model indexes, without the fuzzy scan of every quant (seconds at
-200k quants); the fuzzy scan filters on ``quants.search_text``, as ``quants search`` does.
-Callers that show only some quants (the web app's model page) load the rest without tensor
-groups and complete the ones they show with with_groups.
+Plain SQL through a Reader; an exact base model is answered without the fuzzy scan.
+Details: docs/internals/catalog.md#comparison
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The catalog database through SQLAlchemy: engine, migrations, sessions, read-only user SQL.
 
-``Catalog.open(url)`` makes the engine (SQLite pragmas in one connect listener), applies Alembic
-migrations on first use, and hands out sessions. ``query_readonly`` runs user SQL on a connection
-that cannot write: SQLite opened with ``mode=ro`` + ``query_only``; PostgreSQL in a READ ONLY
-transaction that is always rolled back. Read/write helpers live in sibling modules (store,
-candidates, history) and take a Catalog.
+User SQL runs on a connection that cannot write (SQLite read-only, PostgreSQL READ ONLY).
+Details: docs/internals/catalog.md#database
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Whether the catalog holds anything at all, and what to say when it does not (I/O: one read).
 
-``quants search`` and ``quants compare`` tell "the catalog is empty" apart from "nothing
-matched", so a first run with ``--offline`` says how to fill it instead of blaming the query.
+So an empty catalog is told apart from "nothing matched", and the message says how to fill it.
+Details: docs/internals/catalog.md#empty
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Scan history read from the catalog: the scans list and "since" windows over it.
 
-The read path of ``quants scans``; ``changes.py`` builds ``quants changes`` on the windows defined
-here. Returns frozen dataclasses (never ORM rows). Scans never overlap (the crawl lock), so
-"since scan S" starts at the start of the first scan after S.
+The read path of quants scans; returns frozen dataclasses, never ORM rows.
+Details: docs/internals/catalog.md#history
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
-"""Streamed, ordered candidates for every ``--sort`` (the search's read path).
+"""Streamed, ordered candidates for every --sort (the search's read path).
 
-The query orders the candidates by narrow columns of ``quants`` and is read in chunks, so ranking
-(crawler.ranking.rank.rank_candidates with ``presorted=True``) stops reading once nothing
-left can rank higher; the coefficient JSON and tensor groups are loaded (by
-crawler.catalog.candidates.materializer) only for the candidates ranking estimates.
-
-* ``quality``, ``size``, ``downloads``, ``updated``: the value itself is stored. The database
-  walks an index in that order (``ix_quants_search_quality``, ``ix_quants_search_size``;
-  ``ix_repos_downloads``, ``ix_repos_last_modified`` and each repo's quants) and tests the memory
-  bound on its entries.
-* ``speed``, ``margin``, ``ctx`` (crawler.ranking.model.BOUNDED_SORTS): the value needs the
-  estimate, so candidates come in the order of an upper bound of it, given to ranking as
-  ``Candidate.bound_hint``: speed_bound_sql,
-  margin_bound_sql, ctx_bound_sql.
-  They depend on the request, so the database computes them on ``ix_quants_search_computed``'s
-  entries and returns them a page at a time (a top-N sort per page, one index scan each; ranking
-  usually stops in the first).
+Read in chunks by a value or an upper bound of it, so ranking stops once nothing can rank higher.
+Details: docs/internals/catalog.md#ordered
 """
 
 from __future__ import annotations

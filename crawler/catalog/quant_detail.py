@@ -1,10 +1,7 @@
-"""One quant as the catalog knows it, for ``quants serve``'s quant page and ``/api/quant``.
+"""One quant as the catalog knows it, for quants serve's quant page and /api/quant.
 
-Read path only, through a Reader (plain SQL, no SQLAlchemy):
-the quant's columns, its tensor groups, its memory coefficients, its stored raw tensor table
-(decoded shards: the caller re-profiles them with crawler.profile.build.build_profile, as the
-crawl did; the catalog computes nothing) and its versions with what each re-upload changed
-(crawler.profile.diff.describe_change, as ``quants changes`` words it). Frozen dataclasses.
+Read path only, through a Reader (plain SQL); the catalog computes nothing.
+Details: docs/internals/catalog.md#quant_detail
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The analyst SQL shipped in ``queries/``: listing, header parsing, and resolving a CLI argument.
+"""The analyst SQL shipped in queries/: listing, header parsing, and resolving a CLI argument.
 
-Each file starts with ``-- purpose: ...`` and declares its parameters as
-``-- param: name = default  (what it means)`` (default optional). Files ship in the wheel.
+Each file declares its purpose and parameters in leading comments; the files ship in the wheel.
+Details: docs/internals/catalog.md#queries
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""A read connection to the catalog through the DBAPI driver itself (``sqlite3``, ``psycopg``).
+"""A read connection to the catalog through the DBAPI driver itself (sqlite3, psycopg).
 
-The search and compare read paths run a handful of hand-written SELECTs and nothing else, and
-``quants search`` must answer in well under a second: importing SQLAlchemy alone takes ~0.2 s of
-that (``python -m bench bench_search`` prints the import profile). So these paths talk to the
-driver. Their SQL is plain, portable SQL (SQLite >= 3.30 and PostgreSQL: ``NULLS LAST``,
-``TRUE``, ``LIKE .. ESCAPE``, no ``::`` casts) with ``:name`` parameters, which is sqlite3's named
-style and is rewritten to psycopg's ``%(name)s`` here.
-
-Reader.open takes the catalog URL (the SQLAlchemy URL quants uses everywhere) and opens
-SQLite read-only (``mode=ro``: a missing file is an error, never created) or PostgreSQL through
-libpq's URI form, its session read-only; either way in one snapshot until Reader.close.
-It reads ``alembic_version`` and refuses a schema other than SCHEMA_HEAD, so a caller
-(crawler.catalog.reading.reading) falls back to crawler.catalog.Catalog.open,
-which creates or migrates the catalog, and then reads through Catalog.reader on its connection pool.
+The search must answer well under a second, and importing SQLAlchemy alone costs ~0.2 s of it.
+Details: docs/internals/catalog.md#reader
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Open the catalog for reading the fast way, or the full way when the fast way cannot serve it.
 
-It sits above both reader (the DBAPI read connection) and
-database (SQLAlchemy, migrations), so neither imports the other back.
+It sits above both reader and database, so neither imports the other back.
+Details: docs/internals/catalog.md#reading
 """
 
 from __future__ import annotations

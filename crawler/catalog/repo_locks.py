@@ -1,12 +1,7 @@
 """Work claims: crawl processes that share one catalog never read the same repo at once.
 
-Before reading a repo, a crawler inserts ``repo_claims(repo_id, owner, expires_at)``; the
-primary key lets exactly one insert win (``INSERT ... ON CONFLICT DO NOTHING`` on both
-PostgreSQL and SQLite). A claim whose ``expires_at`` has passed (its crawler was killed) is taken
-over by an UPDATE whose WHERE re-checks the expiry, so two crawlers racing for a lapsed claim get
-one winner (PostgreSQL re-evaluates the WHERE on the locked row under READ COMMITTED; SQLite
-serialises writers). The winner re-reads the repo's stored state after claiming (another crawler
-may have written it just before releasing) and deletes its claim after its write commits.
+One insert wins a claim; a lapsed claim is taken over by one winner.
+Details: docs/internals/catalog.md#repo_locks
 """
 
 from __future__ import annotations

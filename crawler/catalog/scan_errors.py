@@ -1,7 +1,7 @@
-"""The errors crawls recorded (``scan_errors``), counted by kind and listed newest first.
+"""The errors crawls recorded (scan_errors), counted by kind and listed newest first.
 
-Read path of ``quants serve``'s scans page and ``/api/scans``, through a
-Reader (plain SQL). Returns frozen dataclasses.
+Read path of quants serve's scans page and /api/scans, through a Reader (plain SQL).
+Details: docs/internals/catalog.md#scan_errors
 """
 
 from __future__ import annotations

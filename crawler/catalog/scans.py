@@ -1,8 +1,7 @@
 """The crawl's bookkeeping in the catalog: scan records, their errors, and the crawl state.
 
-A pass opens a ``scans`` row (start_scan), records per-repo errors and closes it with
-its counters (finish_scan, ScanSummary); ``crawl_state`` keeps the listing
-watermarks between passes. Takes and returns frozen dataclasses; ORM rows never leave.
+Takes and returns frozen dataclasses; ORM rows never leave.
+Details: docs/internals/catalog.md#scans
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The search index's copies in ``quants``: kept in step with the rows they copy.
+"""The search index's copies in quants: kept in step with the rows they copy.
 
-``quants.live`` and ``quants.search_text`` (recomputed in the transaction that changes what they
-copy), and the search columns (``quality_score``, ``fit_*``) of every stored quant, refilled by
-refresh_search_columns after a migration across 0003/0004 adds them, with the column function
-the opener passes in (a migration never calls live model code, and the catalog computes none).
+live and search_text in the same transaction; the search columns refilled after a migration.
+Details: docs/internals/catalog.md#search_index
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""What ``quants sql`` accepts before a database sees it (pure): one statement that only reads.
+"""What quants sql accepts before a database sees it (pure): one statement that only reads.
 
-This is the first of three guards, the one that gives a clear refusal. The guarantee is the
-database's own (crawler/catalog/database.py): PostgreSQL parses the text as one prepared
-statement (the server refuses "multiple commands in a prepared statement") inside a READ ONLY
-transaction on a session whose default is read-only; SQLite's driver runs one statement on a
-``mode=ro`` + ``query_only`` connection.
-
-The scanner knows the lexical forms a ``;`` can hide in: quoted strings ('', E'' with
-backslashes), quoted identifiers, ``--`` and nested ``/* */`` comments, and PostgreSQL
-dollar quotes (``$tag$ ... $tag$``; PostgreSQL docs, "Lexical Structure" 4.1.2.4).
+The first of three guards, the one that gives a clear refusal; the database's own guarantee follows.
+Details: docs/internals/catalog.md#sql_guard
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The crawl's write path into the catalog, and the small reads the crawl decides with.
 
-Everything one repo contributes (repo row, files, quants, tensor groups, compressed tensor tables,
-memory models, quant history, its scan errors) is written in ONE transaction, and
-``repos.scanned_sha`` is set in that same transaction only when every quant was analysed: a crash
-at any moment leaves either the old state or the new one, and the next pass redoes exactly the
-repos whose ``scanned_sha`` differs from their ``sha``. Takes and returns frozen dataclasses;
-ORM rows never leave this module.
+One repo is written in ONE transaction, so a crash leaves either the old state or the new one.
+Details: docs/internals/catalog.md#store
 """
 
 from __future__ import annotations
@@ -208,7 +204,7 @@ def _apply_meta(repo: Repo, meta: RepoMeta, now: datetime) -> None:
 
 
 def write_repo(catalog: Catalog, scan_id: int, w: RepoWrite) -> None:
-    """Write one repo (see the module docstring) in one transaction."""
+    """Write one repo (docs/internals/catalog.md#store) in one transaction."""
     now = now_utc()
     with catalog.session() as s:
         repo = s.scalar(select(Repo).where(Repo.repo_id == w.meta.repo_id))

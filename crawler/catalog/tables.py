@@ -1,7 +1,7 @@
-"""SQLAlchemy 2.x models of the catalog. Only ``crawler.catalog`` imports this module.
+"""SQLAlchemy 2.x models of the catalog. Only crawler.catalog imports this module.
 
-Keyed by Hub revision and LFS oid: a file re-uploaded under the same name is a new analysis.
-Rows are never deleted by a crawl; vanished repos/files/quants get ``vanished_at``.
+Keyed by Hub revision and LFS oid; a crawl never deletes rows, it sets vanished_at.
+Details: docs/internals/catalog.md#tables
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The compressed raw tensor tables of the catalog (``tensor_tables.data``): encode and decode.
+"""The compressed raw tensor tables of the catalog (tensor_tables.data): encode and decode.
 
-Kept so ``quants reprofile`` can recompute profiles and memory models after a rule changes
-without touching the network. Format ``json+zlib/1``: zlib(JSON ``{"shards": [...]}``), one entry
-per header-carrying file with its tensor infos and its metadata minus the tokenizer arrays.
+Kept so that quants reprofile can recompute after a rule changes, without the network.
+Details: docs/internals/catalog.md#tensor_tables
 """
 
 from __future__ import annotations

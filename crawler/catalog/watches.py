@@ -1,7 +1,7 @@
 """Watches (saved searches) and the results they have reported, in the catalog.
 
-The read/write path of ``quants watch``; evaluation lives in ``crawler.crawl.watch``. Returns frozen
-dataclasses, never ORM rows.
+The read/write path of quants watch; evaluation lives in the crawl.
+Details: docs/internals/catalog.md#watches
 """
 
 from __future__ import annotations
