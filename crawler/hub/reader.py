@@ -1,9 +1,7 @@
-"""``RangeReader``: the one HTTP range reader, the ``ReadAt`` seam of crawler.gguf.parse.
+"""RangeReader: the one HTTP range reader, the ReadAt seam of crawler.gguf.parse.
 
-Used for a Hub file's resolve URL (crawler.hub.HubClient.range_reader) and for any other
-http(s) URL (crawler.targets.url_reader, ``token=False``): one retry policy, one
-Range-ignored guard (``Transport._read_body`` streams only the prefix wanted) and one count of
-requests and bytes.
+For Hub files and any other http(s) URL alike: one retry policy, one Range-ignored guard.
+Details: docs/internals/hub.md#reader
 """
 
 from __future__ import annotations

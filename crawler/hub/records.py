@@ -1,8 +1,7 @@
 """What the Hub says about repos and files, as frozen values, and the parsing of its JSON.
 
-Parsing is defensive: the JSON comes from a server (or a mirror) we do not control, so a field of
-the wrong type is dropped, never trusted (the shapes are those of huggingface_hub 2.4's
-``ModelInfo`` / ``RepoFile``, ``hf_api.py``, and the JSON the Hub answers to them).
+Defensive: the JSON comes from a server we do not control, so a mistyped field is dropped.
+Details: docs/internals/hub.md#records
 """
 
 from __future__ import annotations

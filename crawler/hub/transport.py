@@ -1,9 +1,6 @@
 """One logical Hub request: retries, rate limiting, budget, stats and logs over the library's
-HTTP session (huggingface_hub ``get_session``: httpx2, redirects followed).
-
-huggingface_hub's own ``http_backoff`` retries listings but not ``model_info``, sleeps in real
-time and knows no budget (huggingface_hub utils/_http.py), so every call of the crawler goes
-through Transport.fetch instead, with the same statuses and backoff schedule.
+HTTP session (huggingface_hub get_session: httpx2, redirects followed).
+Details: docs/internals/hub.md#transport
 """
 
 from __future__ import annotations
