@@ -1,35 +1,7 @@
 """Bulk loading into empty catalog tables, inside the import's one transaction.
 
-Why: a snapshot imported into an empty catalog writes every row of every table. Maintaining the
-secondary indexes row by row (the search indexes on ``quants`` are wide and covering, and the
-``live`` / ``search_text`` refresh rewrites each of their entries once more) was about half of a
-200k-quant import; on PostgreSQL, so were the per-row foreign-key triggers. Building an index once
-from the loaded table sorts instead, and a foreign key added to a loaded table is checked by one
-join (PostgreSQL's "Populating a Database" advice: remove indexes and foreign keys, load, create
-them again, with a larger ``maintenance_work_mem``;
-https://www.postgresql.org/docs/15/populate.html). So:
-
-- drop_for_load drops the plain (non-unique, not constraint-backed) indexes of the tables
-  that are empty when the import's transaction starts, and on PostgreSQL their foreign keys, and
-  returns the exact statements that make them again, read from the database itself (SQLite
-  ``sqlite_master.sql``; PostgreSQL ``pg_get_indexdef`` / ``pg_get_constraintdef``), so what is
-  rebuilt is what the migrations made, whatever they become;
-- rebuild runs those statements before the commit (a foreign key added back checks every
-  loaded row: a bad reference still fails the import).
-
-Both run in the import's transaction (DDL is transactional in SQLite and PostgreSQL): a failed
-import rolls the drops back with the rows, and no other connection ever sees a table without
-its indexes or keys (SQLite: the import holds the write lock from ``BEGIN IMMEDIATE``;
-PostgreSQL: ``DROP INDEX`` / ``ALTER TABLE`` hold the table's ACCESS EXCLUSIVE lock until the
-commit). Unique and primary-key indexes stay: the merge relies on them. SQLite's foreign keys
-stay checked row by row (they cannot be dropped without rebuilding the table; ~1.5 s of a
-200k-quant import).
-
-load_settings gives PostgreSQL's index builds more memory (``maintenance_work_mem``,
-``SET LOCAL``: it ends with the transaction, so no other session or later use of the pooled
-connection sees it; 256MB took the rebuild of a 200k-quant catalog's indexes from ~12 s to
-~8-10 s). SQLite's settings are left alone: a 256 MiB page cache for the import's connection
-(``PRAGMA cache_size``) made no difference above this machine's noise and cost 290 MiB.
+Indexes (and PostgreSQL's foreign keys) are rebuilt once: row by row was half of an import.
+Details: docs/internals/snapshot.md#bulk
 """
 
 from __future__ import annotations
@@ -132,7 +104,7 @@ def rebuild(conn: Connection, statements: Iterable[str]) -> None:
 
 @contextmanager
 def load_settings(conn: Connection) -> Iterator[None]:
-    """More memory for the load on ``conn``, for the transaction (see the module docstring)."""
+    """More memory for the load on conn, for the transaction (docs/internals/snapshot.md#bulk)."""
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{PG_MAINTENANCE_WORK_MEM}'")
     yield

@@ -1,9 +1,7 @@
 """Arrow types of the snapshot's column kinds, and the catalog columns each snapshot file reads.
 
-The one place that maps crawler.snapshot.manifest's logical kinds to pyarrow types and to
-the catalog's SQLAlchemy tables (read through SQLAlchemy Core; the snapshot package is the one
-reader of ``crawler.catalog.tables`` outside ``crawler.catalog``, because a snapshot copies
-whole tables rather than domain objects).
+A snapshot copies whole tables, so this package alone outside the catalog reads its tables.
+Details: docs/internals/snapshot.md#columns
 """
 
 from __future__ import annotations

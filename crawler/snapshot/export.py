@@ -1,9 +1,7 @@
-"""``quants export``: the catalog as a snapshot directory (Parquet files + ``manifest.json``).
+"""quants export: the catalog as a snapshot directory (Parquet files + manifest.json).
 
-Rows are read through SQLAlchemy Core in key order and written in batches, so memory stays
-bounded for a Hub-wide catalog and an unchanged catalog gives byte-identical files (the
-manifest's ``created_at`` is the last scan's end, not the wall clock): republishing it is a
-no-op commit, and a pull of it downloads nothing.
+Bounded memory, and byte-identical files for an unchanged catalog (a no-op republish).
+Details: docs/internals/snapshot.md#export
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
-"""``quants publish`` / ``quants pull``: a snapshot to and from a Hub dataset repo.
+"""quants publish / quants pull: a snapshot to and from a Hub dataset repo.
 
-Publishing is ONE commit (``HfApi.create_commit``) holding every Parquet file and the manifest, so
-a reader never sees files of two snapshots mixed, nor a snapshot without its manifest (the Hub
-keeps uploaded LFS objects out of the tree until a commit names them). A publish that fails before
-its commit into a dataset it had just created deletes that empty dataset again. Files whose content
-did not change are dropped from the commit by huggingface_hub itself (the preupload answer's
-``oid`` equals the local one), and an unchanged export makes no commit at all. Snapshot files of an
-earlier publish that this one lacks (``tensor_tables.parquet`` without ``--with-tensors``) are
-deleted in the same commit. A pull of a dataset without a manifest, or whose manifest lists files
-the dataset lacks, names what is missing and imports nothing.
-
-Pulling downloads the manifest, then only the files it names (each checked against the Hub's
-listing first), into a cache under the data directory: the Hub cache keeps blobs by content, so
-only changed files are fetched again and an unchanged snapshot downloads 0 bytes.
-The same manifest imported before is not imported again (``crawl_state`` remembers its sha256).
-
-The token comes from where huggingface_hub looks (``HF_TOKEN``, then ``hf auth login``'s file);
-it is passed to huggingface_hub and never printed, logged or stored by quants.
+Publishing is ONE commit; a pull fetches only changed, manifest-named files; no token shown.
+Details: docs/internals/snapshot.md#hubsync
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
-"""``quants import``: merge a snapshot into any catalog, idempotently, in ONE transaction.
+"""quants import: merge a snapshot into any catalog, idempotently, in ONE transaction.
 
-Checked whole before anything is written: the manifest (a newer schema is refused), every
-file's size and sha256, every Parquet footer, schema and row count, and every value of every
-row (crawler/snapshot/validate.py: a snapshot is untrusted input). Then one transaction merges:
-
-- a repo or quant the catalog does not know is added;
-- a quant both know: a local crawl's own read is always kept (an import never replaces it; a
-  snapshot that saw newer content marks the repo for the next crawl to read); otherwise, the
-  newer analysis (``analysed_at``) wins, equal times keep the local row, so importing the same
-  snapshot twice changes nothing; a repo row follows its ``scanned_at``;
-- each quant added or replaced records where it came from (``quants.source``, migration 0006);
-- nothing local is removed: local quants the snapshot lacks stay; history rows
-  (``quant_versions``) are unioned; a local tensor table stays unless the quant's content changed;
-- the times stored are the snapshot's (``analysed_at``, ``scanned_at``): the crawl and the
-  search's freshness checks count a pulled entry's age from when it was really read.
-
-Any failure while merging (e.g. a file unreadable past its footer) rolls the transaction back.
+Checked whole before anything is written; a local crawl's own read is always kept.
+Details: docs/internals/snapshot.md#import_
 """
 
 from __future__ import annotations

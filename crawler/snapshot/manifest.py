@@ -1,13 +1,7 @@
 """The snapshot format (pure): which Parquet files a snapshot holds, their columns, the manifest.
 
-A snapshot is a directory of Parquet files plus ``manifest.json``. The column lists below ARE the
-published schema (docs/snapshots.md documents them one by one): they are written out here rather
-than derived from the catalog's tables so that a catalog migration cannot change a published file
-by accident. Any change to them bumps SCHEMA_VERSION; an importer refuses a snapshot whose
-schema version is newer than its own (it cannot know what the new columns mean).
-
-Rows are keyed by names, never by the catalog's integer ids (those are local to one database):
-a repo by ``repo_id``, a quant by ``(repo_id, path)``.
+The column lists ARE the published schema: any change bumps SCHEMA_VERSION.
+Details: docs/internals/snapshot.md#manifest
 """
 
 from __future__ import annotations

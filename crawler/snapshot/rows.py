@@ -1,18 +1,7 @@
 """Snapshot record batches to the database driver's rows, column by column.
 
-Why: a 200k-quant import moves about 1.2M rows. Building a Python dict per row and then pulling
-each value back out of it cost more than the database's own inserts, so the import keeps a
-batch as columns (Batch): the merge reads only the key columns it decides on, a row
-dict is made only for the rare UPDATE, and Insert hands the driver tuples zipped from
-the columns.
-
-Values reach the driver in the form the rest of the catalog stores them:
-
-- SQLite timestamps as SQLAlchemy's ``DATETIME`` text (``2026-01-02 03:04:05.123456``, UTC), the
-  text the crawl writes through the ORM, formatted by Arrow over the whole column;
-- PostgreSQL text without NUL (its ``text`` cannot hold one; crawler/catalog/database.py replaces
-  it with U+FFFD the same way on the crawl's writes), replaced by Arrow where a column has one;
-- JSON columns as the snapshot's JSON text, stored as is.
+A dict per row cost more than the inserts, so batches stay columns, in the catalog's stored forms.
+Details: docs/internals/snapshot.md#rows
 """
 
 from __future__ import annotations
@@ -62,7 +51,7 @@ class Batch:
         return {n: self.col(n)[i] for n in self.names}
 
     def sql(self, name: str) -> list[Any]:
-        """The column's values as the driver takes them (see the module docstring)."""
+        """The column's values as the driver takes them (docs/internals/snapshot.md#rows)."""
         values = self._sql.get(name)
         if values is not None:
             return values

@@ -1,28 +1,7 @@
 """Every row of a snapshot checked before anything is written: a snapshot is untrusted input.
 
-A snapshot comes from whoever published the dataset. Each value must be one the crawl could
-have written; the first that is not refuses the whole snapshot, naming file, row and column
-(RowProblem). Checked, file by file and batch by batch:
-
-- bounds before decoding: rows per file (manifest and Parquet footer), the decoded size the
-  footer declares per column chunk, and, while reading, the decoded bytes of every batch (a
-  repeated dictionary value is counted each time it is used: a few KB of Parquet can otherwise
-  decode to gigabytes);
-- types and ranges: integers within their column and not negative, floats finite (and bits,
-  bpw and quality in range), timestamps between 2000 and the import time plus a small skew (a
-  row dated 9999 would win every "newer analysis" merge forever);
-- names by the Hub's grammar: repo ids by huggingface_hub's own validator
-  (``huggingface_hub.utils.validate_repo_id``: ``[A-Za-z0-9_.-]``, at most 96 characters a part,
-  no ``--``/``..``, no ``.git`` end), file paths as ``huggingface_hub/_commit_api.py``
-  ``_validate_path_in_repo`` accepts them (relative, no ``.``/``..`` segment, nothing under
-  ``.git``/``.cache``), plus quants' own rule: no control characters and no empty segment;
-- closed vocabularies (file kinds, memory status, gated modes, the tensor table encoding) and
-  hex ids;
-- JSON: decoded size and depth, no NaN/Infinity, and the shape the crawl writes: tags and claims
-  lists of strings, card data and profile objects, tensor-group type counts, memory
-  coefficients through crawler.fit.MemoryCoefficients with every field of its type;
-- tensor tables through crawler.catalog.tensor_tables.decode_tensor_table (bounded inflate);
-- keys unique per file (a duplicate would be a primary-key error half-way through the merge).
+The first value the crawl could not have written refuses the whole snapshot, naming where.
+Details: docs/internals/snapshot.md#validate
 """
 
 from __future__ import annotations
