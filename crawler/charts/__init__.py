@@ -1,9 +1,7 @@
 """Charts as server-side SVG text (pure: no I/O, no third-party library, no script).
 
-``quants serve`` inlines them in its pages and ``quants estimate/compare --plot FILE.svg`` writes
-them to files. Colours: axes, labels and text use ``currentColor`` (the page's text colour, so
-light and dark mode both read); data colours are mid-tone hues legible on either background.
-Every string that reaches the SVG (Hub names, GGUF metadata) is XML-escaped in .svg.
+quants serve inlines them and --plot writes them; every string that reaches the SVG is escaped.
+Details: docs/internals/charts.md#overview
 """
 
 from __future__ import annotations

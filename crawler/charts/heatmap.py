@@ -1,9 +1,7 @@
 """Heatmaps of nominal bits: layer x tensor group for one quant, quant x group for a base model.
 
-The data come from the profile's own rows (crawler.profile.build.TensorRow: group, layer and
-the type's nominal ``bits``, docs/inspect.md) or the catalog's tensor groups; a cell shows
-the lowest bits of the weight matrices it holds (what the "preserved" verdicts look at), with
-the range in its tooltip.
+A cell shows the lowest bits of the weight matrices it holds, with the range in its tooltip.
+Details: docs/internals/charts.md#heatmap
 """
 
 from __future__ import annotations

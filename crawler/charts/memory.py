@@ -1,7 +1,7 @@
 """Device memory against context, one curve per KV-cache type, with the VRAM budget line.
 
-The numbers are crawler.fit.estimate and crawler.fit.max_ctx (the same memory
-model ``quants estimate`` and ``quants search`` use); this module only samples and draws them.
+The numbers are the memory model's (estimate, max_ctx); this module only samples and draws them.
+Details: docs/internals/charts.md#memory
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """File size against estimated quality for one base model's quants, with the Pareto front.
 
-A quant is on the front when no other quant is both smaller (or as small) and better (or as
-good) with one of the two strictly: the ones worth choosing between.
+The front holds the quants worth choosing between.
+Details: docs/internals/charts.md#scatter
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A minimal SVG writer for the charts: escaping, nice axis ticks, a plot frame with labels.
 
-Pure: builds strings. Every text node and attribute value goes through esc, so a hostile
-repo or tensor name is text in the chart, never markup.
+Pure: every text node and attribute goes through esc, so a hostile name is never markup.
+Details: docs/internals/charts.md#svg
 """
 
 from __future__ import annotations

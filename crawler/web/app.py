@@ -1,11 +1,7 @@
-"""The Starlette app of ``quants serve``: routes, read-only catalog access, errors as 4xx.
+"""The Starlette app of quants serve: routes, read-only catalog access, errors as 4xx.
 
-Every route is GET (HEAD comes with it); any other method is a 405, so nothing can write. The
-catalog is opened read-only: each request reads through its own Reader (SQLite
-``mode=ro`` + ``query_only``, PostgreSQL ``READ ONLY`` sessions), and the scans page's
-SQLAlchemy reads go through Catalog.open_readonly. A bad parameter is a 400 with a
-one-line message, a missing quant a 404, never a traceback. Templates autoescape; charts are
-SVG strings built with every text escaped (crawler.charts.svg).
+Every route is GET, the catalog opened read-only; a bad parameter is a 400, never a traceback.
+Details: docs/internals/web.md#app
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Limits of ``quants serve``'s HTTP server: which Host names it answers, and bounded connections.
+"""Limits of quants serve's HTTP server: which Host names it answers, and bounded connections.
 
-- The Host check (Starlette's TrustedHostMiddleware) always applies. A loopback bind answers
-  only loopback names; a bind to any other address (or to all of them: ``0.0.0.0``, ``::``)
-  needs the names clients will use, given with ``--allow-host``. Whether a bind address is
-  loopback is decided on the address itself (``ipaddress``, after the resolver's own parse:
-  ``127.1``, ``0x7f000001``, ``::ffff:127.0.0.1`` are all 127.0.0.1), never on its spelling.
-- uvicorn closes a kept-alive connection after ``timeout_keep_alive`` seconds idle, but it has no
-  limit on how long a client may take to send a request's headers (a slow client holds its
-  connection forever). HeaderTimeoutH11 adds one: each request's headers must be
-  complete within HEADER_TIMEOUT_S of the connection opening (or of the previous response).
-- ``limit_concurrency`` (uvicorn) answers 503 past MAX_CONNECTIONS connections or tasks.
+A Host check on every bind, a header timeout, and a connection cap.
+Details: docs/internals/web.md#limits
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Query parameters of ``quants serve``: parsed, bounded and validated, or a one-line 400.
+"""Query parameters of quants serve: parsed, bounded and validated, or a one-line 400.
 
-The search parameters are ``quants search``'s options without dashes (``cache-type-k`` ->
-``cache_type_k``, docs/serve.md); they become the same SearchRequest
-through crawler.search.build_request. Bounds keep one request's cost bounded (``limit``
-at most 200, strings at most 200 characters); an unknown parameter is refused, not ignored, so a
-typo never silently widens a search.
+The same SearchRequest as quants search; an unknown parameter is refused, never ignored.
+Details: docs/internals/web.md#params
 """
 
 from __future__ import annotations

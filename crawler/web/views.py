@@ -1,12 +1,7 @@
 """What each page and API route shows, from the library calls the CLI makes.
 
-Search: crawler.search.search and search_json (``quants search``).
-Model: crawler.catalog.comparison.load_comparison / ``comparison_json``
-(``quants compare``). Quant: crawler.catalog.quant_detail.load_quant and the memory model
-(``quants estimate``'s crawler.fit.estimate, max_ctx). Scans:
-crawler.catalog.history.list_scans (``quants scans``), ``changes_since`` (``quants
-changes``), the watches (``quants watch``) and the recorded scan errors. No SQL and no ranking
-here: this module only arranges the library's answers for a template or a JSON body.
+No SQL and no ranking here: only the library's answers arranged for a template or a JSON body.
+Details: docs/internals/web.md#views
 """
 
 from __future__ import annotations
