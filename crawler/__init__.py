@@ -1,7 +1,7 @@
 """quants: find, verify and rank GGUF quantizations on the Hugging Face Hub.
 
-The package is named ``crawler``; the distribution and the command are ``quants``. The public API
-below is imported lazily, so ``import crawler`` (and ``quants --help``) stays fast.
+The package is named crawler; the public API is imported lazily, so import crawler stays fast.
+Details: docs/internals/base.md#crawler
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """The amounts people type: context lengths and memory sizes (pure parsing, no I/O).
 
-One parser for the CLI (``--ctx``, ``--vram``, ``--ram``, ``--headroom``) and ``quants serve``'s
-query parameters, so ``256k`` means the same everywhere.
-
-Context (tokens): ``262144``, ``256k``, ``256K``, ``256Ki``: k, K and Ki all multiply by 1024,
-as llama.cpp users mean it (a ``n_ctx_train`` of 262144 is the "256K context" of a model card);
-``m``, ``M``, ``Mi`` multiply by 1024 * 1024.
-
-Memory (GiB): a plain number is GiB; ``G``, ``GiB`` and ``GB`` are GiB too (``GB`` as memory is
-sold: JEDEC Standard 100B.01 cites giga as 2^30 for semiconductor storage capacity,
-https://en.wikipedia.org/wiki/JEDEC_memory_standards, which is why a card sold as "24GB" holds
-24 GiB); ``M``/``MiB``/``MB`` are 1/1024 GiB (``24576MiB`` as nvidia-smi prints it),
-``T``/``TiB``/``TB`` 1024 GiB.
+One parser for the CLI and quants serve, so 256k (1024-based) and 24GB (GiB) mean one thing.
+Details: docs/internals/base.md#amounts
 """
 
 from __future__ import annotations

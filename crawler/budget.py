@@ -1,11 +1,7 @@
 """The one budget rule: a GPU's memory less the headroom kept free is what a run may use.
 
-``quants search``, ``quants estimate``, ``quants serve``'s pages and its JSON API all take the
-budget from here, so the same ``--vram`` (or GPU) and headroom give the same verdict, margin and
-cache choice everywhere, and every output that states a budget states it the same way:
-``24.00 GiB - 0.50 headroom = 23.50 GiB``. The headroom is one setting: ``--headroom`` (a flag
-of search and estimate, a parameter of the web app), else ``QUANTS_HEADROOM``, else 0.5 GiB
-(what a desktop session and a browser typically hold on the card that drives the display).
+Search, estimate and serve all take it from here, so one --vram gives one verdict everywhere.
+Details: docs/internals/base.md#budget
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
 """Predicted vs logged: the estimate of a run next to what llama.cpp's log says it allocated (pure).
 
-run_config turns a parsed log's configuration into the estimate's RunConfig;
-compare lines the estimate's components up with the logged buffers:
-
-========================  =================================================================
-logged buffer             estimate component
-========================  =================================================================
-model, GPU                ``weights`` (device tensor bytes)
-model, host               input embedding (+ experts kept on the CPU)
-KV, GPU                   ``kv`` + ``mtp_kv`` (both contexts' caches)
-RS, GPU                   ``recurrent``
-compute, GPU              ``compute``
-output, host              logits: ``n_vocab x 4 x n_seq`` per context (output_reserve)
-compute, host             the rest of the pinned CUDA_Host buffers
-========================  =================================================================
-
-The memory breakdown printed at exit (model / context / compute per device) is compared the same
-way when the log has no buffer lines. The total compares device buffers only (the CUDA context and
-kernels are not buffers, so ``overhead`` is left out on both sides); it agrees when the difference
-is within the estimate's tolerance, 3% or 256 MiB (docs/estimate.md).
+Lines the estimate's components up with the logged buffers, device buffers in the total.
+Details: docs/internals/base.md#checklog
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """The one error tree of quants; the CLI turns each type into a one-line message plus a hint.
 
-::
-
-    QuantsError
-    ├── ConfigError
-    ├── UsageError                  (bad argument the CLI could not catch itself; exit 2)
-    ├── HubError(repo_id, url)      ─ HubNotFound · HubGated · HubRateLimited(retry_after)
-    │                                 · HubUnavailable (─ HubUnreachable: exit 4)
-    │                                 · HubBudgetExhausted
-    ├── GGUFError(source)           ─ NotGGUF · UnsupportedGGUFVersion · CorruptHeader
-    │                                 · HeaderTooLarge
-    ├── EstimateError               ─ UnknownArchitecture · InvalidConfig
-    ├── CatalogError                ─ SchemaOutOfDate · ReadOnlyViolation · QueryError
-    ├── LockHeld(holder)
-    ├── SnapshotError               (a snapshot refused: damaged, newer schema, bad layout)
-    └── NothingFits                 (search found no candidate; exit 3)
-
 The library raises these and never prints or exits. Every error carries structured fields.
+Details: docs/internals/base.md#errors
 """
 
 from __future__ import annotations

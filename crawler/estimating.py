@@ -1,11 +1,7 @@
-"""``quants estimate`` as a library call: one GGUF, one llama-server configuration, one budget.
+"""quants estimate as a library call: one GGUF, one llama-server configuration, one budget.
 
-Orchestration over the pure memory model (crawler.fit): the single-GPU estimate, the
-setups beyond it (``-ngl``, a vision projector: crawler.fit.setup; several GPUs:
-crawler.fit.devices; Apple's Metal: crawler.fit.apple), the verdict against a
-budget (``--vram``, or a GPU's memory), the largest context and the settings that would fit.
-The CLI renders EstimateReport; its to_json is ``estimate
---json``.
+Orchestration over the pure memory model; the CLI renders EstimateReport.
+Details: docs/internals/base.md#estimating
 """
 
 from __future__ import annotations

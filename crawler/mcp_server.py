@@ -1,19 +1,7 @@
-"""``quants mcp``: the library as Model Context Protocol tools (official ``mcp`` SDK).
+"""quants mcp: the library as Model Context Protocol tools (official mcp SDK).
 
-Tools search, estimate, inspect, compare and check_log return the command's ``--json``
-document (crawler.api): as text, byte for byte what the CLI prints, and as structured content.
-explain_quant says a file's precision profile and verdicts in sentences (crawler.profile.explain).
-Arguments are validated twice, as on the command line: by the input schema (types, ranges,
-choices; the SDK answers a bad call with an error result) and by the library (UsageError and
-friends become an error result with the one-line message).
-
-Read-only unless ``allow_lookup``: search and compare answer from the catalog alone, and a
-target must be a local file (no Hub or URL reads, so a tool call can never make the server
-fetch an address an agent was talked into). With ``allow_lookup`` they behave as the commands:
-a model the catalog lacks is looked up on the Hub and stored, and Hub or URL targets are read.
-
-The SDK is imported here only; nothing else in quants imports this module, so other commands
-never pay for it.
+The commands' --json documents as tools, read-only unless allow_lookup; only this imports mcp.
+Details: docs/internals/base.md#mcp_server
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""``quants search`` as a library call: budget (VRAM or GPU), catalog candidates, ranking, JSON.
+"""quants search as a library call: budget (VRAM or GPU), catalog candidates, ranking, JSON.
 
-Orchestration only (like ``scan``): the GPU table (crawler.fit.gpus), the catalog read path
-(crawler.catalog.candidates) and the pure ranking (crawler.ranking). Raises
-NothingFits (exit 3) when no candidate fits, with counts that say why.
+Orchestration only; raises NothingFits (exit 3) with counts that say why.
+Details: docs/internals/base.md#search
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Counters that several threads add to, read as consistent snapshots (pure: no I/O).
 
-The value is a frozen dataclass of numbers (``crawler.hub.records.HubStats``,
-``crawler.catalog.store.ScanSummary``): each Tally.add replaces it under a lock, so a
-reader takes Tally.value without locking and never sees half an update.
+Each add replaces a frozen value under a lock, so a reader never sees half an update.
+Details: docs/internals/base.md#tally
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Byte sources for GGUF headers (I/O): local files, http(s) URLs, Hub files and quants.
 
-Each source is a ``ReadAt`` that counts its requests and bytes. read_target turns what a
-user types (``model.gguf``, ``https://...``, ``owner/repo/path.gguf``, ``owner/repo:Q4_K_M``)
-into a parsed (and, for split quants, merged) header plus the fetch facts ``quants inspect``
-reports. Hub access goes through crawler.hub.HubClient (token, retries, rate limits);
-plain URLs get the same range reader (crawler.hub.RangeReader) on a transport of their own
-that never sends the HF token to a foreign host.
+Turns what a user types into a parsed header; a plain URL never gets the HF token.
+Details: docs/internals/base.md#targets
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""JSON Schemas (draft 2020-12) of every ``--json`` output, shipped as package data.
+"""JSON Schemas (draft 2020-12) of every --json output, shipped as package data.
 
-One file per output, ``<name>.v<version>.json``; every payload carries ``schema_version``.
-A change that a reader of version 1 would reject (a key removed or renamed, a type changed)
-needs a new version and new files; adding optional keys does not.
+One file per output and version; a change a version-1 reader would reject needs a new version.
+Details: docs/internals/base.md#schemas
 """
 
 from __future__ import annotations
