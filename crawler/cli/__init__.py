@@ -1,8 +1,7 @@
-"""The ``quants`` command line: parse, build settings, call the library, render.
+"""The quants command line: parse, build settings, call the library, render.
 
-``main()`` is the one place that turns a QuantsError into a one-line
-message with a hint and an exit code (0 ok, 1 error, 2 usage, 3 nothing fits).
-Command modules import their heavy dependencies lazily so ``quants --help`` stays fast.
+main() alone turns a QuantsError into a one-line message, a hint and an exit code.
+Details: docs/internals/cli.md#overview
 """
 
 from __future__ import annotations

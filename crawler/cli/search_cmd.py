@@ -1,7 +1,7 @@
-"""``quants search``: the best quants that fit a GPU at a context, with the command to run them.
+"""quants search: the best quants that fit a GPU at a context, with the command to run them.
 
-Also search_argv, the same search from an argv list (saved searches in ``crawler.crawl.watch``
-run through it, parsed by this command's own option parser).
+Also search_argv, the same search from an argv list (for saved searches).
+Details: docs/internals/cli.md#search_cmd
 """
 
 from __future__ import annotations
