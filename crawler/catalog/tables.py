@@ -1,4 +1,4 @@
-"""SQLAlchemy 2.x models of the catalog. Only crawler.catalog imports this module.
+"""SQLAlchemy 2.x models of the catalog, imported only by the catalog and the snapshot package.
 
 Keyed by Hub revision and LFS oid; a crawl never deletes rows, it sets vanished_at.
 Details: docs/internals/catalog.md#tables
