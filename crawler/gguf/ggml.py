@@ -143,7 +143,8 @@ _MAINLINE: tuple[tuple[GGMLType, int, int, int], ...] = (
     (GGMLType.Q2_0, 32, 10, 2),
 )
 
-# ik_llama.cpp gguf-py GGML_QUANT_SIZES (quant-ecosystem.md table "ik_llama.cpp-only types").
+# ik_llama.cpp-only types: GGML_QUANT_SIZES in
+# github.com/ikawrakow/ik_llama.cpp gguf-py/gguf/constants.py.
 _IK_ONLY: tuple[tuple[GGMLType, int, int, int], ...] = (
     (GGMLType.Q6_0, 32, 26, 6),
     (GGMLType.IQ1_BN, 64, 13, 1),

@@ -3,7 +3,7 @@
 Keys from gguf-py ``Keys.General`` / ``Keys.Quantize`` (gguf 0.19 constants.py), as converters and
 llama-quantize write them: ``general.base_model.*``, ``general.quantized_by``, ``general.repo_url``,
 ``general.size_label``, ``quantize.imatrix.*``. Unsloth files carry ``general.quantized_by =
-Unsloth`` and ``quantize.imatrix.file = .../imatrix_unsloth.gguf`` (quant-ecosystem.md §1).
+Unsloth`` and ``quantize.imatrix.file = .../imatrix_unsloth.gguf`` (their files' metadata).
 """
 
 from __future__ import annotations

@@ -102,8 +102,8 @@ def qwen35moe(size: str = "tiny") -> ModelSpec:
 
     real = Qwen3.6-35B-A3B: 40 trunk layers + MTP block 40; attention 16 Q / 2 KV heads x 256;
     GDN 16 QK / 32 V heads x 128; 256 experts (8 used) x 512, shared expert 512; vocab 248320.
-    753 tensors, 443 of them quantizable: the real Q8_0 file's counts (q8_0 443, f32 308, bf16 2;
-    quant-ecosystem.md §4).
+    753 tensors, 443 of them quantizable: the real Q8_0 file's counts (q8_0 443, f32 308, bf16 2,
+    as the Hub's GGUF viewer lists them).
     """
     _check(size)
     if size == "tiny":

@@ -22,7 +22,7 @@ GGML_TYPES["Q2_0"] = 42
 TYPE_SIZES: dict[int, tuple[int, int]] = {int(t.value): bs for t, bs in GGML_QUANT_SIZES.items()}
 TYPE_SIZES[42] = (32, 10)  # Q2_0 (ggml-common.h block_q2_0: fp16 d + 32 2-bit quants)
 
-#: ik_llama.cpp-only types (ikawrakow/ik_llama.cpp gguf-py constants; quant-ecosystem.md table 3).
+#: ik_llama.cpp-only types (github.com/ikawrakow/ik_llama.cpp gguf-py/gguf/constants.py).
 IK_TYPES: dict[str, int] = {
     "Q6_0": 133,
     "IQ2_K": 137,
@@ -52,7 +52,7 @@ TYPE_SIZES.update(
     }
 )
 
-#: A fork-only type seen on the Hub ("PXQ4" in a Qwen3.8-27B file, quant-ecosystem.md §0.4). Its
+#: A fork-only type seen on the Hub ("PXQ4" in a Qwen3.8-27B file). Its
 #: block layout is not published; the builder ASSUMES 256 elements in 144 bytes (4.5 bpw) to lay
 #: the file out. A parser cannot know this size: it must infer it from offsets, or report unknown.
 FORK_PXQ4 = 252

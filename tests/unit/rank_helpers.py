@@ -2,7 +2,7 @@
 
 Dims follow the models' config.json (Qwen3.6-27B: 64 trunk layers, 16 with
 full attention of 4 KV heads x 256, 48 Gated-DeltaNet layers, one MTP block) and the Qwen3.5-35B-A3B
-layout of quant-ecosystem.md (40 layers, 256 experts, 8 used).
+layout of its config.json (40 layers, 256 experts, 8 used).
 """
 
 from __future__ import annotations

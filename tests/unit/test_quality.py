@@ -69,8 +69,9 @@ def test_attention_kept_at_8_bits_beats_4_bits_at_equal_ffn():
 
 
 def test_moe_attention_matters_more_than_in_dense_models():
-    # Qwen3.5-35B-A3B sweep (quant-ecosystem.md s.1): attention + shared experts at Q8_0 with
-    # Q4_K experts (AesSedai, KLD 0.0102) beat MXFP4 everywhere (first UD-Q4_K_XL, 0.0524).
+    # Qwen3.5-35B-A3B sweep (reddit.com/r/LocalLLaMA/comments/1rfds1h): attention and shared
+    # experts at Q8_0 with Q4_K experts (AesSedai, KLD 0.0102) beat MXFP4 everywhere (first
+    # UD-Q4_K_XL, 0.0524).
     def moe(attn: float, shexp: float, exps: float) -> QualityInputs:
         return QualityInputs(
             groups=(
