@@ -1,6 +1,6 @@
 """The catalog: the ONLY API the rest of quants uses to reach the database.
 
-Names resolve lazily, so the search path (the reader alone) starts without importing SQLAlchemy.
+May import: base, gguf, fit, profile (part), ranking (part).
 Details: docs/internals/catalog.md#overview
 """
 

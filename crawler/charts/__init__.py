@@ -1,6 +1,6 @@
 """Charts as server-side SVG text (pure: no I/O, no third-party library, no script).
 
-quants serve inlines them and --plot writes them; every string that reaches the SVG is escaped.
+May import: base, fit.
 Details: docs/internals/charts.md#overview
 """
 

@@ -1,6 +1,6 @@
 """The quants command line: parse, build settings, call the library, render.
 
-main() alone turns a QuantsError into a one-line message, a hint and an exit code.
+May import: every layer below.
 Details: docs/internals/cli.md#overview
 """
 

@@ -1,6 +1,6 @@
 """Memory model of llama.cpp (pure: no I/O): header -> coefficients -> estimate for any config.
 
-Weights, KV and recurrent state are exact; compute buffers and overhead are fitted (cuda.py).
+May import: base, gguf.
 Details: docs/internals/fit.md#overview
 """
 

@@ -1,6 +1,6 @@
 """Hub client (I/O): discover GGUF repos, list their files, read byte ranges of files.
 
-The only code that talks to the Hub: one retry policy, a rate limiter, a budget; never the token.
+May import: base.
 Details: docs/internals/hub.md#overview
 """
 

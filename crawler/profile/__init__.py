@@ -1,1 +1,5 @@
-"""Profiling: tensor roles, precision per group and layer, labels, claims (pure; over gguf, fit)."""
+"""Profiling: tensor roles, precision per group and layer, labels, claims (pure; over gguf, fit).
+
+May import: base, gguf, fit.
+Details: docs/internals/profile.md
+"""

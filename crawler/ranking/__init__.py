@@ -1,5 +1,5 @@
 """Ranking (pure: no I/O): the search's model, bounds, search columns, order and commands.
 
-The catalog imports its types and SQL builders; nothing here imports the catalog.
+May import: base, fit, profile.
 Details: docs/internals/ranking.md#overview
 """

@@ -1,6 +1,6 @@
 """JSON Schemas (draft 2020-12) of every --json output, shipped as package data.
 
-One file per output and version; a change a version-1 reader would reject needs a new version.
+May import: base.
 Details: docs/internals/base.md#schemas
 """
 

@@ -1,5 +1,5 @@
 """Catalog snapshots: versioned Parquet files + manifest.json, shared through a Hub dataset.
 
-manifest defines the format; export, import_ and hubsync write, merge, publish and pull.
+May import: base, catalog, fit, profile (part).
 Details: docs/internals/snapshot.md
 """

@@ -1,6 +1,6 @@
 """quants serve: a local, read-only web app over the catalog (search, model, quant, scans).
 
-A thin layer over the CLI's library calls, with no third-party script; only quants serve imports it.
+May import: base, fit, profile, ranking, charts, catalog, library.
 Details: docs/internals/web.md#overview
 """
 

@@ -129,7 +129,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
 )
 # Standard-library modules that do I/O: a layer names them like any library it may use.
 IO_STDLIB = frozenset({"sqlite3", "socket", "urllib", "http", "ssl", "subprocess", "logging"})
-LAYER_NAMES = {name for name, *_ in LAYERS}
+LAYER_NAMES_IN_ORDER = [name for name, *_ in LAYERS]
+LAYER_NAMES = set(LAYER_NAMES_IN_ORDER)
 
 
 def _owns(prefix: str, module: str) -> bool:
@@ -196,6 +197,31 @@ def test_each_layer_imports_only_what_its_allow_lists_name(layer):
             if not ok:
                 bad.setdefault(module, []).append(imp)
     assert bad == {}
+
+
+def _may_import(layer: str, allowed: tuple[str, ...]) -> str:
+    """The "May import:" line a layer package's docstring carries, from its allow-list."""
+    below = LAYER_NAMES_IN_ORDER[: LAYER_NAMES_IN_ORDER.index(layer)]
+    names: list[str] = []
+    for target in allowed:
+        short = target if target in LAYER_NAMES else target.split(".")[1]
+        part = target not in LAYER_NAMES and target.count(".") >= 2
+        if not any(n.split(" ")[0] == short for n in names):
+            names.append(short + (" (part)" if part else ""))
+    if names == below and len(below) > 6:
+        return "May import: every layer below."
+    return f"May import: {', '.join(names)}."
+
+
+@pytest.mark.parametrize("layer", [name for name, *_ in LAYERS])
+def test_each_layer_package_says_what_it_may_import(layer):
+    _, prefixes, allowed, _libraries = next(row for row in LAYERS if row[0] == layer)
+    for prefix in prefixes:
+        init = PKG.parent / prefix.replace(".", "/") / "__init__.py"
+        if prefix == "crawler" or not init.exists():
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text("utf-8"))) or ""
+        assert _may_import(layer, allowed) in doc.splitlines(), (prefix, doc)
 
 
 def _quants_module(name: str) -> str:
