@@ -17,7 +17,6 @@ from crawler.errors import NothingFits, UsageError
 from tests.cli import clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render
 from tests.fixtures.llamacpp.models import load_rows
-from tests.hub_emulator.fixtures import _shared_hub, world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
 from tests.schemas import checked
 
@@ -50,7 +49,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, _shared_hub: HubEmulator) -> World:  # noqa: F811
+def world(tmp_path_factory, _shared_hub: HubEmulator) -> World:
     w = World(tmp_path_factory.mktemp("api-e2e"), _shared_hub)
     w.cli("crawl", "--all", "--json")
     return w

@@ -33,7 +33,6 @@ from tests.fixtures.llamacpp.logs import render
 from tests.fixtures.llamacpp.models import load_rows
 from tests.fixtures.world import REAL_WORLD, FileCache, Quant, RepoSpec, populate
 from tests.hub_emulator import HubEmulator
-from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _MARK = re.compile(r"#\s*docs-test:\s*(skip\s*\((?P<why>[^)]*)\)|exit\s+(?P<code>\d+))")
@@ -103,7 +102,7 @@ def _world(cache: FileCache) -> list[RepoSpec]:
 
 
 @pytest.fixture(scope="module")
-def docs_env(world_cache: FileCache, tmp_path_factory: pytest.TempPathFactory  # noqa: F811
+def docs_env(world_cache: FileCache, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[tuple[Path, dict[str, str]]]:  # fmt: skip
     emu = HubEmulator()
     populate(emu.state, world_cache, _world(world_cache))

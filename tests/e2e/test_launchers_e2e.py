@@ -13,7 +13,6 @@ import yaml
 from crawler import api
 from crawler.ranking.launchers import emit, render
 from tests.cli import clean_env, run_quants
-from tests.hub_emulator.fixtures import _shared_hub, world_cache  # noqa: F401
 from tests.schemas import checked
 
 # mostlygeek/llama-swap proxy/config/model_config.go: the keys of a model entry.
@@ -42,7 +41,7 @@ MODEL_YAML_KEYS = {"model", "base", "metadataOverrides", "config", "customFields
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory, _shared_hub):  # noqa: F811
+def env(tmp_path_factory, _shared_hub):
     tmp = tmp_path_factory.mktemp("launchers")
     env = clean_env(tmp, QUANTS_DB=f"sqlite:///{tmp / 'c.sqlite'}",
                     QUANTS_HF_ENDPOINT=_shared_hub.endpoint)  # fmt: skip

@@ -20,7 +20,6 @@ from tests.cli import ROOT, clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render
 from tests.fixtures.llamacpp.models import load_rows
 from tests.fixtures.world import FileCache, Quant, spec
-from tests.hub_emulator.fixtures import _shared_hub, world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
 from tests.schemas import checked
 
@@ -43,7 +42,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, _shared_hub, world_cache) -> World:  # noqa: F811
+def world(tmp_path_factory, _shared_hub, world_cache) -> World:
     w = World(tmp_path_factory.mktemp("mcp-e2e"), _shared_hub, world_cache)
     w.cli("crawl", "--all", "--json")
     return w

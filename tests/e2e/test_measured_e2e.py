@@ -20,7 +20,6 @@ from crawler.catalog import Catalog
 from crawler.catalog.tables import MeasuredQuality, Repo
 from tests.cli import clean_env, run_quants
 from tests.fixtures.world import MEASURED_WORLD, FileCache, populate
-from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 from tests.hub_emulator.server import HubEmulator
 from tests.web.conftest import serving
 
@@ -39,7 +38,7 @@ def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def crawled(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path, str]:  # noqa: F811
+def crawled(tmp_path_factory, world_cache: FileCache) -> tuple[str, Path, str]:
     tmp = tmp_path_factory.mktemp("measured-e2e")
     db = f"sqlite:///{tmp / 'catalog.sqlite'}"
     emulator = HubEmulator()
@@ -183,7 +182,7 @@ def test_web_app_shows_measured_with_its_source(crawled) -> None:
 @pytest.mark.postgres
 def test_postgres_catalog_shows_the_same_measured_values(
     tmp_path,
-    world_cache: FileCache,  # noqa: F811
+    world_cache: FileCache,
     crawled,
 ) -> None:
     """The same crawl into PostgreSQL: search returns the same measured rows in the same order."""

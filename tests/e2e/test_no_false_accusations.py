@@ -14,7 +14,6 @@ from crawler.fit.llamalog import LogConfig
 from crawler.units import MIB
 from tests import synth
 from tests.cli import clean_env, run_quants
-from tests.hub_emulator.fixtures import hub, world_cache  # noqa: F401
 from tests.unit.test_source import RangeServer
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp" / "logs"
@@ -172,7 +171,7 @@ def test_tensors_show_recurrent_layers(tmp_path, env):
     assert {"recurrent", "full"} <= kinds and "attention" not in kinds
 
 
-def test_hub_split_named_whole_file_is_read_as_one(hub, tmp_path):  # noqa: F811
+def test_hub_split_named_whole_file_is_read_as_one(hub, tmp_path):
     from crawler.config import Settings
     from crawler.errors import HubNotFound
     from crawler.hub import HubClient

@@ -26,7 +26,6 @@ import pytest
 from tests.cli import Cli, clean_env, run_quants, start_quants
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate, text
 from tests.hub_emulator import Fault, HubEmulator
-from tests.hub_emulator.fixtures import world_cache  # noqa: F401
 
 BASE = "meta-llama/Llama-2-7b-chat-hf"
 REPO = "someone/chat-7b-q-GGUF"
@@ -66,7 +65,7 @@ def _split_repo(emu: HubEmulator, cache: FileCache) -> None:
 
 
 @pytest.fixture(scope="module")
-def emu(world_cache: FileCache) -> Iterator[HubEmulator]:  # noqa: F811
+def emu(world_cache: FileCache) -> Iterator[HubEmulator]:
     emulator = HubEmulator()
     populate(emulator.state, world_cache, _world())
     _split_repo(emulator, world_cache)
@@ -185,7 +184,7 @@ def test_options_are_checked_before_the_hub(tmp_path: Path, args: tuple[str, ...
 
 
 @pytest.fixture
-def silent_hub(world_cache: FileCache) -> Iterator[HubEmulator]:  # noqa: F811
+def silent_hub(world_cache: FileCache) -> Iterator[HubEmulator]:
     emulator = HubEmulator()
     populate(emulator.state, world_cache, _world())
     emulator.faults.add(Fault.delay(6), origin="hub")  # accepts, answers after the client left
