@@ -16,8 +16,11 @@ lint:
 typecheck:
 	$(PY) -m mypy crawler
 
-# pytest exits 5 when it collected no test: that must fail, not pass silently.
-PYTEST = $(PY) -m pytest -q -p no:cacheprovider
+# pytest exits 5 when it collected no test: that must fail, not pass silently. Tests run on every
+# core (pytest-xdist); each worker builds the session fixtures it needs. PYTEST_WORKERS=0 runs in
+# one process (for a debugger, or to read one test's output in order).
+PYTEST_WORKERS ?= auto
+PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS)
 NO_TESTS_FAIL = rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 1; fi; exit $$rc
 
 # The fast set: tests/unit, in-process only (its conftest refuses subprocesses and the emulator).
