@@ -41,7 +41,7 @@ TYPES = ("Q3_K", "IQ3_XXS", "IQ4_XS", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0")
 #: (both scale with k), a cost per host MoE layer (one fitting row has experts on host) and a
 #: cost per cycle with a rejected draft (fitted to 1 us).
 SCALARS = ("MOE_LAYER_S", "QCACHE_LAYER_S", "SERVER_S",
-           "DRAFT_S", "ACCEPT_S")  # fmt: skip
+           "DRAFT_S", "ACCEPT_S", "VERIFY_S")  # fmt: skip
 DEPTHS = ("f16", "quant")
 HUGE = 1e300
 
@@ -74,10 +74,15 @@ def constants(values: list[float]) -> Iterator[None]:
     """The model with ``values`` as its constants, restored afterwards."""
     saved = (dict(speed.TYPE_EFFICIENCY), {n: getattr(speed, n) for n in SCALARS},
              dict(speed.DEPTH_S), speed.HOST_EFF)  # fmt: skip
+    cap = speed.PLATFORM_EFFICIENCY["cuda"]
+    # the H200's weight reads are kernel-bound: the bandwidth cap of other GPUs must not clip
+    # the features (a type's rate at 1 / value) while fitting
+    speed.PLATFORM_EFFICIENCY["cuda"] = 1e6
     _set(values)
     try:
         yield
     finally:
+        speed.PLATFORM_EFFICIENCY["cuda"] = cap
         speed.TYPE_EFFICIENCY.clear()
         speed.TYPE_EFFICIENCY.update(saved[0])
         for n, v in saved[1].items():

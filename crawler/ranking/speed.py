@@ -14,7 +14,7 @@ and its errors: docs/models.md "Decode speed"). Seconds per token at a context d
          + SERVER_S                                                       llama-server's own
 
 * ``eff_T``: the share of peak bandwidth llama.cpp's decode kernels reach per weight type
-  (TYPE_EFFICIENCY). On the H200 it ranges from 0.13 (Q3_K) to 0.43 (Q8_0): the
+  (TYPE_EFFICIENCY). On the H200 it ranges from 0.13 (Q3_K) to 0.39 (Q8_0): the
   kernels there are bound by dequantisation work, not by memory, so bytes alone mislead.
   Without the per-type mix the file's bits per weight pick a class (type_efficiency).
 * Attention at depth is not the KV read at full bandwidth: a quantized cache costs about 3x
@@ -25,9 +25,10 @@ and its errors: docs/models.md "Decode speed"). Seconds per token at a context d
   (draft token i kept with probability a^i, the law llama-server's ``--spec-synth-rates``
   follows): a cycle yields ``E = 1 + a + ... + a^k`` tokens and costs one target pass, ``k``
   draft passes (the MTP block and output head read plus DRAFT_S per drafted token: the draft
-  pass and its share of the verify batch), ACCEPT_S per accepted token and, for MoE, the extra
-  experts the ``k + 1`` verified tokens route to. The costs are measured (alpha 0 and 1 separate
-  them from acceptance), not assumed.
+  pass and its share of the verify batch), a verify column per drafted token (VERIFY_S per byte
+  the target reads: the kernels are bound by work per weight), ACCEPT_S per accepted token
+  and, for MoE, the extra experts the ``k + 1`` verified tokens route to. The costs are
+  measured (alpha 0 and 1 separate them from acceptance), not assumed.
 
 Other GPUs (extrapolated, by platform: llama.cpp's CUDA or Metal backend, gpu_platform): each
 weight type is read at the lesser of PLATFORM_EFFICIENCY x bandwidth and the rate its kernel
@@ -90,17 +91,42 @@ DRAFT_N_CHOICES = (1, 2, 3, 4, 5)
 #: files of four architectures, H200; docs/models.md). Types not measured use their class.
 TYPE_EFFICIENCY: dict[str, float] = {
     "Q3_K": 0.125,
-    "IQ3_XXS": 0.162,
+    "IQ3_XXS": 0.179,
     "IQ4_XS": 0.255,
     "Q4_0": 0.283,
-    "Q4_K": 0.246,
-    "Q5_K": 0.28,
-    "Q6_K": 0.26,
-    "Q8_0": 0.389,
-    "F16": 0.389,
-    "BF16": 0.389,
-    "F32": 0.389,
+    "Q4_K": 0.245,
+    "Q5_K": 0.280,
+    "Q6_K": 0.260,
+    "Q8_0": 0.394,
+    "F16": 0.394,
+    "BF16": 0.394,
+    "F32": 0.394,
 }
+#: Bits-per-weight classes for files whose type mix is unknown: below 4 bits the 2- and 3-bit
+#: kernels (lookup-table and 3-bit K-quants), else the median of the 4- to 6-bit types.
+LOW_BIT_EFFICIENCY = 0.155
+MID_BIT_EFFICIENCY = 0.283
+#: Fixed cost per MoE layer, seconds (router, expert gather: fitted).
+MOE_LAYER_S = 6.895e-5
+#: Attention at depth, seconds per (token of depth x query-head element) per attention layer on
+#: the H200, by cache type class; a quantized cache's fixed cost per attention layer.
+DEPTH_S = {"f16": 3.437e-13, "quant": 8.889e-13}
+QCACHE_LAYER_S = 1.552e-5
+#: Experts in host memory: share of the host bandwidth reached (fitted against the default
+#: 60 GB/s on the measuring machine's host).
+HOST_EFF = 0.629
+#: llama-server's own cost per decode step (sampling, slot bookkeeping) over llama-bench's.
+SERVER_S = 4.104e-4
+#: MTP: fixed cost per drafted token (the draft pass and its share of the verify batch: the two
+#: scale together with k and are not separable from speed alone), and per accepted token.
+DRAFT_S = 1.736e-3
+ACCEPT_S = 1.064e-3
+#: MTP verify: seconds per weight byte of the target pass per drafted token on the H200. Each
+#: drafted token is one more column of the verify batch, and the decode kernels are bound by
+#: dequantisation work per weight (TYPE_EFFICIENCY), so a column costs in proportion to the
+#: weights the target reads: 0.6 ms on the dense 27B, 0.1 ms on the 3B-active MoE (a drafted
+#: token costs 3.3 and 2.1 ms in all, measured at acceptance 0).
+VERIFY_S = 4.629e-14
 #: Other GPUs, per platform (the llama.cpp backend: "cuda" for NVIDIA and the rest, "metal" for
 #: Apple): the share of peak bandwidth weight reads reach where the kernels keep up, a fixed cost
 #: per trunk layer beyond the H200's and per MoE layer (seconds). Fitted (tools/fit_speed.py
@@ -110,27 +136,8 @@ TYPE_EFFICIENCY: dict[str, float] = {
 #: encoding; Apple GPUs are compute-bound on small weights) and 23 us per MoE layer more.
 PLATFORM_EFFICIENCY: dict[str, float] = {"cuda": 0.61, "metal": 0.82}
 PLATFORM_LAYER_S: dict[str, float] = {"cuda": 0.0, "metal": 170.5e-6}
-PLATFORM_MOE_LAYER_S: dict[str, float] = {"cuda": 68.53e-6, "metal": 22.57e-6}
+PLATFORM_MOE_LAYER_S: dict[str, float] = {"cuda": MOE_LAYER_S, "metal": 22.57e-6}
 PUBLISHED_ROWS: dict[str, int] = {"cuda": 5, "metal": 8}
-#: Bits-per-weight classes for files whose type mix is unknown: below 4 bits the 2- and 3-bit
-#: kernels (lookup-table and 3-bit K-quants), else the median of the 4- to 6-bit types.
-LOW_BIT_EFFICIENCY = 0.155
-MID_BIT_EFFICIENCY = 0.283
-#: Fixed cost per MoE layer, seconds (router, expert gather: fitted).
-MOE_LAYER_S = 68.53e-6
-#: Attention at depth, seconds per (token of depth x query-head element) per attention layer on
-#: the H200, by cache type class; a quantized cache's fixed cost per attention layer.
-DEPTH_S = {"f16": 3.366e-13, "quant": 8.757e-13}
-QCACHE_LAYER_S = 15.30e-6
-#: Experts in host memory: share of the host bandwidth reached (fitted against the default
-#: 60 GB/s on the measuring machine's host).
-HOST_EFF = 0.629
-#: llama-server's own cost per decode step (sampling, slot bookkeeping) over llama-bench's.
-SERVER_S = 294.3e-6
-#: MTP: fixed cost per drafted token (the draft pass and its share of the verify batch: the two
-#: scale together with k and are not separable from speed alone), and per accepted token.
-DRAFT_S = 1.820e-3
-ACCEPT_S = 1.121e-3
 
 
 _LABEL_TYPE = re.compile(r"(?<![A-Z0-9])(I?Q\d_(?:K|\d|XXS|XS|S|M|NL))(?:_(S|M|L|XL))?", re.I)
@@ -188,6 +195,9 @@ class SpeedInputs:
     mtp_expert_bytes: int = 0  # of which routed experts (a draft pass reads the active share)
     output_bytes: int = 0  # the output head, read by every draft pass
     draft_n_max: int = 3
+    #: Every token routes to the same experts (the zero-weight files the constants were
+    #: measured on: all router logits tie), so the verify batch reads no extra experts.
+    same_experts: bool = False
     #: (ggml type, share of the weight bytes); empty: type_efficiency of the bits.
     type_mix: tuple[tuple[str, float], ...] = ()
     bits_per_weight: float | None = None
@@ -332,12 +342,14 @@ def mtp_cycle_seconds(
     idle = x.mtp_expert_bytes * (1.0 - x.n_expert_used / x.n_expert) if x.n_expert > 0 else 0.0
     read = x.mtp_bytes - idle + x.output_bytes
     q8 = SpeedInputs(0, type_mix=(("Q8_0", 1.0),)).weight_seconds_per_byte(bw, platform)
-    draft = read * q8 + DRAFT_S
+    active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
+    target = x.dense_bytes + (0.0 if x.experts_on_host else active)
+    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # the H200's rate, scaled as at depth
+    draft = read * q8 + DRAFT_S + target * VERIFY_S * slow
     extra = 0.0
-    if x.n_expert > 0 and x.n_expert_used > 0 and not x.experts_on_host:
+    if x.n_expert > 0 and x.n_expert_used > 0 and not x.experts_on_host and not x.same_experts:
         p = x.n_expert_used / x.n_expert
         distinct = (1.0 - (1.0 - p) ** (k + 1)) / p
-        active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
         extra = active * (distinct - 1.0) * x.weight_seconds_per_byte(bw, platform)
     accepted = expected_tokens(alpha, k) - 1.0
     return t0 + k * draft + extra + accepted * ACCEPT_S

@@ -50,11 +50,12 @@ def _mtp_speedup_errors() -> list[float]:
 
 #: The errors the fit reached (tools/fit_speed.py), rounded up: fitted rows, held-out rows
 #: (the issue's targets are median 15 % / p90 30 %), MTP speed-up points at a known acceptance
-#: (the issue's target is 10 points; missed: see docs/models.md "Decode speed").
-FIT_MEDIAN, FIT_P90, FIT_MAX = 0.05, 0.095, 0.135
-HELD_MEDIAN, HELD_P90 = 0.06, 0.15
-SERVER_MAX = 0.11  # fitted llama-server rows (MTP off and on)
-MTP_POINTS = 0.26
+#: (the issue's target is 10 points: met by 5 of the 6 held-out rows; the MoE row at k=3,
+#: a=0.789 misses it, docs/models.md "Speed model").
+FIT_MEDIAN, FIT_P90, FIT_MAX = 0.035, 0.08, 0.13
+HELD_MEDIAN, HELD_P90 = 0.05, 0.14
+SERVER_MAX = 0.04  # fitted llama-server rows (MTP off and on)
+MTP_POINTS, MTP_TARGET, MTP_WITHIN = 0.13, 0.10, 5
 
 
 def _within_bounds() -> bool:
@@ -67,6 +68,7 @@ def _within_bounds() -> bool:
         and statistics.median(held) <= HELD_MEDIAN
         and _p90(held) <= HELD_P90
         and max(abs(e) for e in mtp) <= MTP_POINTS
+        and sum(abs(e) <= MTP_TARGET for e in mtp) >= MTP_WITHIN
         and max(_server_errors()) <= SERVER_MAX
     )
 
@@ -106,8 +108,9 @@ def test_mtp_speedup_at_known_acceptance() -> None:
     errs = _mtp_speedup_errors()
     assert len(errs) >= 4
     assert max(abs(e) for e in errs) <= MTP_POINTS, errs
-    # the 10-point target holds for the low-acceptance rows only (k=1 a=0.7, k=2 a=0.6)
-    assert sum(abs(e) <= 0.10 for e in errs) >= 2, errs
+    # the 10-point target: every held-out dense row (k=2..5, a=0.6..0.85, f16 and a
+    # 262K q4_0 cache) and the MoE row at k=1; not the MoE row at k=3 a=0.789
+    assert sum(abs(e) <= MTP_TARGET for e in errs) >= MTP_WITHIN, errs
 
 
 @contextmanager
@@ -139,7 +142,7 @@ def _mutated(name: str, factor: float) -> Iterator[None]:
 
 TERMS = [
     *(f"eff {t}" for t in ("Q3_K", "IQ3_XXS", "IQ4_XS", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0")),
-    "MOE_LAYER_S", "QCACHE_LAYER_S", "SERVER_S", "DRAFT_S", "ACCEPT_S", "HOST_EFF",
+    "MOE_LAYER_S", "QCACHE_LAYER_S", "SERVER_S", "DRAFT_S", "ACCEPT_S", "VERIFY_S", "HOST_EFF",
     "DEPTH_S f16", "DEPTH_S quant",
 ]  # fmt: skip
 
