@@ -196,7 +196,7 @@ def test_draft_length_is_chosen_by_predicted_speed() -> None:
 #: (rounded up), and each platform's sum of squared relative errors on its fitting rows (the
 #: fit's optimum, 1 % above): any change of a fitted term raises one of them.
 PUBLISHED_TARGET = 0.25
-PUBLISHED_HELD_MEDIAN, PUBLISHED_FIT_MEDIAN = 0.12, 0.06
+PUBLISHED_HELD_MEDIAN, PUBLISHED_FIT_MEDIAN = 0.125, 0.06
 PUBLISHED_SSE = {"cuda": 0.0190 * 1.01, "metal": 0.1941 * 1.01}
 
 
@@ -226,7 +226,7 @@ def test_published_rows_are_cited_split_and_counted() -> None:
         fit = [r for r in pub if r.platform == p and not r.held_out]
         held = [r for r in pub if r.platform == p and r.held_out]
         assert len(fit) == speed.PUBLISHED_ROWS[p] and len(held) >= 4
-        # held out by GPU: no held-out row's GPU has a fitting row of the same model
+        # held out by GPU or model: no held-out row's GPU has a fitting row of the same model
         fitted = {(r.raw["gpu"], r.raw["model"]) for r in fit}
         assert not any((r.raw["gpu"], r.raw["model"]) in fitted for r in held)
     assert {r.raw["model"] for r in pub} >= {"llama2-7b", "qwen3-30b-a3b", "qwen35-27b"}
