@@ -1,41 +1,7 @@
 """Decode-speed estimate (tokens/s), pure: no I/O. An estimate, labelled so, with its basis.
 
-The structure is the one llama.cpp's measured decode times show (127 rows of llama-bench and
-llama-server 0c1e57098 on an H200, tests/fixtures/llamacpp/speed-measurements.jsonl; the fit
-and its errors: docs/models.md "Decode speed"). Seconds per token at a context depth ``d``::
-
-    t(d) = sum over ggml types T of  bytes_T / (eff_T * bandwidth)        weights read
-         + n_moe * MOE_LAYER_S                                              fixed MoE cost
-         + (d_global * n_attn + min(d, window) * n_swa) * q_width
-             * DEPTH_S[cache] * H200 / bandwidth                          attention at depth
-         + n_attn * QCACHE_LAYER_S  (quantized cache only)
-         + host experts: active expert bytes / (HOST_EFF * host bandwidth)
-           (instead of their device read and MOE_LAYER_S)
-         + SERVER_S                                                       llama-server's own
-
-* ``eff_T``: the share of peak bandwidth llama.cpp's decode kernels reach per weight type
-  (TYPE_EFFICIENCY). On the H200 it ranges from 0.13 (Q3_K) to 0.39 (Q8_0): the
-  kernels there are bound by dequantisation work, not by memory, so bytes alone mislead.
-  Without the per-type mix the file's bits per weight pick a class (type_efficiency).
-* Attention at depth is not the KV read at full bandwidth: a quantized cache costs about 3x
-  the f16 cache per token of depth although it holds 2-3.5x fewer bytes (the flash-attention
-  kernel dequantises K and V for every query head), so the term counts query-head elements,
-  per cache type.
-* MTP (``--spec-type draft-mtp``) with draft length ``k`` and per-token acceptance ``a``
-  (draft token i kept with probability a^i, the law llama-server's ``--spec-synth-rates``
-  follows): a cycle yields ``E = 1 + a + ... + a^k`` tokens and costs one target pass, ``k``
-  draft passes (the MTP block and output head read plus DRAFT_S per drafted token: the draft
-  pass and its share of the verify batch), a verify column per drafted token (VERIFY_S per byte
-  the target reads: the kernels are bound by work per weight), ACCEPT_S per accepted token
-  and, for MoE, the extra experts the ``k + 1`` verified tokens route to. The costs are
-  measured (alpha 0 and 1 separate them from acceptance), not assumed.
-
-Other GPUs (extrapolated, by platform: llama.cpp's CUDA or Metal backend, gpu_platform): each
-weight type is read at the lesser of PLATFORM_EFFICIENCY x bandwidth and the rate its kernel
-reached on the H200, plus PLATFORM_LAYER_S per trunk layer and PLATFORM_MOE_LAYER_S per MoE layer
-(instead of MOE_LAYER_S); attention at depth scales with the H200's bandwidth over the GPU's.
-These terms are fitted on published llama-bench tg128 rows (tests/fixtures/llamacpp/
-speed-published.jsonl, docs/models.md "Published rows"); the basis says "extrapolated".
+Fitted on llama.cpp's measured decode times on an H200; other GPUs are extrapolated.
+Details: docs/internals/ranking.md#speed
 """
 
 from __future__ import annotations
