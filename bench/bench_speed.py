@@ -3,7 +3,8 @@
 Reads ``tests/fixtures/llamacpp/speed-measurements.jsonl`` (made by ``tools/measure_speed.py``
 on an H200 with llama.cpp 0c1e57098) and prints Markdown: one row per measurement (predicted,
 measured, error, fitted or held out), then the median and 90th-percentile absolute error of the
-fitted and the held-out rows, and the MTP speed-up errors at known acceptances.
+fitted and the held-out rows, and the MTP speed-up errors at known acceptances; then the same for
+the published llama-bench rows of other GPUs (``speed-published.jsonl``, one source per row).
 ``python -m bench bench_speed``.
 """
 
@@ -46,6 +47,28 @@ def main(options: Sequence[str] = ()) -> None:
             b = base[(r.raw["model"], r.raw["ctk"], r.raw.get("ctx"))]
             m, p = r.measured / b.measured, predict(r) / predict(b)
             print(f"| {r.label} | {m:.2f}x | {p:.2f}x | {(p - m) * 100:+.0f} |")
+    _published()
+
+
+def _published() -> None:
+    from tests.fixtures.llamacpp.speed import predict_published, published_rows
+
+    print()
+    print("| published row (GPU, file) | published tok/s | predicted | error | set | source |")
+    print("|---|---:|---:|---:|---|---|")
+    errs: dict[str, list[float]] = {"fitted": [], "held out": []}
+    for r in published_rows():
+        p = predict_published(r)
+        e = p / r.measured - 1
+        kind = "held out" if r.held_out else "fitted"
+        errs[kind].append(abs(e))
+        src = r.raw["source"].removeprefix("https://")
+        print(f"| {r.label} | {r.measured:.1f} | {p:.1f} | {e:+.1%} | {kind} | {src} |")
+    print()
+    print("| published set | rows | median abs error | p90 abs error |")
+    print("|---|---:|---:|---:|")
+    for kind, xs in errs.items():
+        print(f"| {kind} | {len(xs)} | {statistics.median(xs):.1%} | {_p90(xs):.1%} |")
 
 
 if __name__ == "__main__":

@@ -349,7 +349,12 @@ def speed_check(
     from crawler.fit.gpus import resolve_gpu
     from crawler.fit.speedlog import parse_timings
     from crawler.ranking.evaluate import speed_inputs
-    from crawler.ranking.speed import DEFAULT_ACCEPTANCE, estimate_speed, per_token_acceptance
+    from crawler.ranking.speed import (
+        DEFAULT_ACCEPTANCE,
+        estimate_speed,
+        gpu_platform,
+        per_token_acceptance,
+    )
 
     t = parse_timings(text)
     if t is None:
@@ -365,7 +370,7 @@ def speed_check(
         a = per_token_acceptance(t.mean_len, k)
     label = Path(source).name if source else None
     x = dataclasses.replace(speed_inputs(coeffs, run, label=label), mtp=drafting, draft_n_max=k)
-    est = estimate_speed(x, g.bandwidth_gb_s, acceptance=a)
+    est = estimate_speed(x, g.bandwidth_gb_s, acceptance=a, platform=gpu_platform(g.name))
     out.update(
         gpu=g.name,
         predicted_tok_s=round(est.tok_s, 1),

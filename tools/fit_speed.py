@@ -1,10 +1,12 @@
 """Fit crawler/ranking/speed.py's constants on the fitting rows of the decode-speed fixture.
 
-``python tools/fit_speed.py`` prints the constants (paste them into crawler/ranking/speed.py) and the
-errors on fitting and held-out rows. The model is linear in its constants once each type's
-efficiency is written as its reciprocal, so the fit is a non-negative least squares on seconds
-per token (or per MTP cycle), each row weighted by its own time (relative errors). The
-features are read off the model itself: every constant at zero but one.
+``python tools/fit_speed.py`` prints the constants (paste them into crawler/ranking/speed.py)
+and the errors on fitting and held-out rows; ``--published`` fits the per-platform terms of
+other GPUs on the published rows (tests/fixtures/llamacpp/speed-published.jsonl) instead. The
+model is linear in its constants once each type's efficiency is written as its reciprocal, so
+the fit is a non-negative least squares on seconds per token (or per MTP cycle), each row
+weighted by its own time (relative errors). The features are read off the model itself: every
+constant at zero but one.
 
 Nothing here is imported by the library.
 """
@@ -22,7 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from crawler.ranking import speed
 from crawler.ranking.speed import expected_tokens
-from tests.fixtures.llamacpp.speed import Row, held_out, predict, rows
+from tests.fixtures.llamacpp.speed import (
+    PublishedRow,
+    Row,
+    held_out,
+    predict,
+    predict_published,
+    published_rows,
+    rows,
+)
 
 TYPES = ("Q3_K", "IQ3_XXS", "IQ4_XS", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0")
 #: Fitted scalars. Tried and left out of the model: a cost per layer or per token (with four
@@ -31,7 +41,7 @@ TYPES = ("Q3_K", "IQ3_XXS", "IQ4_XS", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0")
 #: (both scale with k), a cost per host MoE layer (one fitting row has experts on host) and a
 #: cost per cycle with a rejected draft (fitted to 1 us).
 SCALARS = ("MOE_LAYER_S", "QCACHE_LAYER_S", "SERVER_S",
-           "DRAFT_S", "ACCEPT_S")  # fmt: skip
+           "DRAFT_S", "ACCEPT_S", "VERIFY_S")  # fmt: skip
 DEPTHS = ("f16", "quant")
 HUGE = 1e300
 
@@ -64,10 +74,15 @@ def constants(values: list[float]) -> Iterator[None]:
     """The model with ``values`` as its constants, restored afterwards."""
     saved = (dict(speed.TYPE_EFFICIENCY), {n: getattr(speed, n) for n in SCALARS},
              dict(speed.DEPTH_S), speed.HOST_EFF)  # fmt: skip
+    cap = speed.PLATFORM_EFFICIENCY["cuda"]
+    # the H200's weight reads are kernel-bound: the bandwidth cap of other GPUs must not clip
+    # the features (a type's rate at 1 / value) while fitting
+    speed.PLATFORM_EFFICIENCY["cuda"] = 1e6
     _set(values)
     try:
         yield
     finally:
+        speed.PLATFORM_EFFICIENCY["cuda"] = cap
         speed.TYPE_EFFICIENCY.clear()
         speed.TYPE_EFFICIENCY.update(saved[0])
         for n, v in saved[1].items():
@@ -117,8 +132,56 @@ def report(values: list[float], pick: Callable[[Row], bool]) -> list[float]:
         return [predict(r) / r.measured - 1 for r in rows() if pick(r)]
 
 
+def _set_platform(p: str, eff: float, layer_s: float, moe_s: float) -> None:
+    speed.PLATFORM_EFFICIENCY[p] = eff
+    speed.PLATFORM_LAYER_S[p] = layer_s
+    speed.PLATFORM_MOE_LAYER_S[p] = moe_s
+
+
+def fit_platform(p: str) -> tuple[float, float, float, float]:
+    """The platform's efficiency, layer and MoE-layer seconds fitted on its published rows not
+    held out, and the fit's sum of squared relative errors: a grid over the efficiency (0.30 to
+    1.00 by 0.01), non-negative least squares for the two fixed costs at each. Without a MoE
+    row the MoE layer cost stays the H200's (MOE_LAYER_S)."""
+    fit_rows = [r for r in published_rows() if r.platform == p and not r.held_out]
+    moe = any(r.x.n_moe_layers for r in fit_rows)
+    y = np.array([r.measured for r in fit_rows])
+    a = np.array([[r.x.n_layer, r.x.n_moe_layers] for r in fit_rows], float)[:, : 2 if moe else 1]
+    best: tuple[float, float, float, float] | None = None
+    for eff in np.arange(0.30, 1.0001, 0.01):
+        _set_platform(p, float(eff), 0.0, 0.0)
+        base = np.array([1.0 / predict_published(r) for r in fit_rows])
+        c = nnls(a * y[:, None], 1.0 - base * y)
+        sse = float((((base + a @ c) * y - 1.0) ** 2).sum())
+        if best is None or sse < best[3]:
+            best = (float(eff), float(c[0]), float(c[1]) if moe else speed.MOE_LAYER_S, sse)
+    assert best is not None
+    _set_platform(p, *best[:3])
+    return best
+
+
+def report_published(pick: Callable[[PublishedRow], bool]) -> list[float]:
+    """Relative errors of the published rows ``pick`` selects (the constants as set)."""
+    return [predict_published(r) / r.measured - 1 for r in published_rows() if pick(r)]
+
+
+def main_published() -> None:
+    """Fit the per-platform terms, print them and the errors."""
+    for p in ("cuda", "metal"):
+        eff, layer_s, moe_s, sse = fit_platform(p)
+        n = sum(1 for r in published_rows() if r.platform == p and not r.held_out)
+        print(f"{p}: eff {eff:.2f} layer {layer_s:.4g} s moe layer {moe_s:.4g} s "
+              f"sse {sse:.4f} ({n} rows)")  # fmt: skip
+    for label, keep in (("fitted", False), ("held out", True)):
+        e = np.abs(report_published(lambda r, k=keep: r.held_out is k))  # type: ignore[misc]
+        print(f"{label}: n={len(e)} median {np.median(e):.1%} p90 {np.percentile(e, 90):.1%}")
+
+
 def main() -> None:
     """Fit, print the constants and the errors."""
+    if "--published" in sys.argv[1:]:
+        main_published()
+        return
     values = fit()
     for name, v in zip(names(), values, strict=False):
         shown = f"eff {1 / v:.3f}" if name.startswith("1/") and v > 0 else f"{v:.4g}"

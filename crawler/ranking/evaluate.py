@@ -31,6 +31,7 @@ from crawler.ranking.speed import (
     SpeedEstimate,
     SpeedInputs,
     estimate_speed,
+    gpu_platform,
     label_type_mix,
 )
 
@@ -92,7 +93,11 @@ def speed_of(
     )
     x = dataclasses.replace(x, kv_bytes_full=est.kv + est.mtp_kv)
     speed = estimate_speed(
-        x, budget.bandwidth_gb_s, acceptance=acceptance, choose_draft=choose_draft
+        x,
+        budget.bandwidth_gb_s,
+        acceptance=acceptance,
+        choose_draft=choose_draft,
+        platform=gpu_platform(budget.gpu_name),
     )
     return speed if cfg.n_gpu_layers is None else _partial_speed(c, est, speed)
 

@@ -17,6 +17,10 @@ __all__ = [
     "DRAFT_N_CHOICES",
     "MEASURED_GPU_BANDWIDTH_GB_S",
     "MOE_BOUND_SLACK",
+    "PLATFORM_EFFICIENCY",
+    "PLATFORM_LAYER_S",
+    "PLATFORM_MOE_LAYER_S",
+    "PUBLISHED_ROWS",
     "TYPE_EFFICIENCY",
     "VERIFY_EXPERTS_K",
     "SpeedBound",
@@ -25,6 +29,7 @@ __all__ = [
     "decode_seconds",
     "estimate_speed",
     "expected_tokens",
+    "gpu_platform",
     "label_type_mix",
     "mtp_cycle_seconds",
     "per_token_acceptance",
@@ -52,40 +57,53 @@ DRAFT_N_CHOICES = (1, 2, 3, 4, 5)
 #: files of four architectures, H200; docs/models.md). Types not measured use their class.
 TYPE_EFFICIENCY: dict[str, float] = {
     "Q3_K": 0.125,
-    "IQ3_XXS": 0.162,
+    "IQ3_XXS": 0.179,
     "IQ4_XS": 0.255,
     "Q4_0": 0.283,
-    "Q4_K": 0.246,
-    "Q5_K": 0.28,
-    "Q6_K": 0.26,
-    "Q8_0": 0.389,
-    "F16": 0.389,
-    "BF16": 0.389,
-    "F32": 0.389,
+    "Q4_K": 0.245,
+    "Q5_K": 0.280,
+    "Q6_K": 0.260,
+    "Q8_0": 0.394,
+    "F16": 0.394,
+    "BF16": 0.394,
+    "F32": 0.394,
 }
-#: Share of peak bandwidth a memory-bound decode reaches where the kernels keep up (slower
-#: memory than the H200's): the earlier fit on a published RTX 3090 Ti row (Qwen3.6-27B
-#: IQ4_XS, 48 tok/s; localweights/Qwen3.6-27B-MTP-IMAT-IQ4_XS-Q8nextn-GGUF model card).
-MEMORY_EFFICIENCY = 0.66
 #: Bits-per-weight classes for files whose type mix is unknown: below 4 bits the 2- and 3-bit
 #: kernels (lookup-table and 3-bit K-quants), else the median of the 4- to 6-bit types.
 LOW_BIT_EFFICIENCY = 0.155
 MID_BIT_EFFICIENCY = 0.283
 #: Fixed cost per MoE layer, seconds (router, expert gather: fitted).
-MOE_LAYER_S = 68.53e-6
+MOE_LAYER_S = 6.895e-5
 #: Attention at depth, seconds per (token of depth x query-head element) per attention layer on
 #: the H200, by cache type class; a quantized cache's fixed cost per attention layer.
-DEPTH_S = {"f16": 3.366e-13, "quant": 8.757e-13}
-QCACHE_LAYER_S = 15.30e-6
+DEPTH_S = {"f16": 3.437e-13, "quant": 8.889e-13}
+QCACHE_LAYER_S = 1.552e-5
 #: Experts in host memory: share of the host bandwidth reached (fitted against the default
 #: 60 GB/s on the measuring machine's host).
 HOST_EFF = 0.629
 #: llama-server's own cost per decode step (sampling, slot bookkeeping) over llama-bench's.
-SERVER_S = 294.3e-6
+SERVER_S = 4.104e-4
 #: MTP: fixed cost per drafted token (the draft pass and its share of the verify batch: the two
 #: scale together with k and are not separable from speed alone), and per accepted token.
-DRAFT_S = 1.820e-3
-ACCEPT_S = 1.121e-3
+DRAFT_S = 1.736e-3
+ACCEPT_S = 1.064e-3
+#: MTP verify: seconds per weight byte of the target pass per drafted token on the H200. Each
+#: drafted token is one more column of the verify batch, and the decode kernels are bound by
+#: dequantisation work per weight (TYPE_EFFICIENCY), so a column costs in proportion to the
+#: weights the target reads: 0.7 ms on the dense 27B, 0.1 ms on the 3B-active MoE (a drafted
+#: token costs 3.3 and 2.1 ms in all, measured at acceptance 0).
+VERIFY_S = 4.629e-14
+#: Other GPUs, per platform (the llama.cpp backend: "cuda" for NVIDIA and the rest, "metal" for
+#: Apple): the share of peak bandwidth weight reads reach where the kernels keep up, a fixed cost
+#: per trunk layer beyond the H200's and per MoE layer (seconds). Fitted (tools/fit_speed.py
+#: --published) on the published llama-bench tg128 rows not held out (PUBLISHED_ROWS of them).
+#: The CUDA layer cost fitted to 0 (llama.cpp's CUDA graphs); no published CUDA row of a MoE
+#: was fitted, so CUDA keeps the H200's MoE layer cost. Metal pays 171 us per layer (command
+#: encoding; Apple GPUs are compute-bound on small weights) and 23 us per MoE layer more.
+PLATFORM_EFFICIENCY: dict[str, float] = {"cuda": 0.61, "metal": 0.82}
+PLATFORM_LAYER_S: dict[str, float] = {"cuda": 0.0, "metal": 170.5e-6}
+PLATFORM_MOE_LAYER_S: dict[str, float] = {"cuda": MOE_LAYER_S, "metal": 22.57e-6}
+PUBLISHED_ROWS: dict[str, int] = {"cuda": 5, "metal": 8}
 
 
 _LABEL_TYPE = re.compile(r"(?<![A-Z0-9])(I?Q\d_(?:K|\d|XXS|XS|S|M|NL))(?:_(S|M|L|XL))?", re.I)
@@ -143,6 +161,9 @@ class SpeedInputs:
     mtp_expert_bytes: int = 0  # of which routed experts (a draft pass reads the active share)
     output_bytes: int = 0  # the output head, read by every draft pass
     draft_n_max: int = 3
+    #: Every token routes to the same experts (the zero-weight files the constants were
+    #: measured on: all router logits tie), so the verify batch reads no extra experts.
+    same_experts: bool = False
     #: (ggml type, share of the weight bytes); empty: type_efficiency of the bits.
     type_mix: tuple[tuple[str, float], ...] = ()
     bits_per_weight: float | None = None
@@ -154,13 +175,14 @@ class SpeedInputs:
     cache_type: str = "f16"  # the K cache type (-ctk)
     ctx: int = 0  # tokens at the target context
 
-    def weight_seconds_per_byte(self, bandwidth: float) -> float:
+    def weight_seconds_per_byte(self, bandwidth: float, platform: str = "cuda") -> float:
         """Seconds per weight byte at ``bandwidth`` (bytes/s), by the type mix: each type at
-        the lesser of MEMORY_EFFICIENCY of the bandwidth and the rate its kernel reached on
+        the lesser of the platform's share of the bandwidth and the rate its kernel reached on
         the H200 (where the kernels, not the memory, set the pace)."""
+        share = PLATFORM_EFFICIENCY[platform]
 
         def rate(eff: float) -> float:
-            return min(MEMORY_EFFICIENCY * bandwidth, eff * MEASURED_GPU_BANDWIDTH_GB_S * GB)
+            return min(share * bandwidth, eff * MEASURED_GPU_BANDWIDTH_GB_S * GB)
 
         if self.type_mix:
             return sum(share / rate(type_efficiency(t)) for t, share in self.type_mix)
@@ -220,6 +242,17 @@ def per_token_acceptance(mean_len: float, k: int) -> float:
     return (lo + hi) / 2
 
 
+def gpu_platform(gpu_name: str | None) -> str:
+    """The llama.cpp backend a GPU of crawler/data/gpus.csv decodes with: "metal" for Apple
+    chips, else "cuda" (AMD and Intel GPUs take the CUDA terms: no published row of theirs
+    was fitted)."""
+    return "metal" if gpu_name is not None and gpu_name.startswith("Apple") else "cuda"
+
+
+def _measured(bandwidth_gb_s: float, platform: str) -> bool:
+    return platform == "cuda" and abs(bandwidth_gb_s - MEASURED_GPU_BANDWIDTH_GB_S) < 1.0
+
+
 def _active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) -> float:
     return expert_bytes * max(n_expert_used, 1) / n_expert if n_expert > 0 else float(expert_bytes)
 
@@ -231,10 +264,13 @@ def decode_seconds(
     *,
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     server: bool = True,
+    platform: str = "cuda",
 ) -> float:
-    """Seconds of one decode step (no MTP) at ``depth`` tokens of context."""
+    """Seconds of one decode step (no MTP) at ``depth`` tokens of context on a GPU of
+    ``platform`` (the measured H200's own terms at its bandwidth, else the platform's)."""
     bw = bandwidth_gb_s * GB
-    per_byte = x.weight_seconds_per_byte(bw)
+    per_byte = x.weight_seconds_per_byte(bw, platform)
+    measured = _measured(bandwidth_gb_s, platform)
     active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     device = x.dense_bytes + 2 * x.recurrent_bytes + (0.0 if x.experts_on_host else active)
     slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # attention at depth (KV reads)
@@ -242,7 +278,9 @@ def decode_seconds(
     if x.experts_on_host:
         s += active / (HOST_EFF * host_bandwidth_gb_s * GB)
     else:
-        s += x.n_moe_layers * MOE_LAYER_S
+        s += x.n_moe_layers * (MOE_LAYER_S if measured else PLATFORM_MOE_LAYER_S[platform])
+    if not measured:
+        s += x.n_layer * PLATFORM_LAYER_S[platform]
     quant = x.cache_type not in ("f16", "bf16", "f32")
     if depth > 0 and x.q_width:
         seen = x.n_attn * depth + x.n_swa * min(depth, x.swa_window or depth)
@@ -255,30 +293,39 @@ def decode_seconds(
 
 
 def mtp_cycle_seconds(
-    x: SpeedInputs, bandwidth_gb_s: float, k: int, alpha: float, depth: int = 0
+    x: SpeedInputs,
+    bandwidth_gb_s: float,
+    k: int,
+    alpha: float,
+    depth: int = 0,
+    platform: str = "cuda",
 ) -> float:
     """Seconds of one MTP cycle: target pass, ``k`` drafts, verify and accepted-token costs."""
-    t0 = decode_seconds(x, bandwidth_gb_s, depth)
+    t0 = decode_seconds(x, bandwidth_gb_s, depth, platform=platform)
     if k <= 0:
         return t0
     bw = bandwidth_gb_s * GB
     idle = x.mtp_expert_bytes * (1.0 - x.n_expert_used / x.n_expert) if x.n_expert > 0 else 0.0
     read = x.mtp_bytes - idle + x.output_bytes
-    draft = read * SpeedInputs(0, type_mix=(("Q8_0", 1.0),)).weight_seconds_per_byte(bw) + DRAFT_S
+    q8 = SpeedInputs(0, type_mix=(("Q8_0", 1.0),)).weight_seconds_per_byte(bw, platform)
+    active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
+    target = x.dense_bytes + (0.0 if x.experts_on_host else active)
+    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # the H200's rate, scaled as at depth
+    draft = read * q8 + DRAFT_S + target * VERIFY_S * slow
     extra = 0.0
-    if x.n_expert > 0 and x.n_expert_used > 0 and not x.experts_on_host:
+    if x.n_expert > 0 and x.n_expert_used > 0 and not x.experts_on_host and not x.same_experts:
         p = x.n_expert_used / x.n_expert
         distinct = (1.0 - (1.0 - p) ** (k + 1)) / p
-        active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
-        extra = active * (distinct - 1.0) * x.weight_seconds_per_byte(bw)
+        extra = active * (distinct - 1.0) * x.weight_seconds_per_byte(bw, platform)
     accepted = expected_tokens(alpha, k) - 1.0
     return t0 + k * draft + extra + accepted * ACCEPT_S
 
 
-def _basis(bandwidth_gb_s: float) -> str:
-    if abs(bandwidth_gb_s - MEASURED_GPU_BANDWIDTH_GB_S) < 1.0:
+def _basis(bandwidth_gb_s: float, platform: str) -> str:
+    if _measured(bandwidth_gb_s, platform):
         return "measured GPU class (H200, llama.cpp 0c1e57098)"
-    return "extrapolated by bandwidth from the H200 fit (no published row fitted)"
+    name = "Metal" if platform == "metal" else "CUDA"
+    return f"extrapolated from {PUBLISHED_ROWS[platform]} published {name} rows"
 
 
 def estimate_speed(
@@ -288,28 +335,30 @@ def estimate_speed(
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     acceptance: float = DEFAULT_ACCEPTANCE,
     choose_draft: bool = False,
+    platform: str = "cuda",
 ) -> SpeedEstimate:
-    """Estimated decode tokens/s at an empty and at the target context (``x.ctx``).
+    """Estimated decode tokens/s at an empty and at the target context (``x.ctx``) on a GPU
+    of ``platform`` (gpu_platform).
 
     With MTP on and ``choose_draft`` the draft length is the one of DRAFT_N_CHOICES with
     the highest predicted tok/s at an empty context; else ``x.draft_n_max``.
     """
-    t0 = decode_seconds(x, bandwidth_gb_s, 0, host_bandwidth_gb_s=host_bandwidth_gb_s)
-    t_ctx = decode_seconds(x, bandwidth_gb_s, x.ctx, host_bandwidth_gb_s=host_bandwidth_gb_s)
+    host = host_bandwidth_gb_s
+    t0 = decode_seconds(x, bandwidth_gb_s, 0, host_bandwidth_gb_s=host, platform=platform)
+    t_ctx = decode_seconds(x, bandwidth_gb_s, x.ctx, host_bandwidth_gb_s=host, platform=platform)
+
+    def cycle(n: int) -> float:
+        return mtp_cycle_seconds(x, bandwidth_gb_s, n, acceptance, platform=platform)
+
     k = x.draft_n_max if x.mtp else 0
     if x.mtp and choose_draft:
-        k = max(
-            DRAFT_N_CHOICES,
-            key=lambda n: (
-                expected_tokens(acceptance, n) / mtp_cycle_seconds(x, bandwidth_gb_s, n, acceptance)
-            ),
-        )
+        k = max(DRAFT_N_CHOICES, key=lambda n: expected_tokens(acceptance, n) / cycle(n))
     active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     if k > 0:
         e = expected_tokens(acceptance, k)
-        tok = e / mtp_cycle_seconds(x, bandwidth_gb_s, k, acceptance)
+        tok = e / cycle(k)
         # at depth the target pass grows; the draft/verify costs do not
-        extra = mtp_cycle_seconds(x, bandwidth_gb_s, k, acceptance) - t0
+        extra = cycle(k) - t0
         tok_ctx = e / (t_ctx + extra)
         speedup = tok * t0
     else:
@@ -323,7 +372,7 @@ def estimate_speed(
         draft_n_max=k,
         acceptance=acceptance if k > 0 else None,
         ctx=x.ctx,
-        basis=_basis(bandwidth_gb_s),
+        basis=_basis(bandwidth_gb_s, platform),
     )
 
 
@@ -405,12 +454,13 @@ def speed_bound(
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     acceptance: float = DEFAULT_ACCEPTANCE,
 ) -> SpeedBound:
-    """The SpeedBound for one GPU and configuration (arguments: estimate_speed).
+    """The SpeedBound for one GPU and configuration (arguments: estimate_speed), for any
+    platform (the larger share of the bandwidth, the smaller MoE layer cost, no layer cost).
 
     With MTP the draft length may be chosen per quant, so ``expected`` is the largest of
     DRAFT_N_CHOICES and ``draft_n_max``, and a cycle costs at least one target pass."""
     fastest = min(
-        MEMORY_EFFICIENCY * bandwidth_gb_s,
+        max(PLATFORM_EFFICIENCY.values()) * bandwidth_gb_s,
         max(TYPE_EFFICIENCY.values()) * MEASURED_GPU_BANDWIDTH_GB_S,
     )
     if experts_on_host:
@@ -418,7 +468,9 @@ def speed_bound(
     ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
     return SpeedBound(
         bw=fastest * GB,
-        moe_layer_seconds=0.0 if experts_on_host else MOE_LAYER_S,
+        moe_layer_seconds=0.0
+        if experts_on_host
+        else min(MOE_LAYER_S, *PLATFORM_MOE_LAYER_S.values()),
         expected=max(expected_tokens(acceptance, n) for n in ks),
         base_cost=1.0,
         # no draft cost: the stored draft bytes count an MoE MTP block's idle experts, which a

@@ -241,6 +241,7 @@ def test_gpu_by_name_sets_budget_and_speed_and_says_which(catalog_db):
     for r in doc["results"]:
         assert r["tok_s"] > 0 and r["speed"]["estimate"] is True
         assert r["speed"]["tok_s_at_ctx"] <= r["tok_s"]
+        assert r["speed"]["basis"] == "extrapolated from 5 published CUDA rows"
 
 
 def test_ambiguous_gpu_is_a_usage_error_listing_choices(catalog_db):
@@ -692,6 +693,14 @@ def test_sort_speed_needs_a_gpu_and_orders_by_tok_s(catalog_db):
     doc = _search(catalog_db, "--gpu", "rtx 4090", "--ctx", "8192", "--sort", "speed")
     speeds = [r["tok_s"] for r in doc["results"]]
     assert speeds == sorted(speeds, reverse=True) and len(speeds) > 3
+    # an Apple chip takes the Metal terms (a cost per layer): the catalog's speed bound, the
+    # same for every platform, still never undercuts an estimate, so the order holds
+    doc = _search(catalog_db, "--gpu", "m2 max", "--ctx", "8192", "--sort", "speed")
+    speeds = [r["tok_s"] for r in doc["results"]]
+    assert speeds == sorted(speeds, reverse=True) and len(speeds) > 3
+    assert {r["speed"]["basis"] for r in doc["results"]} == {
+        "extrapolated from 8 published Metal rows"
+    }
 
 
 @pytest.mark.parametrize("sort", ["quality", "size", "downloads", "updated"])

@@ -108,10 +108,11 @@ def test_mtp_cycle_costs_grow_with_the_draft_length_and_moe_pays_extra_experts()
     on_host=st.booleans(),
     k=st.integers(0, 8),
     bandwidth=st.floats(50, 8000),
+    platform=st.sampled_from(["cuda", "metal"]),
 )
 def test_the_sort_bound_is_never_below_the_estimate(
     dense, experts, n_expert, used, layers, recurrent, mtp_bytes, output_bytes, mtp, on_host, k,
-    bandwidth,
+    bandwidth, platform,
 ):  # fmt: skip
     # --sort speed stops reading the catalog on this bound: it must never undercut the estimate.
     moe = n_expert > 0 and experts > 0
@@ -128,7 +129,7 @@ def test_the_sort_bound_is_never_below_the_estimate(
         output_bytes=output_bytes,
         draft_n_max=k,
     )
-    est = estimate_speed(x, bandwidth)
+    est = estimate_speed(x, bandwidth, platform=platform)
     read = read_bytes_floor(dense, x.expert_bytes, x.n_expert, x.n_expert_used, recurrent)
     b = speed_bound(bandwidth, mtp=mtp, draft_n_max=k, experts_on_host=x.experts_on_host)
     verify = verify_experts_floor(read, x.expert_bytes, x.n_expert, x.n_expert_used)

@@ -16,7 +16,15 @@ import pytest
 
 from crawler.ranking import speed
 from crawler.ranking.speed import SpeedInputs, estimate_speed, expected_tokens
-from tests.fixtures.llamacpp.speed import Row, held_out, inputs, predict, rows
+from tests.fixtures.llamacpp.speed import (
+    Row,
+    held_out,
+    inputs,
+    predict,
+    predict_published,
+    published_rows,
+    rows,
+)
 
 
 def _errors(pick: bool) -> list[float]:
@@ -42,11 +50,12 @@ def _mtp_speedup_errors() -> list[float]:
 
 #: The errors the fit reached (tools/fit_speed.py), rounded up: fitted rows, held-out rows
 #: (the issue's targets are median 15 % / p90 30 %), MTP speed-up points at a known acceptance
-#: (the issue's target is 10 points; missed: see docs/models.md "Decode speed").
-FIT_MEDIAN, FIT_P90, FIT_MAX = 0.05, 0.095, 0.135
-HELD_MEDIAN, HELD_P90 = 0.06, 0.15
-SERVER_MAX = 0.11  # fitted llama-server rows (MTP off and on)
-MTP_POINTS = 0.26
+#: (the issue's target is 10 points: met by 5 of the 6 held-out rows; the MoE row at k=3,
+#: a=0.789 misses it, docs/models.md "Speed model").
+FIT_MEDIAN, FIT_P90, FIT_MAX = 0.035, 0.08, 0.13
+HELD_MEDIAN, HELD_P90 = 0.05, 0.14
+SERVER_MAX = 0.04  # fitted llama-server rows (MTP off and on)
+MTP_POINTS, MTP_TARGET, MTP_WITHIN = 0.13, 0.10, 5
 
 
 def _within_bounds() -> bool:
@@ -59,6 +68,7 @@ def _within_bounds() -> bool:
         and statistics.median(held) <= HELD_MEDIAN
         and _p90(held) <= HELD_P90
         and max(abs(e) for e in mtp) <= MTP_POINTS
+        and sum(abs(e) <= MTP_TARGET for e in mtp) >= MTP_WITHIN
         and max(_server_errors()) <= SERVER_MAX
     )
 
@@ -98,8 +108,9 @@ def test_mtp_speedup_at_known_acceptance() -> None:
     errs = _mtp_speedup_errors()
     assert len(errs) >= 4
     assert max(abs(e) for e in errs) <= MTP_POINTS, errs
-    # the 10-point target holds for the low-acceptance rows only (k=1 a=0.7, k=2 a=0.6)
-    assert sum(abs(e) <= 0.10 for e in errs) >= 2, errs
+    # the 10-point target: every held-out dense row (k=2..5, a=0.6..0.85, f16 and a
+    # 262K q4_0 cache) and the MoE row at k=1; not the MoE row at k=3 a=0.789
+    assert sum(abs(e) <= MTP_TARGET for e in errs) >= MTP_WITHIN, errs
 
 
 @contextmanager
@@ -131,7 +142,7 @@ def _mutated(name: str, factor: float) -> Iterator[None]:
 
 TERMS = [
     *(f"eff {t}" for t in ("Q3_K", "IQ3_XXS", "IQ4_XS", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0")),
-    "MOE_LAYER_S", "QCACHE_LAYER_S", "SERVER_S", "DRAFT_S", "ACCEPT_S", "HOST_EFF",
+    "MOE_LAYER_S", "QCACHE_LAYER_S", "SERVER_S", "DRAFT_S", "ACCEPT_S", "VERIFY_S", "HOST_EFF",
     "DEPTH_S f16", "DEPTH_S quant",
 ]  # fmt: skip
 
@@ -176,3 +187,101 @@ def test_draft_length_is_chosen_by_predicted_speed() -> None:
             )  # fmt: skip
             assert est.tok_s >= other.tok_s - 1e-9
     assert expected_tokens(1.0, 3) == 4.0 and expected_tokens(0.0, 3) == 1.0
+
+
+# Published llama-bench rows of other GPUs (tests/fixtures/llamacpp/speed-published.jsonl): the
+# per-platform terms are fitted (tools/fit_speed.py --published) on the rows not held out.
+
+#: The issue's target for held-out published rows (median), the errors the fit reached on them
+#: (rounded up), and each platform's sum of squared relative errors on its fitting rows (the
+#: fit's optimum, 1 % above): any change of a fitted term raises one of them.
+PUBLISHED_TARGET = 0.25
+PUBLISHED_HELD_MEDIAN, PUBLISHED_FIT_MEDIAN = 0.125, 0.06
+PUBLISHED_SSE = {"cuda": 0.0190 * 1.01, "metal": 0.1941 * 1.01}
+
+
+def _published_errors(held: bool) -> list[float]:
+    return [abs(predict_published(r) / r.measured - 1) for r in published_rows()
+            if r.held_out is held]  # fmt: skip
+
+
+def _published_sse(platform: str) -> float:
+    # the fit's objective: relative errors of the seconds per token
+    return sum((r.measured / predict_published(r) - 1) ** 2 for r in published_rows()
+               if r.platform == platform and not r.held_out)  # fmt: skip
+
+
+def _published_within_bounds() -> bool:
+    return (
+        statistics.median(_published_errors(True)) <= PUBLISHED_HELD_MEDIAN
+        and statistics.median(_published_errors(False)) <= PUBLISHED_FIT_MEDIAN
+        and all(_published_sse(p) <= b for p, b in PUBLISHED_SSE.items())
+    )
+
+
+def test_published_rows_are_cited_split_and_counted() -> None:
+    pub = published_rows()
+    assert all(r.raw["source"].startswith("https://") for r in pub)
+    for p in ("cuda", "metal"):
+        fit = [r for r in pub if r.platform == p and not r.held_out]
+        held = [r for r in pub if r.platform == p and r.held_out]
+        assert len(fit) == speed.PUBLISHED_ROWS[p] and len(held) >= 4
+        # held out by GPU or model: no held-out row's GPU has a fitting row of the same model
+        fitted = {(r.raw["gpu"], r.raw["model"]) for r in fit}
+        assert not any((r.raw["gpu"], r.raw["model"]) in fitted for r in held)
+    assert {r.raw["model"] for r in pub} >= {"llama2-7b", "qwen3-30b-a3b", "qwen35-27b"}
+    assert any(r.x.n_moe_layers for r in pub if r.held_out)
+
+
+def test_published_held_out_rows_meet_the_target() -> None:
+    held = _published_errors(True)
+    assert len(held) >= 12
+    assert statistics.median(held) <= PUBLISHED_TARGET, statistics.median(held)
+    assert _published_within_bounds(), (
+        statistics.median(held), statistics.median(_published_errors(False)),
+        {p: _published_sse(p) for p in PUBLISHED_SSE},
+    )  # fmt: skip
+
+
+@contextmanager
+def _platform_mutated(table: dict[str, float], key: str, factor: float) -> Iterator[None]:
+    saved = table[key]
+    table[key] = saved * factor
+    try:
+        yield
+    finally:
+        table[key] = saved
+
+
+PLATFORM_TERMS = [
+    ("PLATFORM_EFFICIENCY", "cuda"), ("PLATFORM_EFFICIENCY", "metal"),
+    ("PLATFORM_LAYER_S", "metal"), ("PLATFORM_MOE_LAYER_S", "metal"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("table", "key"), PLATFORM_TERMS)
+@pytest.mark.parametrize("factor", [0.0, 2.0])
+def test_mutating_a_platform_term_breaks_the_published_bounds(
+    table: str, key: str, factor: float
+) -> None:
+    assert _published_within_bounds()
+    values = getattr(speed, table)
+    with _platform_mutated(
+        values, key, factor if factor or table != "PLATFORM_EFFICIENCY" else 1e-3
+    ):
+        assert not _published_within_bounds(), f"{table}[{key}] x{factor} left the bounds intact"
+
+
+def test_the_h200_keeps_its_measured_terms_and_other_gpus_say_so() -> None:
+    x = inputs("llama8b", "q4_k_m_like")
+    h200 = estimate_speed(x, 4890.0)
+    # the measured GPU pays no platform layer cost: raising it leaves the H200 estimate alone
+    with _platform_mutated(speed.PLATFORM_LAYER_S, "cuda", 0.0):
+        speed.PLATFORM_LAYER_S["cuda"] = 1e-3
+        assert estimate_speed(x, 4890.0).tok_s == h200.tok_s
+        assert estimate_speed(x, 1008.0).tok_s < 1 / 0.032  # 32 layers x 1 ms
+    assert h200.basis.startswith("measured")
+    metal = estimate_speed(x, 400.0, platform=speed.gpu_platform("Apple M2 Max"))
+    assert metal.basis == "extrapolated from 8 published Metal rows"
+    assert estimate_speed(x, 936.2).basis == "extrapolated from 5 published CUDA rows"
+    assert speed.gpu_platform("GeForce RTX 3090") == "cuda" and speed.gpu_platform(None) == "cuda"
