@@ -158,7 +158,7 @@ def search(
     for option, value, least in (
         ("--vram", vram, 0.1), ("--ctx", ctx, 1), ("--headroom", headroom, 0),
         ("--spec-draft-n-max", spec_draft_n_max, 0), ("--n-cpu-moe", n_cpu_moe, 0),
-        ("--parallel", parallel, 1), ("--ubatch-size", ubatch, 1), ("--ram", ram, 0.1),
+        ("--parallel", parallel, -1), ("--ubatch-size", ubatch, 1), ("--ram", ram, 0.1),
         ("--limit", limit, 1),
     ):  # fmt: skip
         if value is not None:
@@ -242,7 +242,7 @@ def estimate(
         raise UsageError("--mmproj and --no-mmproj exclude each other")
     _check_min("--ctx", ctx, 1)
     _check_min("--parallel", parallel, -1)
-    _check_min("--ubatch", ubatch, 1)
+    _check_min("--ubatch-size", ubatch, 1)
     _check_min("--spec-draft-n-max", spec_draft_n_max, 0)
     _check_min("--n-cpu-moe", n_cpu_moe, 0)
     cfg = RunConfig(

@@ -131,7 +131,7 @@ def build_request(
         mtp_acceptance=mtp_acceptance,
         cpu_moe=cpu_moe,
         flash_attn=flash_attn,
-        parallel=parallel,
+        parallel=None if parallel == -1 else parallel,
         ubatch=ubatch,
         n_cpu_moe=n_cpu_moe,
         n_gpu_layers=ngl if isinstance(ngl, int) else None,

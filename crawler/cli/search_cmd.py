@@ -24,6 +24,19 @@ from crawler.cli._app import (
     gib_value,
 )
 from crawler.cli._emit import check_emit, write_launchers
+from crawler.cli._llama_opts import (
+    CacheTypeKOpt,
+    CacheTypeVOpt,
+    CpuMoeOpt,
+    FlashAttnOpt,
+    GpusOpt,
+    NCpuMoeOpt,
+    NGpuLayersOpt,
+    ParallelOpt,
+    SpecDraftNMaxOpt,
+    TensorSplitOpt,
+    UbatchOpt,
+)
 from crawler.cli._ondemand import OfflineOpt
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 
@@ -49,25 +62,11 @@ def search(
         ),
     ] = None,
     vram: VramOpt = None,
-    ctx: CtxOpt = None,
-    gpu: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--gpu",
-            help="GPU name (fuzzy): VRAM budget and bandwidth for tok/s. Several GPUs (layer"
-            " split, modelled from llama.cpp's source): repeat it or write '2x 3090'.",
-        ),
-    ] = None,
+    ctx: CtxOpt[int | None] = None,
+    gpu: GpusOpt[list[str] | None] = None,
     headroom: HeadroomOpt = None,
-    cache_type_k: Annotated[
-        str | None,
-        typer.Option(
-            "--cache-type-k", "-ctk", help="Pin the K cache type (default: per quant, see docs)."
-        ),
-    ] = None,
-    cache_type_v: Annotated[
-        str | None, typer.Option("--cache-type-v", "-ctv", help="Pin the V cache type.")
-    ] = None,
+    cache_type_k: CacheTypeKOpt[str | None] = None,
+    cache_type_v: CacheTypeVOpt[str | None] = None,
     auto_cache: Annotated[
         bool,
         typer.Option(
@@ -82,15 +81,7 @@ def search(
             " draft. Default: MTP on where the quant has a usable head and it still fits.",
         ),
     ] = None,
-    spec_draft_n_max: Annotated[
-        int | None,
-        typer.Option(
-            "--spec-draft-n-max",
-            min=0,
-            help="MTP draft tokens (llama.cpp). Default: per result, the length (1-5) with the"
-            " best predicted tok/s; the command carries it.",
-        ),
-    ] = None,
+    spec_draft_n_max: SpecDraftNMaxOpt[int | None] = None,
     mtp_acceptance: Annotated[
         float,
         typer.Option(
@@ -111,38 +102,13 @@ def search(
     loadable: Annotated[
         bool, typer.Option("--loadable", help="Only files mainline llama.cpp can load.")
     ] = False,
-    cpu_moe: Annotated[
-        bool, typer.Option("--cpu-moe", help="Routed experts in host memory (llama.cpp flag).")
-    ] = False,
-    n_cpu_moe: Annotated[
-        int,
-        typer.Option("--n-cpu-moe", min=0, help="Experts of the first N layers in host memory."),
-    ] = 0,
-    n_gpu_layers: Annotated[
-        str | None,
-        typer.Option(
-            "--n-gpu-layers",
-            "-ngl",
-            help="Layers on the GPU: N (pinned), auto (the most that fit: --tier partial), all.",
-        ),
-    ] = None,
-    flash_attn: Annotated[
-        str, typer.Option("--flash-attn", "-fa", help="on | off | auto (llama.cpp -fa).")
-    ] = "on",
-    parallel: Annotated[
-        int, typer.Option("--parallel", "-np", min=1, help="Server slots (llama.cpp -np).")
-    ] = 1,
-    ubatch: Annotated[
-        int, typer.Option("--ubatch-size", "-ub", min=1, help="Physical batch (llama.cpp -ub).")
-    ] = 512,
-    tensor_split: Annotated[
-        str | None,
-        typer.Option(
-            "--tensor-split",
-            "-ts",
-            help="Proportions per GPU, e.g. 3,1 (llama.cpp -ts); with --vram: --vram per device.",
-        ),
-    ] = None,
+    cpu_moe: CpuMoeOpt[bool] = False,
+    n_cpu_moe: NCpuMoeOpt[int] = 0,
+    n_gpu_layers: NGpuLayersOpt[str | None] = None,
+    flash_attn: FlashAttnOpt[str] = "on",
+    parallel: ParallelOpt[int] = 1,
+    ubatch: UbatchOpt[int] = 512,
+    tensor_split: TensorSplitOpt[str | None] = None,
     vision: Annotated[
         bool,
         typer.Option(
@@ -193,14 +159,21 @@ def search(
     A QUERY naming a model not looked up in the last 24 h (QUANTS_FRESH_HOURS) is first looked
     up on the Hub and its quants' headers read into the catalog (docs/ondemand.md).
     """
-    params = dict(locals())  # the options, before any other local name exists
     from crawler import api
     from crawler.cli._ondemand import lookup_hooks
     from crawler.cli._output import print_answer
 
     check_emit(emit, out, as_json)
-    options = {k: v for k, v in params.items() if k not in _NOT_API}
-    answer = api.search(**options, **lookup_hooks(), watches=search_argv)
+    answer = api.search(
+        query, vram=vram, ctx=ctx, gpu=gpu, headroom=headroom, cache_type_k=cache_type_k,
+        cache_type_v=cache_type_v, auto_cache=auto_cache, mtp=mtp,
+        spec_draft_n_max=spec_draft_n_max, mtp_acceptance=mtp_acceptance,
+        min_attn_bits=min_attn_bits, arch=arch, author=author, base=base, label=label,
+        loadable=loadable, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe, n_gpu_layers=n_gpu_layers,
+        flash_attn=flash_attn, parallel=parallel, ubatch=ubatch, tensor_split=tensor_split,
+        vision=vision, tier=tier, ram=ram, sort=sort, limit=limit, db=db, offline=offline,
+        **lookup_hooks(), watches=search_argv,
+    )  # fmt: skip
     res = answer.result
     if res.gpu is not None:
         n = len(res.budget.devices)
