@@ -6,7 +6,6 @@ run through it, parsed by this command's own option parser).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -41,14 +40,11 @@ from crawler.cli._ondemand import OfflineOpt
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 
 if TYPE_CHECKING:
-    from crawler.catalog import Catalog
     from crawler.search import SearchRequest, SearchResult
 
 _EQUIVALENT_ROWS = 3
 #: Options of this command that are not part of the search request.
 _NOT_SEARCH = frozenset({"as_json", "db", "offline", "emit", "out"})
-#: Options of this command that crawler.api.search does not take (output only).
-_NOT_API = frozenset({"as_json", "emit", "out"})
 _SORT_HELP = "quality | speed | size | margin | ctx | downloads | updated (best first)."
 
 
@@ -172,7 +168,7 @@ def search(
         loadable=loadable, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe, n_gpu_layers=n_gpu_layers,
         flash_attn=flash_attn, parallel=parallel, ubatch=ubatch, tensor_split=tensor_split,
         vision=vision, tier=tier, ram=ram, sort=sort, limit=limit, db=db, offline=offline,
-        **lookup_hooks(), watches=search_argv,
+        **lookup_hooks(), watches=True,
     )  # fmt: skip
     res = answer.result
     if res.gpu is not None:
@@ -191,37 +187,10 @@ def search(
     typer.echo(_footer(res), err=True)
 
 
-def _request(params: Mapping[str, Any]) -> SearchRequest:
-    """The library's request for this command's parsed options (by parameter name); without
-    --headroom, QUANTS_HEADROOM's (the one budget rule, crawler.budget)."""
-    from crawler.config import Settings
-    from crawler.search import build_request
-
-    values = {k: v for k, v in params.items() if k not in _NOT_SEARCH}
-    if values.get("headroom") is None:
-        values["headroom"] = Settings.from_env().headroom_gib
-    return build_request(**values)
-
-
-def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
-    """Run ``quants search ARGV`` on an open catalog; the ``results`` of its ``--json`` output.
-
-    Options are parsed by this command's own parser; a bad option is a UsageError, no result a
-    NothingFits (as on the command line). ``--json``, ``--db`` and ``--limit`` are accepted and
-    ``--db`` is ignored (the catalog is given).
-    """
-    from crawler.search import search as run_search
-    from crawler.search import search_json
-
-    # A saved search only needs the results: ranking may stop early, the counts are not shown.
-    req = dataclasses.replace(request_from_argv(argv), count_cap=None)
-    with catalog.reader() as reader:
-        results: list[dict[str, Any]] = search_json(run_search(reader, req))["results"]
-    return results
-
-
-def request_from_argv(argv: Sequence[str]) -> SearchRequest:
-    """The request ``quants search ARGV`` makes; a bad option is a UsageError."""
+def search_options(argv: Sequence[str]) -> dict[str, Any]:
+    """The options ``quants search ARGV`` gives, by name (only those given; a watch stores
+    them), parsed by this command's own parser; UsageError for a bad one. Output options
+    (--json, --db, --offline, --emit, --out) are accepted and left out."""
     from crawler.errors import UsageError
 
     command = typer.main.get_command(app)
@@ -232,7 +201,45 @@ def request_from_argv(argv: Sequence[str]) -> SearchRequest:
         format_message = getattr(exc, "format_message", None)
         message = format_message() if callable(format_message) else str(exc)
         raise UsageError(f"search options {list(argv)}: {message}") from None
-    return _request(ctx.params)
+    return {
+        name: value
+        for name, value in ctx.params.items()
+        if name not in _NOT_SEARCH and _given(ctx.get_parameter_source(name))
+    }
+
+
+def _given(source: Any) -> bool:
+    """The option was on the command line (not its default): typer's vendored click's
+    ParameterSource, read by name."""
+    return getattr(source, "name", None) == "COMMANDLINE"
+
+
+def request_from_argv(argv: Sequence[str]) -> SearchRequest:
+    """The request ``quants search ARGV`` makes (checked as api.search checks it); without
+    --headroom, QUANTS_HEADROOM's (the one budget rule, crawler.budget)."""
+    from crawler.config import Settings
+    from crawler.search import checked_request
+
+    return checked_request(search_options(argv), headroom_gib=Settings.from_env().headroom_gib)
+
+
+def options_argv(options: Mapping[str, Any]) -> list[str]:
+    """A watch's stored options as ``quants search`` arguments (the flags this command
+    declares), to show them as they would be typed."""
+    command = typer.main.get_command(app)
+    params = {p.name: p for p in command.commands["search"].params}  # type: ignore[attr-defined]
+    argv: list[str] = []
+    for name, value in options.items():
+        param = params.get(name)
+        if param is None or param.param_type_name != "option":
+            argv += [str(value)] if param is not None else [f"{name}={value}"]
+        elif isinstance(value, bool):
+            flags = param.opts if value else param.secondary_opts
+            argv += flags[:1] if flags else [f"{name}={value}"]
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                argv += [param.opts[0], f"{item:g}" if isinstance(item, float) else str(item)]
+    return argv
 
 
 # --- rendering -------------------------------------------------------------------------------

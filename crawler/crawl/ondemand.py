@@ -11,7 +11,7 @@ catalog. When the model the query names was not looked up within ``max_age`` (de
    whose id holds every word of the query, and from those the base models they name (their own
    id for a base repo; ``cardData.base_model`` / ``base_model:quantized:`` for a quant repo);
 2. runs one crawl pass (crawler.crawl.run.locked_pass: the crawl lock, the scan with
-   trigger ``search``, then the watches with the caller's search) over those search terms and
+   trigger ``search``, then the watches when the caller asks for them) over those search terms and
    over every quantized child of those base models (``filter=base_model:quantized:<id>``), so
    uploaders outside the default list are found; the pass stores like any crawl (same tables, a
    scan row) and re-reads nothing whose commit it already analysed. While another pass holds the
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from crawler.crawl.progress import Progress
     from crawler.crawl.repo import ScanHub
     from crawler.crawl.scan import ScanSummary
-    from crawler.crawl.watch import SearchFn
     from crawler.hub import RepoListing
 
 __all__ = [
@@ -150,12 +149,12 @@ def ensure_model(
     max_age: timedelta = DEFAULT_MAX_AGE,
     progress: Progress | None = None,
     now: datetime | None = None,
-    search: SearchFn | None = None,
+    watches: bool = False,
     announce: Callable[[str], None] | None = None,
 ) -> OnDemand:
     """Make the catalog hold the quants of the model ``query`` names; see the module docstring.
 
-    ``search`` evaluates the watches after the pass, as after any crawl (None: they wait for
+    ``watches``: evaluate the watches after the pass, as after any crawl (False: they wait for
     the next one). ``announce`` is told before the first request to the Hub. Raises
     HubUnreachable when the Hub cannot be reached at all (nothing is recorded as looked up then,
     so the next search tries again).
@@ -218,7 +217,7 @@ def ensure_model(
             settings,
             command="quants search (on-demand look-up)",
             scan=scan,
-            after_scan=watch_step(search) if search is not None else _no_watches,
+            after_scan=watch_step if watches else _no_watches,
             stop=threading.Event(),
             progress=progress or NullProgress(),
         )
@@ -239,7 +238,7 @@ def ensure_model(
 
 
 def _no_watches(settings: Settings, summary: object) -> None:
-    """After an on-demand pass whose caller passed no search: the watches wait for the next."""
+    """After an on-demand pass whose caller did not ask for the watches: they wait for the next."""
 
 
 def look_up(
@@ -248,7 +247,7 @@ def look_up(
     offline: bool,
     progress: Progress | None = None,
     on_lookup: Callable[[OnDemand], None] | None = None,
-    watches: SearchFn | None = None,
+    watches: bool = False,
     announce: Callable[[str], None] | None = None,
 ) -> OnDemand | None:
     """What search and compare run first: ensure_model on the catalog at the settings' URL,
@@ -264,7 +263,7 @@ def look_up(
             catalog=catalog,
             max_age=timedelta(hours=settings.fresh_hours),
             progress=progress,
-            search=watches,
+            watches=watches,
             announce=announce,
         )
     if on_lookup is not None:

@@ -74,17 +74,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
         frozenset({"pyarrow", "huggingface_hub", "httpx2", "sqlalchemy"}),
     ),
     (
-        "crawl",
-        ("crawler.crawl",),
-        ("base", "gguf", "profile", "ranking", "hub", "catalog"),
-        frozenset({"apscheduler", "tzlocal", "logging", "socket", "urllib"}),
-    ),
-    (
         # The library calls behind commands.
         "library",
         ("crawler.targets", "crawler.estimating", "crawler.search", "crawler.checklog"),
         ("base", "gguf", "fit", "profile", "ranking", "hub", "catalog"),
         frozenset({"urllib"}),
+    ),
+    (
+        # The watches run their saved searches through the library's search.
+        "crawl",
+        ("crawler.crawl",),
+        ("base", "gguf", "profile", "ranking", "hub", "catalog", "crawler.search"),
+        frozenset({"apscheduler", "tzlocal", "logging", "socket", "urllib"}),
     ),
     (
         # The stable Python API over the library calls (the commands and the MCP server call it).
