@@ -231,8 +231,10 @@ def options_argv(options: Mapping[str, Any]) -> list[str]:
     argv: list[str] = []
     for name, value in options.items():
         param = params.get(name)
-        if param is None or param.param_type_name != "option":
-            argv += [str(value)] if param is not None else [f"{name}={value}"]
+        if param is not None and param.param_type_name != "option":
+            argv.insert(0, str(value))  # QUERY, first as it is usually typed
+        elif param is None:
+            argv.append(f"{name}={value}")
         elif isinstance(value, bool):
             flags = param.opts if value else param.secondary_opts
             argv += flags[:1] if flags else [f"{name}={value}"]

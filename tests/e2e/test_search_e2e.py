@@ -455,6 +455,18 @@ def test_table_output_has_the_columns_and_a_command_per_row(catalog_db):
     assert "ESTIMATE" in out.stderr
 
 
+def test_np_minus_one_is_llama_servers_default_slots(catalog_db):
+    """-np -1 (as estimate takes it): llama-server's own default, 4 slots sharing one unified
+    cache; the command leaves -np out, and the estimate counts 4 sequences' buffers."""
+    args = ("qwen3.6 27b", "--vram", "48", "--ctx", "8192", "-ctk", "f16", "-ctv", "f16")
+    one = {(r["repo"], r["path"]): r for r in _search(catalog_db, *args, "-np", "1")["results"]}
+    auto = {(r["repo"], r["path"]): r for r in _search(catalog_db, *args, "-np", "-1")["results"]}
+    assert auto and set(auto) <= set(one)
+    for key, r in auto.items():
+        assert " -np " not in r["command"] and " -np 1" in one[key]["command"]
+        assert r["total_bytes"] >= one[key]["total_bytes"]
+
+
 def test_a_watch_search_matches_the_cli_json(catalog_db):
     from crawler.cli.search_cmd import search_options
     from crawler.config import Settings
