@@ -1,10 +1,6 @@
-"""llama.cpp's flags (and --gpu), declared once for the commands that take them.
-
-Each alias is generic in its value type: a command writes ParallelOpt[int] = 1 and keeps its own
-default (search picks per quant where estimate evaluates one configuration); names, short flags,
-help and bounds are the ones below. Spellings as in https://github.com/ggml-org/llama.cpp
-common/arg.cpp.
-"""
+"""llama.cpp's flags (and --gpu), declared once: names, short flags, help and bounds (spelled as
+in https://github.com/ggml-org/llama.cpp common/arg.cpp). Each alias is generic in its value
+type, so a command keeps its own default: ParallelOpt[int] = 1."""
 
 from __future__ import annotations
 
