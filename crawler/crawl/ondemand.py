@@ -1,28 +1,7 @@
-"""On-demand discovery: answer ``quants search QUERY`` for a model no crawl has stored yet.
+"""On-demand discovery: answer quants search QUERY for a model no crawl has stored yet.
 
-``ensure_model`` is what ``quants search`` and ``quants compare`` call before reading the
-catalog. When the model the query names was not looked up within ``max_age`` (default 24 h,
-``QUANTS_FRESH_HOURS``), it
-
-1. resolves the name on the Hub: the model search (``GET /api/models?search=``, a substring of
-   the repo id; HfApi.list_models in huggingface_hub hf_api.py) with the spellings people type
-   normalised
-   ("llama 2 7b chat", "Qwen3.6 27B" -> ``llama-2-7b-chat``, ``qwen3.6-27b``), keeping the repos
-   whose id holds every word of the query, and from those the base models they name (their own
-   id for a base repo; ``cardData.base_model`` / ``base_model:quantized:`` for a quant repo);
-2. runs one crawl pass (crawler.crawl.run.locked_pass: the crawl lock, the scan with
-   trigger ``search``, then the watches when the caller asks for them) over those search terms and
-   over every quantized child of those base models (``filter=base_model:quantized:<id>``), so
-   uploaders outside the default list are found; the pass stores like any crawl (same tables, a
-   scan row) and re-reads nothing whose commit it already analysed. While another pass holds the
-   lock (a nightly crawl), nothing is looked up: action ``busy``, and the catalog answers as it
-   stands;
-3. records when the query was looked up (``crawl_state`` key ``ondemand:<words>``), so the same
-   search within ``max_age`` sends no request at all.
-
-Offline (``offline=True``; the CLI's ``--offline`` and ``QUANTS_OFFLINE=1``) it does nothing.
-A Hub that cannot be reached raises crawler.errors.HubUnreachable (exit 4), never an
-empty answer.
+Resolves the name on the Hub, runs one locked crawl pass, and records when it looked.
+Details: docs/internals/crawl.md#ondemand
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """One crawl pass as every caller runs it: take the crawl lock, scan, then evaluate the watches.
 
-``quants crawl``, ``quants schedule`` (through crawler.crawl.scheduler.CrawlJob) and an
-on-demand look-up started by a search (crawler.crawl.ondemand.ensure_model) all run
-locked_pass, so the lock, the scan record's ``trigger`` and the watches after it are the
-same whoever starts the pass. The watches run their saved searches through the library's
-search (crawler.crawl.watch).
+The same lock, trigger and watches whoever starts the pass (crawl, schedule, a search).
+Details: docs/internals/crawl.md#run
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Watches: saved searches evaluated after every scan, whose new results go to a feed.
 
-A watch is the options of ``quants search`` by name (a JSON object, checked by
-crawler.search.checked_request as api.search checks them) and runs through the library's
-search (a SearchFn; tests pass fixed results). After a scan each watch runs; a result fires
-when its key ``repo:path@content_key`` is new to the watch, so a quant fires once, and again
-only when it is re-uploaded with other content (an improved result). Fired results are recorded
-in the catalog (``watch_hits``) and appended to the feed in the data directory:
-``feeds/watches.jsonl`` (one JSON object a line, append-only) and ``feeds/watches.atom``
-(RFC 4287, rewritten from the catalog with the newest entries).
+A result fires once per content; hits go to the catalog and to a JSONL and an Atom feed.
+Details: docs/internals/crawl.md#watch
 """
 
 from __future__ import annotations
