@@ -91,7 +91,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
         # The stable Python API over the library calls (the commands and the MCP server call it).
         "api",
         ("crawler.api",),
-        ("base", "gguf", "fit", "profile", "ranking", "catalog", "crawl", "library"),
+        ("base", "gguf", "fit", "profile", "ranking", "catalog", "library", "crawl"),
         frozenset(),
     ),
     (
@@ -119,8 +119,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
             "hub",
             "catalog",
             "snapshot",
-            "crawl",
             "library",
+            "crawl",
             "api",
             "mcp",
             "web",
