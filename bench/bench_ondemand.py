@@ -34,9 +34,10 @@ from typing import Any
 
 import tests.synth as synth
 from crawler.catalog import Catalog
-from crawler.cli.search_cmd import search_argv
+from crawler.cli.search_cmd import request_from_argv
 from crawler.config import Settings
 from crawler.crawl.ondemand import ensure_model
+from crawler.crawl.watch import search_results
 from crawler.gguf.header_read import TemplateBook, read_quant_header, scopes_for
 from crawler.hub import HubClient
 from tests.hub_emulator import HubEmulator
@@ -183,7 +184,7 @@ def time_to_answer(tmp: Path, uploaders: int, per: int, rtts: tuple[int, ...]) -
                 done = ensure_model(settings, "qwen3.6 27b", catalog=catalog)
             t1 = time.perf_counter()
             with Catalog.open(url) as catalog:
-                results = search_argv(catalog, argv)
+                results = search_results(catalog, request_from_argv(argv))
             assert results, "the search found nothing"
             t2 = time.perf_counter()
             s = done.summary
@@ -195,7 +196,7 @@ def time_to_answer(tmp: Path, uploaders: int, per: int, rtts: tuple[int, ...]) -
                     settings, "qwen3.6 27b", catalog=catalog, max_age=timedelta(hours=24)
                 )
             with Catalog.open(url) as catalog:
-                search_argv(catalog, argv)
+                search_results(catalog, request_from_argv(argv))
             t4 = time.perf_counter()
             assert again.action == "fresh"
             if rtt == 0:

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from crawler.checklog import CheckReport
     from crawler.crawl.ondemand import OnDemand
     from crawler.crawl.progress import Progress
-    from crawler.crawl.watch import SearchFn
     from crawler.estimating import EstimateReport
     from crawler.gguf.parse import GGUFHeader
     from crawler.profile.precision import PrecisionProfile
@@ -135,7 +134,7 @@ def search(
     offline: bool = False,
     progress: Progress | None = None,
     on_lookup: LookupHook | None = None,
-    watches: SearchFn | None = None,
+    watches: bool = False,
     announce: Callable[[str], None] | None = None,
 ) -> SearchAnswer:
     """The quants that fit ``vram`` GiB (or ``gpu``) less ``headroom`` (default: the setting)
@@ -143,27 +142,16 @@ def search(
 
     The options are ``quants search``'s (docs/search.md); ``db`` is the catalog URL (default:
     QUANTS_DB or the data directory's SQLite file). Every option is checked before the Hub is
-    asked anything. Raises NothingFits when nothing fits.
+    asked anything. Raises NothingFits when nothing fits. ``watches``: evaluate the saved
+    watches after an on-demand look-up that crawled, as after any crawl (the CLI does).
     """
     from crawler.crawl.catalogs import reading
     from crawler.crawl.ondemand import look_up
-    from crawler.errors import UsageError
-    from crawler.search import build_request, validate_request
+    from crawler.search import checked_request
     from crawler.search import search as run_search
 
     settings = Settings.from_env().replace(db_url=db)
-    if headroom is None:
-        headroom = settings.headroom_gib
-
-    for option, value, least in (
-        ("--vram", vram, 0.1), ("--ctx", ctx, 1), ("--headroom", headroom, 0),
-        ("--spec-draft-n-max", spec_draft_n_max, 0), ("--n-cpu-moe", n_cpu_moe, 0),
-        ("--parallel", parallel, 1), ("--ubatch-size", ubatch, 1), ("--ram", ram, 0.1),
-        ("--limit", limit, 1),
-    ):  # fmt: skip
-        if value is not None:
-            _check_min(option, value, least)
-    req = build_request(
+    options = dict(  # noqa: C408 (keywords read as the call's own)
         query=query, vram=vram, ctx=ctx, gpu=gpu, headroom=headroom, cache_type_k=cache_type_k,
         cache_type_v=cache_type_v, auto_cache=auto_cache, mtp=mtp,
         spec_draft_n_max=spec_draft_n_max, mtp_acceptance=mtp_acceptance,
@@ -172,9 +160,7 @@ def search(
         tier=tier, vision=vision, flash_attn=flash_attn, parallel=parallel, ubatch=ubatch,
         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, sort=sort, limit=limit,
     )  # fmt: skip
-    if not 0.0 <= mtp_acceptance <= 1.0:
-        raise UsageError(f"--mtp-acceptance must be between 0 and 1, not {mtp_acceptance}")
-    validate_request(req)
+    req = checked_request(options, headroom_gib=settings.headroom_gib)
     done = look_up(settings, query, offline, progress, on_lookup, watches, announce)
     with reading(settings.resolved_db_url) as reader:
         result = run_search(reader, req)
@@ -242,7 +228,7 @@ def estimate(
         raise UsageError("--mmproj and --no-mmproj exclude each other")
     _check_min("--ctx", ctx, 1)
     _check_min("--parallel", parallel, -1)
-    _check_min("--ubatch", ubatch, 1)
+    _check_min("--ubatch-size", ubatch, 1)
     _check_min("--spec-draft-n-max", spec_draft_n_max, 0)
     _check_min("--n-cpu-moe", n_cpu_moe, 0)
     cfg = RunConfig(
@@ -349,10 +335,11 @@ def compare(
     offline: bool = False,
     progress: Progress | None = None,
     on_lookup: LookupHook | None = None,
-    watches: SearchFn | None = None,
+    watches: bool = False,
     announce: Callable[[str], None] | None = None,
 ) -> CompareAnswer:
-    """The quants of the base model ``query`` names (fuzzy; several matches: a UsageError)."""
+    """The quants of the base model ``query`` names (fuzzy; several matches: a UsageError);
+    ``watches`` as in search."""
     from crawler.catalog.comparison import load_comparison
     from crawler.crawl.catalogs import reading
     from crawler.crawl.ondemand import look_up

@@ -6,9 +6,12 @@ Details: docs/internals/base.md#search
 
 from __future__ import annotations
 
+import inspect
+import math
 import re
 import time
-from collections.abc import Sequence
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +35,7 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "build_request",
+    "checked_request",
     "result_json",
     "search",
     "search_json",
@@ -130,7 +134,7 @@ def build_request(
         mtp_acceptance=mtp_acceptance,
         cpu_moe=cpu_moe,
         flash_attn=flash_attn,
-        parallel=parallel,
+        parallel=None if parallel == -1 else parallel,
         ubatch=ubatch,
         n_cpu_moe=n_cpu_moe,
         n_gpu_layers=ngl if isinstance(ngl, int) else None,
@@ -158,6 +162,66 @@ def build_request(
         more_gpus=gpus[1:],
         tensor_split=parse_tensor_split(tensor_split) if tensor_split else (),
     )
+
+
+#: The bounds the command line's parser enforces, for callers that skip it: option name ->
+#: (flag, least, most).
+_BOUNDS: dict[str, tuple[str, float, float]] = {
+    "vram": ("--vram", 0.1, math.inf), "ctx": ("--ctx", 1, math.inf),
+    "headroom": ("--headroom", 0, math.inf),
+    "spec_draft_n_max": ("--spec-draft-n-max", 0, math.inf),
+    "n_cpu_moe": ("--n-cpu-moe", 0, math.inf), "parallel": ("--parallel", -1, math.inf),
+    "ubatch": ("--ubatch-size", 1, math.inf), "ram": ("--ram", 0.1, math.inf),
+    "limit": ("--limit", 1, math.inf), "mtp_acceptance": ("--mtp-acceptance", 0, 1),
+}  # fmt: skip
+
+
+def checked_request(options: Mapping[str, Any], *, headroom_gib: float) -> SearchRequest:
+    """The request for ``quants search``'s options by name (build_request's parameters), checked
+    as the command line checks them: an unknown name, a value of the wrong type or out of its
+    bounds is a UsageError, then validate_request. ``api.search`` and a saved watch (a JSON
+    object of these options) both come here; without ``headroom``, ``headroom_gib``."""
+    hints = typing.get_type_hints(build_request)
+    known = inspect.signature(build_request).parameters
+    values = dict(options)
+    if values.get("headroom") is None:
+        values["headroom"] = headroom_gib
+    for name, value in values.items():
+        if name not in known:
+            raise UsageError(f"unknown search option {name!r}; known: {', '.join(known)}")
+        if not _has_type(value, hints[name]):
+            raise UsageError(f"search option {name}: {value!r} is not {hints[name]}")
+        flag, least, most = _BOUNDS.get(name, ("", -math.inf, math.inf))
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{flag or name} must be a finite number, not {value}")
+        if isinstance(value, int | float) and not least <= value <= most:
+            bound = f">= {least:g}" if most == math.inf else f"between {least:g} and {most:g}"
+            raise UsageError(f"{flag} must be {bound}, not {value}")
+    req = build_request(**values)
+    validate_request(req)
+    return req
+
+
+def _has_type(value: Any, hint: Any) -> bool:
+    """``value`` is one of the types ``hint`` names (a JSON number is a float; a bool is no
+    number)."""
+    for kind in typing.get_args(hint) or (hint,):
+        origin = typing.get_origin(kind) or kind
+        if value is None and kind is type(None):
+            return True
+        if origin is bool and isinstance(value, bool):
+            return True
+        if isinstance(value, bool):
+            continue
+        if origin is int and isinstance(value, int):
+            return True
+        if origin is float and isinstance(value, int | float):
+            return True
+        if origin is str and isinstance(value, str):
+            return True
+        if origin is Sequence and isinstance(value, list | tuple):
+            return all(isinstance(item, str) for item in value)
+    return False
 
 
 @dataclass(frozen=True, slots=True)

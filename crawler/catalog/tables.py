@@ -335,8 +335,9 @@ class Watch(Base):
     __tablename__ = "watches"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
-    # The search options as given on the command line (argv after ``--``).
-    args: Mapped[list[Any]] = mapped_column(StoredJSON)
+    # The search options by name, a JSON object ({"vram": 24.0, "ctx": 262144}; argv before
+    # revision 0009, which converted it).
+    args: Mapped[dict[str, Any]] = mapped_column(StoredJSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_evaluated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

@@ -39,11 +39,12 @@ _WATCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 @dataclass(frozen=True, slots=True)
 class WatchRecord:
-    """A saved search (``args`` = the ``quants search`` options)."""
+    """A saved search (``options``: the ``quants search`` options by name, as api.search takes
+    them)."""
 
     id: int
     name: str
-    args: tuple[str, ...]
+    options: Mapping[str, Any]
     created_at: datetime
     last_evaluated_at: datetime | None
     hits: int
@@ -52,7 +53,7 @@ class WatchRecord:
         """JSON for ``quants watch list``."""
         return {
             "name": self.name,
-            "args": list(self.args),
+            "options": dict(self.options),
             "created_at": iso_utc(self.created_at),
             "last_evaluated_at": iso_utc(self.last_evaluated_at),
             "hits": self.hits,
@@ -86,15 +87,15 @@ def _watch_record(row: Watch, hits: int) -> WatchRecord:
     return WatchRecord(
         row.id,
         row.name,
-        tuple(str(a) for a in row.args),
+        dict(row.args) if isinstance(row.args, dict) else {},
         created,
         utc(row.last_evaluated_at),
         hits,
     )
 
 
-def add_watch(catalog: Catalog, name: str, args: Sequence[str]) -> WatchRecord:
-    """Save a watch; UsageError for a bad or taken name."""
+def add_watch(catalog: Catalog, name: str, options: Mapping[str, Any]) -> WatchRecord:
+    """Save a watch (its options checked by the caller); UsageError for a bad or taken name."""
     if not _WATCH_NAME.fullmatch(name):
         raise UsageError(
             f"watch name {name!r}: use 1-64 letters, digits, '.', '_' or '-' (starting alnum)"
@@ -102,7 +103,7 @@ def add_watch(catalog: Catalog, name: str, args: Sequence[str]) -> WatchRecord:
     now = datetime.now(UTC)
     try:
         with catalog.session() as session:
-            row = Watch(name=name, args=list(args), created_at=now)
+            row = Watch(name=name, args=dict(options), created_at=now)
             session.add(row)
             session.flush()
             return _watch_record(row, 0)

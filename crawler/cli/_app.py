@@ -73,8 +73,9 @@ HEADROOM_HELP = (
 VramOpt = Annotated[
     float | None, typer.Option("--vram", parser=gib_value, metavar="GIB", help=VRAM_HELP)
 ]
+#: Generic in its type: search's --ctx is optional (CtxOpt[int | None]), estimate's required.
 CtxOpt = Annotated[
-    int | None, typer.Option("--ctx", "-c", parser=ctx_value, metavar="TOKENS", help=CTX_HELP)
+    T, typer.Option("--ctx", "-c", parser=ctx_value, metavar="TOKENS", help=CTX_HELP)
 ]
 HeadroomOpt = Annotated[
     float | None,

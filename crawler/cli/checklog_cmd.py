@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crawler.cli._app import JsonOpt, app
+from crawler.cli._llama_opts import CpuMoeOpt, NCpuMoeOpt
 
 if TYPE_CHECKING:
     from crawler.checklog import CheckReport
@@ -28,13 +29,8 @@ def check_log(
             " path named in the log.",
         ),
     ] = None,
-    cpu_moe: Annotated[
-        bool, typer.Option("--cpu-moe", help="The run used --cpu-moe (not shown in its log).")
-    ] = False,
-    n_cpu_moe: Annotated[
-        int | None,
-        typer.Option("--n-cpu-moe", min=0, help="The run used --n-cpu-moe N (not in its log)."),
-    ] = None,
+    cpu_moe: CpuMoeOpt[bool] = False,
+    n_cpu_moe: NCpuMoeOpt[int | None] = None,
     gpu: Annotated[
         str | None,
         typer.Option(
@@ -46,7 +42,8 @@ def check_log(
     as_json: JsonOpt = False,
 ) -> None:
     """Compare the buffers llama.cpp logged (model, KV, RS, compute, output; or the memory
-    breakdown at exit) with quants' estimate of the same configuration."""
+    breakdown at exit) with quants' estimate of the same configuration. The log does not show
+    --cpu-moe / --n-cpu-moe: give them as the run had them."""
     from crawler import api
     from crawler.cli._output import print_answer, safe_text
 

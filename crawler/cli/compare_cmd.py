@@ -49,13 +49,12 @@ def compare(
     from crawler import api
     from crawler.cli._ondemand import lookup_hooks
     from crawler.cli._output import print_answer
-    from crawler.cli.search_cmd import search_argv
 
     if plot is not None:
         from crawler.cli._plot import check_plot_path
 
         check_plot_path(plot)
-    answer = api.compare(query, db=db, offline=offline, **lookup_hooks(), watches=search_argv)
+    answer = api.compare(query, db=db, offline=offline, **lookup_hooks(), watches=True)
     if plot is not None:
         _plot(plot, answer.comparison)
     if as_json:

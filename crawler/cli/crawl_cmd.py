@@ -78,7 +78,6 @@ def crawl(
     import threading
 
     from crawler.cli._output import human_bytes, print_json
-    from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
     from crawler.crawl.logs import configure_logging
     from crawler.crawl.progress import StderrProgress
@@ -102,7 +101,6 @@ def crawl(
         # Watches are evaluated after every scan, manual or scheduled.
         summary = crawl_pass(
             settings,
-            search=search_argv,
             scope=scope,
             full=True if full else None,
             stop=stop,

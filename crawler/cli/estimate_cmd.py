@@ -7,14 +7,25 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from crawler.cli._app import CTX_HELP, HeadroomOpt, JsonOpt, VramOpt, app, ctx_value
+from crawler.cli._app import CtxOpt, HeadroomOpt, JsonOpt, VramOpt, app
+from crawler.cli._llama_opts import (
+    CacheTypeKOpt,
+    CacheTypeVOpt,
+    CpuMoeOpt,
+    FlashAttnOpt,
+    GpusOpt,
+    NCpuMoeOpt,
+    NGpuLayersOpt,
+    ParallelOpt,
+    SpecDraftNMaxOpt,
+    TensorSplitOpt,
+    UbatchOpt,
+)
 
 if TYPE_CHECKING:
     from crawler.estimating import EstimateReport
     from crawler.fit import MemoryCoefficients, RunConfig
     from crawler.targets import HeaderRead
-
-_CACHE_HELP = "KV cache type: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl."
 
 
 @app.command("estimate")
@@ -26,54 +37,25 @@ def estimate_cmd(
             show_default=False,
         ),
     ],
-    ctx: Annotated[
-        int, typer.Option("--ctx", "-c", parser=ctx_value, metavar="TOKENS", help=CTX_HELP)
-    ],
-    cache_type_k: Annotated[str, typer.Option("--cache-type-k", "-ctk", help=_CACHE_HELP)] = "f16",
-    cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv", help=_CACHE_HELP)] = "f16",
-    flash_attn: Annotated[
-        str, typer.Option("--flash-attn", "-fa", help="on, off or auto (auto is on with CUDA).")
-    ] = "auto",
-    parallel: Annotated[
-        int,
-        typer.Option(
-            "--parallel",
-            "-np",
-            min=-1,
-            help="Server slots (-np); -1 = llama-server's default (4 slots, unified cache).",
-        ),
-    ] = 1,
-    ubatch: Annotated[
-        int, typer.Option("--ubatch", "-ub", min=1, help="Physical batch (-ub).")
-    ] = 512,
+    ctx: CtxOpt[int],
+    cache_type_k: CacheTypeKOpt[str] = "f16",
+    cache_type_v: CacheTypeVOpt[str] = "f16",
+    flash_attn: FlashAttnOpt[str] = "auto",
+    parallel: ParallelOpt[int] = 1,
+    ubatch: UbatchOpt[int] = 512,
     mtp: Annotated[
         bool, typer.Option("--mtp/--no-mtp", help="MTP drafting (--spec-type draft-mtp).")
     ] = False,
-    spec_draft_n_max: Annotated[
-        int, typer.Option("--spec-draft-n-max", min=0, help="Draft tokens per step (MTP).")
-    ] = 3,
+    spec_draft_n_max: SpecDraftNMaxOpt[int] = 3,
     cache_type_k_draft: Annotated[
         str, typer.Option("--cache-type-k-draft", help="K cache type of the MTP draft context.")
     ] = "f16",
     cache_type_v_draft: Annotated[
         str, typer.Option("--cache-type-v-draft", help="V cache type of the MTP draft context.")
     ] = "f16",
-    cpu_moe: Annotated[
-        bool, typer.Option("--cpu-moe", help="Keep all routed experts in host memory.")
-    ] = False,
-    n_cpu_moe: Annotated[
-        int, typer.Option("--n-cpu-moe", min=0, help="Keep the experts of the first N layers.")
-    ] = 0,
-    n_gpu_layers: Annotated[
-        str,
-        typer.Option(
-            "--n-gpu-layers",
-            "-ngl",
-            "--gpu-layers",
-            help="Slots on the GPU (blocks + output layer, from the last): N, 'all' or 'auto'"
-            " (the most that fit --vram).",
-        ),
-    ] = "all",
+    cpu_moe: CpuMoeOpt[bool] = False,
+    n_cpu_moe: NCpuMoeOpt[int] = 0,
+    n_gpu_layers: NGpuLayersOpt[str] = "all",
     mmproj: Annotated[
         str | None,
         typer.Option("--mmproj", help="A local vision projector (mmproj) GGUF to add."),
@@ -81,20 +63,8 @@ def estimate_cmd(
     no_mmproj: Annotated[
         bool, typer.Option("--no-mmproj", help="No projector (the default).")
     ] = False,
-    gpus: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--gpu",
-            help="GPU by name; repeat it or write '2x 3090' for several (layer split, per-device"
-            " verdict; modelled from llama.cpp's source, not measured).",
-        ),
-    ] = None,
-    tensor_split: Annotated[
-        str | None,
-        typer.Option(
-            "--tensor-split", "-ts", help="Proportions per GPU, e.g. 3,1 (llama.cpp -ts)."
-        ),
-    ] = None,
+    gpus: GpusOpt[list[str] | None] = None,
+    tensor_split: TensorSplitOpt[str | None] = None,
     vram: VramOpt = None,
     headroom: HeadroomOpt = None,
     as_json: JsonOpt = False,

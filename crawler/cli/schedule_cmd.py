@@ -112,7 +112,6 @@ def schedule(
     records a scan, then evaluates the watches. `--print-systemd` / `--print-cron` print an
     entry for the OS scheduler instead, running `quants crawl` on the same schedule.
     """
-    from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
     from crawler.crawl.cron import crontab_text, parse_cron, systemd_units
     from crawler.crawl.logs import configure_logging
@@ -163,4 +162,4 @@ def schedule(
         )
         return
     configure_logging(settings, service=True, log_file=log_file)
-    run_scheduler(settings, options, scope=scope, search=search_argv)
+    run_scheduler(settings, options, scope=scope)

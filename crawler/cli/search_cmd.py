@@ -6,7 +6,6 @@ Details: docs/internals/cli.md#search_cmd
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -24,18 +23,28 @@ from crawler.cli._app import (
     gib_value,
 )
 from crawler.cli._emit import check_emit, write_launchers
+from crawler.cli._llama_opts import (
+    CacheTypeKOpt,
+    CacheTypeVOpt,
+    CpuMoeOpt,
+    FlashAttnOpt,
+    GpusOpt,
+    NCpuMoeOpt,
+    NGpuLayersOpt,
+    ParallelOpt,
+    SpecDraftNMaxOpt,
+    TensorSplitOpt,
+    UbatchOpt,
+)
 from crawler.cli._ondemand import OfflineOpt
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 
 if TYPE_CHECKING:
-    from crawler.catalog import Catalog
     from crawler.search import SearchRequest, SearchResult
 
 _EQUIVALENT_ROWS = 3
 #: Options of this command that are not part of the search request.
 _NOT_SEARCH = frozenset({"as_json", "db", "offline", "emit", "out"})
-#: Options of this command that crawler.api.search does not take (output only).
-_NOT_API = frozenset({"as_json", "emit", "out"})
 _SORT_HELP = "quality | speed | size | margin | ctx | downloads | updated (best first)."
 
 
@@ -49,25 +58,11 @@ def search(
         ),
     ] = None,
     vram: VramOpt = None,
-    ctx: CtxOpt = None,
-    gpu: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--gpu",
-            help="GPU name (fuzzy): VRAM budget and bandwidth for tok/s. Several GPUs (layer"
-            " split, modelled from llama.cpp's source): repeat it or write '2x 3090'.",
-        ),
-    ] = None,
+    ctx: CtxOpt[int | None] = None,
+    gpu: GpusOpt[list[str] | None] = None,
     headroom: HeadroomOpt = None,
-    cache_type_k: Annotated[
-        str | None,
-        typer.Option(
-            "--cache-type-k", "-ctk", help="Pin the K cache type (default: per quant, see docs)."
-        ),
-    ] = None,
-    cache_type_v: Annotated[
-        str | None, typer.Option("--cache-type-v", "-ctv", help="Pin the V cache type.")
-    ] = None,
+    cache_type_k: CacheTypeKOpt[str | None] = None,
+    cache_type_v: CacheTypeVOpt[str | None] = None,
     auto_cache: Annotated[
         bool,
         typer.Option(
@@ -82,15 +77,7 @@ def search(
             " draft. Default: MTP on where the quant has a usable head and it still fits.",
         ),
     ] = None,
-    spec_draft_n_max: Annotated[
-        int | None,
-        typer.Option(
-            "--spec-draft-n-max",
-            min=0,
-            help="MTP draft tokens (llama.cpp). Default: per result, the length (1-5) with the"
-            " best predicted tok/s; the command carries it.",
-        ),
-    ] = None,
+    spec_draft_n_max: SpecDraftNMaxOpt[int | None] = None,
     mtp_acceptance: Annotated[
         float,
         typer.Option(
@@ -111,38 +98,13 @@ def search(
     loadable: Annotated[
         bool, typer.Option("--loadable", help="Only files mainline llama.cpp can load.")
     ] = False,
-    cpu_moe: Annotated[
-        bool, typer.Option("--cpu-moe", help="Routed experts in host memory (llama.cpp flag).")
-    ] = False,
-    n_cpu_moe: Annotated[
-        int,
-        typer.Option("--n-cpu-moe", min=0, help="Experts of the first N layers in host memory."),
-    ] = 0,
-    n_gpu_layers: Annotated[
-        str | None,
-        typer.Option(
-            "--n-gpu-layers",
-            "-ngl",
-            help="Layers on the GPU: N (pinned), auto (the most that fit: --tier partial), all.",
-        ),
-    ] = None,
-    flash_attn: Annotated[
-        str, typer.Option("--flash-attn", "-fa", help="on | off | auto (llama.cpp -fa).")
-    ] = "on",
-    parallel: Annotated[
-        int, typer.Option("--parallel", "-np", min=1, help="Server slots (llama.cpp -np).")
-    ] = 1,
-    ubatch: Annotated[
-        int, typer.Option("--ubatch-size", "-ub", min=1, help="Physical batch (llama.cpp -ub).")
-    ] = 512,
-    tensor_split: Annotated[
-        str | None,
-        typer.Option(
-            "--tensor-split",
-            "-ts",
-            help="Proportions per GPU, e.g. 3,1 (llama.cpp -ts); with --vram: --vram per device.",
-        ),
-    ] = None,
+    cpu_moe: CpuMoeOpt[bool] = False,
+    n_cpu_moe: NCpuMoeOpt[int] = 0,
+    n_gpu_layers: NGpuLayersOpt[str | None] = None,
+    flash_attn: FlashAttnOpt[str] = "on",
+    parallel: ParallelOpt[int] = 1,
+    ubatch: UbatchOpt[int] = 512,
+    tensor_split: TensorSplitOpt[str | None] = None,
     vision: Annotated[
         bool,
         typer.Option(
@@ -193,14 +155,21 @@ def search(
     A QUERY naming a model not looked up in the last 24 h (QUANTS_FRESH_HOURS) is first looked
     up on the Hub and its quants' headers read into the catalog (docs/ondemand.md).
     """
-    params = dict(locals())  # the options, before any other local name exists
     from crawler import api
     from crawler.cli._ondemand import lookup_hooks
     from crawler.cli._output import print_answer
 
     check_emit(emit, out, as_json)
-    options = {k: v for k, v in params.items() if k not in _NOT_API}
-    answer = api.search(**options, **lookup_hooks(), watches=search_argv)
+    answer = api.search(
+        query, vram=vram, ctx=ctx, gpu=gpu, headroom=headroom, cache_type_k=cache_type_k,
+        cache_type_v=cache_type_v, auto_cache=auto_cache, mtp=mtp,
+        spec_draft_n_max=spec_draft_n_max, mtp_acceptance=mtp_acceptance,
+        min_attn_bits=min_attn_bits, arch=arch, author=author, base=base, label=label,
+        loadable=loadable, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe, n_gpu_layers=n_gpu_layers,
+        flash_attn=flash_attn, parallel=parallel, ubatch=ubatch, tensor_split=tensor_split,
+        vision=vision, tier=tier, ram=ram, sort=sort, limit=limit, db=db, offline=offline,
+        **lookup_hooks(), watches=True,
+    )  # fmt: skip
     res = answer.result
     if res.gpu is not None:
         n = len(res.budget.devices)
@@ -218,37 +187,10 @@ def search(
     typer.echo(_footer(res), err=True)
 
 
-def _request(params: Mapping[str, Any]) -> SearchRequest:
-    """The library's request for this command's parsed options (by parameter name); without
-    --headroom, QUANTS_HEADROOM's (the one budget rule, crawler.budget)."""
-    from crawler.config import Settings
-    from crawler.search import build_request
-
-    values = {k: v for k, v in params.items() if k not in _NOT_SEARCH}
-    if values.get("headroom") is None:
-        values["headroom"] = Settings.from_env().headroom_gib
-    return build_request(**values)
-
-
-def search_argv(catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
-    """Run ``quants search ARGV`` on an open catalog; the ``results`` of its ``--json`` output.
-
-    Options are parsed by this command's own parser; a bad option is a UsageError, no result a
-    NothingFits (as on the command line). ``--json``, ``--db`` and ``--limit`` are accepted and
-    ``--db`` is ignored (the catalog is given).
-    """
-    from crawler.search import search as run_search
-    from crawler.search import search_json
-
-    # A saved search only needs the results: ranking may stop early, the counts are not shown.
-    req = dataclasses.replace(request_from_argv(argv), count_cap=None)
-    with catalog.reader() as reader:
-        results: list[dict[str, Any]] = search_json(run_search(reader, req))["results"]
-    return results
-
-
-def request_from_argv(argv: Sequence[str]) -> SearchRequest:
-    """The request ``quants search ARGV`` makes; a bad option is a UsageError."""
+def search_options(argv: Sequence[str]) -> dict[str, Any]:
+    """The options ``quants search ARGV`` gives, by name (only those given; a watch stores
+    them), parsed by this command's own parser; UsageError for a bad one. Output options
+    (--json, --db, --offline, --emit, --out) are accepted and left out."""
     from crawler.errors import UsageError
 
     command = typer.main.get_command(app)
@@ -259,7 +201,47 @@ def request_from_argv(argv: Sequence[str]) -> SearchRequest:
         format_message = getattr(exc, "format_message", None)
         message = format_message() if callable(format_message) else str(exc)
         raise UsageError(f"search options {list(argv)}: {message}") from None
-    return _request(ctx.params)
+    return {
+        name: value
+        for name, value in ctx.params.items()
+        if name not in _NOT_SEARCH and _given(ctx.get_parameter_source(name))
+    }
+
+
+def _given(source: Any) -> bool:
+    """The option was on the command line (not its default): typer's vendored click's
+    ParameterSource, read by name."""
+    return getattr(source, "name", None) == "COMMANDLINE"
+
+
+def request_from_argv(argv: Sequence[str]) -> SearchRequest:
+    """The request ``quants search ARGV`` makes (checked as api.search checks it); without
+    --headroom, QUANTS_HEADROOM's (the one budget rule, crawler.budget)."""
+    from crawler.config import Settings
+    from crawler.search import checked_request
+
+    return checked_request(search_options(argv), headroom_gib=Settings.from_env().headroom_gib)
+
+
+def options_argv(options: Mapping[str, Any]) -> list[str]:
+    """A watch's stored options as ``quants search`` arguments (the flags this command
+    declares), to show them as they would be typed."""
+    command = typer.main.get_command(app)
+    params = {p.name: p for p in command.commands["search"].params}  # type: ignore[attr-defined]
+    argv: list[str] = []
+    for name, value in options.items():
+        param = params.get(name)
+        if param is not None and param.param_type_name != "option":
+            argv.insert(0, str(value))  # QUERY, first as it is usually typed
+        elif param is None:
+            argv.append(f"{name}={value}")
+        elif isinstance(value, bool):
+            flags = param.opts if value else param.secondary_opts
+            argv += flags[:1] if flags else [f"{name}={value}"]
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                argv += [param.opts[0], f"{item:g}" if isinstance(item, float) else str(item)]
+    return argv
 
 
 # --- rendering -------------------------------------------------------------------------------

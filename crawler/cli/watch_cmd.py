@@ -55,9 +55,12 @@ def add(
     ] = None,
     db: DbOpt = None,
 ) -> None:
-    """Save a search, e.g. `quants watch add 4090 -- --vram 24 --ctx 262144 --mtp`."""
+    """Save a search, e.g. `quants watch add 4090 -- --vram 24 --ctx 262144 --mtp`.
+
+    The options given are stored by name and checked as `quants search` checks them.
+    """
     from crawler.cli._output import safe_text
-    from crawler.cli.search_cmd import search_argv
+    from crawler.cli.search_cmd import search_options
     from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.crawl.watch import add_watch
@@ -65,9 +68,10 @@ def add(
 
     if not search_args:
         raise UsageError("give the search options after `--`, e.g. -- --vram 24 --ctx 262144")
+    options = search_options(search_args)
     settings = Settings.from_env().replace(db_url=db)
     with open_catalog(settings.resolved_db_url) as catalog:
-        record, baseline = add_watch(settings, catalog, name, search_args, search=search_argv)
+        record, baseline = add_watch(settings, catalog, name, options)
     typer.echo(
         f"watch {safe_text(record.name)} saved; {baseline} current results taken as its "
         "baseline: from now on it reports new and re-uploaded results"
@@ -82,6 +86,7 @@ def list_(as_json: JsonOpt = False, db: DbOpt = None) -> None:
     from crawler.catalog.history import iso_utc
     from crawler.catalog.watches import list_watches
     from crawler.cli._output import format_table, print_json
+    from crawler.cli.search_cmd import options_argv
     from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
 
@@ -97,7 +102,7 @@ def list_(as_json: JsonOpt = False, db: DbOpt = None) -> None:
     rows = [
         [
             w.name,
-            shlex.join(w.args),
+            shlex.join(options_argv(w.options)),
             w.hits,
             (iso_utc(w.last_evaluated_at) or "never").replace("T", " "),
         ]
@@ -146,14 +151,13 @@ def show(name: NameArg, limit: LimitOpt = 50, as_json: JsonOpt = False, db: DbOp
 def run(as_json: JsonOpt = False, db: DbOpt = None) -> None:
     """Evaluate every watch now (a crawl does this after each scan); print what fired."""
     from crawler.cli._output import format_table, print_json
-    from crawler.cli.search_cmd import search_argv
     from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.crawl.watch import evaluate_watches
 
     settings = Settings.from_env().replace(db_url=db)
     with open_catalog(settings.resolved_db_url) as catalog:
-        hits = evaluate_watches(settings, catalog, scan_id=None, search=search_argv)
+        hits = evaluate_watches(settings, catalog, scan_id=None)
     if as_json:
         print_json([h.to_json() for h in hits])
         return

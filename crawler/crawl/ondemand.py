@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from crawler.crawl.progress import Progress
     from crawler.crawl.repo import ScanHub
     from crawler.crawl.scan import ScanSummary
-    from crawler.crawl.watch import SearchFn
     from crawler.hub import RepoListing
 
 __all__ = [
@@ -129,12 +128,12 @@ def ensure_model(
     max_age: timedelta = DEFAULT_MAX_AGE,
     progress: Progress | None = None,
     now: datetime | None = None,
-    search: SearchFn | None = None,
+    watches: bool = False,
     announce: Callable[[str], None] | None = None,
 ) -> OnDemand:
     """Make the catalog hold the quants of the model query names (docs/internals/crawl.md#ondemand).
 
-    ``search`` evaluates the watches after the pass, as after any crawl (None: they wait for
+    ``watches``: evaluate the watches after the pass, as after any crawl (False: they wait for
     the next one). ``announce`` is told before the first request to the Hub. Raises
     HubUnreachable when the Hub cannot be reached at all (nothing is recorded as looked up then,
     so the next search tries again).
@@ -197,7 +196,7 @@ def ensure_model(
             settings,
             command="quants search (on-demand look-up)",
             scan=scan,
-            after_scan=watch_step(search) if search is not None else _no_watches,
+            after_scan=watch_step if watches else _no_watches,
             stop=threading.Event(),
             progress=progress or NullProgress(),
         )
@@ -218,7 +217,7 @@ def ensure_model(
 
 
 def _no_watches(settings: Settings, summary: object) -> None:
-    """After an on-demand pass whose caller passed no search: the watches wait for the next."""
+    """After an on-demand pass whose caller did not ask for the watches: they wait for the next."""
 
 
 def look_up(
@@ -227,7 +226,7 @@ def look_up(
     offline: bool,
     progress: Progress | None = None,
     on_lookup: Callable[[OnDemand], None] | None = None,
-    watches: SearchFn | None = None,
+    watches: bool = False,
     announce: Callable[[str], None] | None = None,
 ) -> OnDemand | None:
     """What search and compare run first: ensure_model on the catalog at the settings' URL,
@@ -243,7 +242,7 @@ def look_up(
             catalog=catalog,
             max_age=timedelta(hours=settings.fresh_hours),
             progress=progress,
-            search=watches,
+            watches=watches,
             announce=announce,
         )
     if on_lookup is not None:

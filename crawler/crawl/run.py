@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from crawler.crawl.progress import Progress
     from crawler.crawl.repo import ScanHub
     from crawler.crawl.scan import ScanSummary
-    from crawler.crawl.watch import SearchFn
 
 logger = logging.getLogger(__name__)
 
@@ -115,15 +114,11 @@ def scan_step(
     return scan
 
 
-def watch_step(search: SearchFn) -> AfterScanFn:
-    """Evaluate the watches with ``search`` after a scan (skipped when the scan failed)."""
+def watch_step(settings: Settings, summary: Any) -> None:
+    """The AfterScanFn of every pass: evaluate the watches (skipped when the scan failed)."""
+    from crawler.crawl.watch import evaluate_after_scan
 
-    def after(settings: Settings, summary: Any) -> None:
-        from crawler.crawl.watch import evaluate_after_scan
-
-        evaluate_after_scan(settings, summary, search=search)
-
-    return after
+    evaluate_after_scan(settings, summary)
 
 
 def locked_pass(
@@ -148,7 +143,6 @@ def locked_pass(
 def crawl_pass(
     settings: Settings,
     *,
-    search: SearchFn,
     scope: CrawlScope | None = None,
     trigger: str = "manual",
     command: str = "quants crawl",
@@ -158,7 +152,7 @@ def crawl_pass(
     verify_imported: bool = False,
 ) -> ScanSummary:
     """Run one whole pass: lock, scan ``scope`` (recorded with ``trigger``: "manual",
-    "schedule", "search"), evaluate the watches with ``search``; return the scan's summary.
+    "schedule", "search"), evaluate the watches; return the scan's summary.
 
     Raises LockHeld when another pass runs, and what ``scan.run_once`` raises.
     """
@@ -170,7 +164,7 @@ def crawl_pass(
         scan=scan_step(
             scope or CrawlScope(), trigger=trigger, full=full, verify_imported=verify_imported
         ),
-        after_scan=watch_step(search),
+        after_scan=watch_step,
         stop=stop or threading.Event(),
         progress=progress or NullProgress(),
     )

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
     from crawler.config import Settings
     from crawler.crawl.progress import CrawlCounts
-    from crawler.crawl.watch import SearchFn
 
 logger = logging.getLogger(__name__)
 
@@ -147,8 +146,7 @@ class CrawlJob:
 
     A pass that finds the lock taken (a manual ``quants crawl`` is running) is skipped with a
     warning; a failed pass is logged and the scheduler carries on with the next one. ``crawl``
-    defaults to a scan of the default scope; ``after_scan`` to the watches run with ``search``
-    (one of the two must be given: the search belongs to the CLI).
+    defaults to a scan of the default scope; ``after_scan`` to the watches.
     """
 
     def __init__(
@@ -157,13 +155,8 @@ class CrawlJob:
         *,
         stop: threading.Event,
         crawl: CrawlFn | None = None,
-        after_scan: AfterScanFn | None = None,
-        search: SearchFn | None = None,
+        after_scan: AfterScanFn = watch_step,
     ) -> None:
-        if after_scan is None:
-            if search is None:
-                raise TypeError("CrawlJob needs after_scan or search")
-            after_scan = watch_step(search)
         self.settings = settings
         self.stop = stop
         self._crawl = crawl or scan_step(
@@ -244,12 +237,11 @@ def run_scheduler(
     stop: threading.Event | None = None,
     job: Callable[[], None] | None = None,
     scope: CrawlScope | None = None,
-    search: SearchFn | None = None,
 ) -> None:
     """Run scheduled crawl passes in the foreground until ``stop`` is set (or SIGTERM/SIGINT).
 
     ``trigger`` and ``job`` default to the cron trigger of ``options`` and a CrawlJob
-    crawling ``scope`` and running the watches with ``search``; tests inject a short trigger
+    crawling ``scope`` and running the watches; tests inject a short trigger
     instead of waiting for the wall clock.
     Raises LockHeld when another scheduler already runs on this catalog.
 
@@ -263,15 +255,13 @@ def run_scheduler(
     stop = stop or threading.Event()
     trigger = trigger or build_trigger(options)
     if job is None:
-        if search is None:
-            raise TypeError("run_scheduler needs job or search")
         scan = scan_step(
             scope or CrawlScope(),
             trigger="schedule",
             verify_imported=True,
             verify_sample=VERIFY_IMPORTED_SAMPLE,
         )
-        job = CrawlJob(settings, stop=stop, crawl=scan, search=search)
+        job = CrawlJob(settings, stop=stop, crawl=scan)
     with crawl_lock(settings, command="quants schedule", name="schedule"):
         from crawler.crawl.catalogs import open_catalog
 

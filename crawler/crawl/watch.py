@@ -6,6 +6,7 @@ Details: docs/internals/crawl.md#watch
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from crawler.catalog import Catalog
     from crawler.catalog.watches import WatchHitRecord, WatchRecord
     from crawler.config import Settings
+    from crawler.search import SearchRequest
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +37,13 @@ __all__ = [
     "evaluate_watches",
     "feed_paths",
     "result_key",
+    "search_results",
+    "watch_request",
     "write_atom",
 ]
 
-# A search: (catalog, argv of `quants search` options) -> results in the `search --json` shape.
-SearchFn = Callable[["Catalog", Sequence[str]], list[dict[str, Any]]]
+# A search: (catalog, checked request) -> results in the `search --json` shape.
+SearchFn = Callable[["Catalog", "SearchRequest"], list[dict[str, Any]]]
 
 # Entries kept in the Atom file; the JSON-lines file keeps everything.
 FEED_ENTRIES = 200
@@ -60,13 +64,33 @@ def result_key(result: Mapping[str, Any], content_key: str | None) -> str:
     return f"{result.get('repo')}:{result.get('path')}@{content_key or '?'}"
 
 
+def watch_request(settings: Settings, options: Mapping[str, Any]) -> SearchRequest:
+    """The request a watch's options make (UsageError for a bad one); without ``headroom``,
+    the settings' (as ``quants search`` takes QUANTS_HEADROOM)."""
+    from crawler.search import checked_request
+
+    return checked_request(options, headroom_gib=settings.headroom_gib)
+
+
+def search_results(catalog: Catalog, req: SearchRequest) -> list[dict[str, Any]]:
+    """The ``results`` of ``quants search --json`` for ``req`` on ``catalog`` (NothingFits when
+    none fits). A watch needs no count of what fits, so ranking may stop early."""
+    from crawler.search import search, search_json
+
+    with catalog.reader() as reader:
+        res = search(reader, dataclasses.replace(req, count_cap=None))
+    results: list[dict[str, Any]] = search_json(res)["results"]
+    return results
+
+
 def _run_search(
-    catalog: Catalog, argv: Sequence[str], search: SearchFn
+    settings: Settings, catalog: Catalog, options: Mapping[str, Any], search: SearchFn
 ) -> list[tuple[str, dict[str, Any]]]:
     from crawler.catalog.watches import content_keys
 
+    req = watch_request(settings, options)  # raises on bad options
     try:
-        results = search(catalog, argv)
+        results = search(catalog, req)
     except NothingFits:
         return []
     keys = content_keys(catalog, [(str(r.get("repo")), str(r.get("path"))) for r in results])
@@ -84,9 +108,9 @@ def add_watch(
     settings: Settings,
     catalog: Catalog,
     name: str,
-    argv: Sequence[str],
+    options: Mapping[str, Any],
     *,
-    search: SearchFn,
+    search: SearchFn = search_results,
 ) -> tuple[WatchRecord, int]:
     """Save a watch after checking its options; return it and its number of current results.
 
@@ -95,8 +119,8 @@ def add_watch(
     """
     from crawler.catalog import watches
 
-    results = _run_search(catalog, argv, search)  # raises on bad options
-    record = watches.add_watch(catalog, name, argv)
+    results = _run_search(settings, catalog, options, search)  # raises on bad options
+    record = watches.add_watch(catalog, name, options)
     watches.record_hits(
         catalog,
         record.id,
@@ -111,12 +135,12 @@ def evaluate_watches(
     catalog: Catalog,
     *,
     scan_id: int | None,
-    search: SearchFn,
+    search: SearchFn = search_results,
     now: datetime | None = None,
 ) -> list[WatchHitRecord]:
     """Run every watch; record and feed the results each has not seen; return them.
 
-    A watch whose options no longer parse (or whose search fails) is logged and skipped; the
+    A watch whose options no longer check (or whose search fails) is logged and skipped; the
     others still run.
     """
     from crawler.catalog import watches
@@ -125,7 +149,7 @@ def evaluate_watches(
     fired: list[WatchHitRecord] = []
     for watch in watches.list_watches(catalog):
         try:
-            results = _run_search(catalog, watch.args, search)
+            results = _run_search(settings, catalog, watch.options, search)
         except QuantsError as exc:
             logger.error("watch %s: search failed: %s", watch.name, exc)
             continue
@@ -157,9 +181,7 @@ def _news(catalog: Catalog, payload: dict[str, Any], *, reupload: bool) -> dict[
     return {**payload, "reason": "reupload", "changes": list(changes)}
 
 
-def evaluate_after_scan(
-    settings: Settings, summary: Any, *, search: SearchFn
-) -> list[WatchHitRecord]:
+def evaluate_after_scan(settings: Settings, summary: Any) -> list[WatchHitRecord]:
     """Evaluate the watches after a crawl pass (skipped when the pass failed)."""
     from crawler.crawl.catalogs import open_catalog
 
@@ -167,9 +189,7 @@ def evaluate_after_scan(
         logger.warning("scan failed: watches not evaluated")
         return []
     with open_catalog(settings.resolved_db_url) as catalog:
-        return evaluate_watches(
-            settings, catalog, scan_id=getattr(summary, "scan_id", None), search=search
-        )
+        return evaluate_watches(settings, catalog, scan_id=getattr(summary, "scan_id", None))
 
 
 def append_jsonl(path: Path, hits: Iterable[WatchHitRecord]) -> None:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from crawler.fit.header import Meta, Unknown
-from crawler.fit.layout import recurrent_layout, swa_layout, weight_totals
+from crawler.fit.layout import Recurrent, WeightTotals, recurrent_layout, swa_layout, weight_totals
 from crawler.gguf.parse import GGUFHeader
 
 __all__ = [
@@ -244,13 +244,17 @@ def sliding_window_layers(header: GGUFHeader) -> list[bool] | None:
         return None
 
 
-def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
-    m = Meta(header.metadata, arch)
+def _check_modelled(m: Meta, arch: str) -> None:
+    """Unknown for metadata whose memory rules are not modelled."""
     for key in _UNMODELLED_KEYS:
         if m.has(key):
             raise Unknown(f"{arch}: metadata {arch}.{key} means memory rules not modelled")
     if m.has("attention.causal") and not m.md.get(f"{arch}.attention.causal"):
         raise Unknown(f"{arch}: non-causal model (embedding/reranker) not modelled")
+
+
+def _layer_counts(m: Meta, arch: str) -> tuple[int, int]:
+    """(block_count, nextn_predict_layers): all blocks, and the MTP ones among them."""
     n_layer_all = m.num("block_count")
     n_nextn = m.num("nextn_predict_layers", 0)
     n_layer = n_layer_all - n_nextn  # src/llama-hparams.cpp n_layer()
@@ -259,6 +263,24 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
     if n_layer_all > LLAMA_MAX_LAYERS:
         # Per-layer lists below are block_count long: a hostile count must not cost CPU/memory.
         raise Unknown(f"{arch}: block_count {n_layer_all} exceeds llama.cpp's {LLAMA_MAX_LAYERS}")
+    return n_layer_all, n_nextn
+
+
+@dataclass(frozen=True, slots=True)
+class _Heads:
+    """Attention heads per layer and their widths (``*_swa``: of sliding-window layers)."""
+
+    n_embd: int
+    n_head: list[int]
+    n_head_kv: list[int]
+    head_k: int
+    head_v: int
+    head_k_swa: int
+    head_v_swa: int
+    mla: bool
+
+
+def _heads(m: Meta, arch: str, n_layer_all: int) -> _Heads:
     n_embd = m.num("embedding_length")
     n_head = m.per_layer("attention.head_count", n_layer_all)
     n_head_kv = m.per_layer("attention.head_count_kv", n_layer_all, default=n_head[0])
@@ -270,89 +292,103 @@ def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
     head_k_swa = m.num("attention.key_length_swa", head_k)
     head_v_swa = m.num("attention.value_length_swa", head_v)
     mla = m.num("attention.key_length_mla", 0) > 0 and m.num("attention.value_length_mla", 0) > 0
+    return _Heads(n_embd, n_head, n_head_kv, head_k, head_v, head_k_swa, head_v_swa, mla)
 
-    rec = recurrent_layout(m, header, n_layer, n_layer_all)
-    recurrent = rec.layers
 
-    n_swa, swa = swa_layout(m, n_layer, n_layer_all)
+@dataclass(frozen=True, slots=True)
+class _KVLayout:
+    """Each layer's cache widths (``swa``: per layer), merged into KVGroups of equal layers."""
 
-    def group(il: int) -> KVGroup:
-        hk = head_k_swa if swa[il] else head_k
-        hv = head_v_swa if swa[il] else head_v
+    heads: _Heads
+    swa: list[bool]
+
+    def group(self, il: int) -> KVGroup:
+        h, swa = self.heads, self.swa[il]
+        hk = h.head_k_swa if swa else h.head_k
+        hv = h.head_v_swa if swa else h.head_v
         return KVGroup(
             count=1,
-            k_width=hk * n_head_kv[il],
-            v_width=0 if mla else hv * n_head_kv[il],
-            swa=swa[il],
+            k_width=hk * h.n_head_kv[il],
+            v_width=0 if h.mla else hv * h.n_head_kv[il],
+            swa=swa,
             k_head=hk,
-            v_head=0 if mla else hv,
+            v_head=0 if h.mla else hv,
         )
 
-    def merge(layers: list[int]) -> tuple[KVGroup, ...]:
+    def merge(self, layers: list[int]) -> tuple[KVGroup, ...]:
         counts = Counter(
-            (g.k_width, g.v_width, g.swa, g.k_head, g.v_head) for g in map(group, layers)
+            (g.k_width, g.v_width, g.swa, g.k_head, g.v_head) for g in map(self.group, layers)
         )
         return tuple(
             KVGroup(n, kw, vw, s, kh, vh) for (kw, vw, s, kh, vh), n in sorted(counts.items())
         )
 
+
+def _coefficients(header: GGUFHeader, arch: str) -> MemoryCoefficients:
+    m = Meta(header.metadata, arch)
+    _check_modelled(m, arch)
+    n_layer_all, n_nextn = _layer_counts(m, arch)
+    n_layer = n_layer_all - n_nextn
+    heads = _heads(m, arch, n_layer_all)
+    rec = recurrent_layout(m, header, n_layer, n_layer_all)
+    n_swa, swa = swa_layout(m, n_layer, n_layer_all)
+    kv = _KVLayout(heads, swa)
     # src/llama-model.cpp create_memory: the main context's cache filters il < n_layer(), the MTP
     # context's keeps il >= n_layer(); recurrent layers own no KV (llama-memory-hybrid).
-    kv_layers = [il for il in range(n_layer) if not recurrent[il] and n_head_kv[il] > 0]
-    kv_set = set(kv_layers)
-    kv_groups = merge(kv_layers)
-    mtp_layers = [il for il in range(n_layer, n_layer_all) if n_head_kv[il] > 0]
-    v_width_max = max((0 if mla else head_v) * h for h in n_head_kv) if n_head_kv else 0
-
+    kv_layers = [il for il in range(n_layer) if not rec.layers[il] and heads.n_head_kv[il] > 0]
+    mtp_layers = [il for il in range(n_layer, n_layer_all) if heads.n_head_kv[il] > 0]
     w = weight_totals(header, n_layer, n_nextn)
-
     n_ff = max(m.per_layer("feed_forward_length", n_layer_all, default=0), default=0)
-    mtp_available = n_nextn > 0 and f"blk.{n_layer_all - 1}.nextn.eh_proj.weight" in w.names
+    return _assemble(m, arch, n_layer, n_nextn, n_ff, heads, kv, kv_layers, mtp_layers, rec, w,
+                     n_swa if any(swa) else 0)  # fmt: skip
+
+
+def _assemble(
+    m: Meta,
+    arch: str,
+    n_layer: int,
+    n_nextn: int,
+    n_ff: int,
+    heads: _Heads,
+    kv: _KVLayout,
+    kv_layers: list[int],
+    mtp_layers: list[int],
+    rec: Recurrent,
+    w: WeightTotals,
+    n_swa: int,
+) -> MemoryCoefficients:
+    """The coefficients from the layouts read off the header."""
+    mla, head_v, n_head = heads.mla, heads.head_v, heads.n_head
+    kv_groups = kv.merge(kv_layers)
+    kv_set = set(kv_layers)
     first_kv = kv_layers[0] if kv_layers else 0
-    q_dim = w.q_rows.get(f"blk.{first_kv}.attn_q.weight", n_head[first_kv] * head_k)
+    q_dim = w.q_rows.get(f"blk.{first_kv}.attn_q.weight", n_head[first_kv] * heads.head_k)
     if mla:
-        q_dim = n_head[first_kv] * head_k  # absorbed MLA attends with kv_lora + rope per head
+        q_dim = n_head[first_kv] * heads.head_k  # absorbed MLA attends with kv_lora + rope per head
     return MemoryCoefficients(
-        status="ok",
-        architecture=arch,
-        n_layer=n_layer,
-        n_nextn=n_nextn,
-        n_embd=n_embd,
-        n_vocab=w.vocab,
-        n_head=max(n_head),
-        n_ff=n_ff,
-        n_ff_exp=m.num("expert_feed_forward_length", 0),
-        n_expert=m.num("expert_count", 0),
-        n_expert_used=m.num("expert_used_count", 0),
-        n_ctx_train=m.num("context_length", 0),
-        weights_bytes=w.weights,
-        mtp_weights_bytes=w.mtp_weights,
-        expert_bytes=w.experts,
+        status="ok", architecture=arch, n_layer=n_layer, n_nextn=n_nextn, n_embd=heads.n_embd,
+        n_vocab=w.vocab, n_head=max(n_head), n_ff=n_ff,
+        n_ff_exp=m.num("expert_feed_forward_length", 0), n_expert=m.num("expert_count", 0),
+        n_expert_used=m.num("expert_used_count", 0), n_ctx_train=m.num("context_length", 0),
+        weights_bytes=w.weights, mtp_weights_bytes=w.mtp_weights, expert_bytes=w.experts,
         host_bytes=w.host,
         expert_layers=tuple((il, d, h) for il, (d, h) in sorted(w.expert_layers.items())),
         weights_quantized=w.quant_bytes >= w.float_bytes,
-        kv_groups=kv_groups,
-        mtp_kv_groups=merge(mtp_layers),
-        n_swa=n_swa if any(swa) else 0,
-        mla=mla,
-        v_width_max=v_width_max,
-        recurrent_layers=sum(recurrent),
-        recurrent_r=rec.r,
-        recurrent_s=rec.s,
-        rs_rollback=arch in _RS_ROLLBACK,
-        conv_dim=rec.conv_dim,
-        ssm_d_inner=rec.d_inner,
-        ssm_d_state=rec.d_state,
-        q_dim=q_dim,
-        mla_kv_lora=head_v if mla else 0,
+        kv_groups=kv_groups, mtp_kv_groups=kv.merge(mtp_layers), n_swa=n_swa, mla=mla,
+        v_width_max=max(((0 if mla else head_v) * h for h in heads.n_head_kv), default=0),
+        recurrent_layers=sum(rec.layers), recurrent_r=rec.r, recurrent_s=rec.s,
+        rs_rollback=arch in _RS_ROLLBACK, conv_dim=rec.conv_dim, ssm_d_inner=rec.d_inner,
+        ssm_d_state=rec.d_state, q_dim=q_dim, mla_kv_lora=head_v if mla else 0,
         expert_copy_bytes=(
             5 * sum(w.expert_sizes) // (4 * len(w.expert_sizes)) if w.expert_sizes else 0
         ),
-        mtp_available=mtp_available,
+        mtp_available=(
+            n_nextn > 0 and f"blk.{n_layer + n_nextn - 1}.nextn.eh_proj.weight" in w.names
+        ),
         layer_weights=tuple((il, d, h) for il, (d, h) in sorted(w.layer_weights.items())),
         output_weights=(w.output_dev, w.output_host),
         kv_layer_group=tuple(
-            _group_index(kv_groups, group(il)) if il in kv_set else -1 for il in range(n_layer)
+            _group_index(kv_groups, kv.group(il)) if il in kv_set else -1 for il in range(n_layer)
         ),
         largest_layer_tensor=w.largest,
-    )
+    )  # fmt: skip

@@ -169,7 +169,7 @@ class RunSpec:
     #: llama.cpp's own options, as ``-fa``, ``-np``, ``-ub``, ``--n-cpu-moe`` and ``-ngl N``
     #: (None: every layer on the GPU, or the tier's choice) mean them.
     flash_attn: str = "on"
-    parallel: int = 1
+    parallel: int | None = 1  # None: llama-server's default (-np -1: 4 slots, unified cache)
     ubatch: int = 512
     n_cpu_moe: int = 0
     n_gpu_layers: int | None = None
@@ -189,8 +189,10 @@ class RunSpec:
             raise UsageError(f"--tier must be one of {', '.join(TIERS)}, not {self.tier!r}")
         if self.flash_attn not in ("on", "off", "auto"):
             raise UsageError(f"-fa must be on, off or auto, not {self.flash_attn!r}")
-        if self.parallel < 1 or self.ubatch < 1 or self.n_cpu_moe < 0:
-            raise UsageError("-np and -ub must be at least 1, --n-cpu-moe at least 0")
+        if (self.parallel is not None and self.parallel < 1) or self.ubatch < 1:
+            raise UsageError("-np must be -1 or at least 1, -ub at least 1")
+        if self.n_cpu_moe < 0:
+            raise UsageError("--n-cpu-moe must be at least 0")
         if self.n_gpu_layers is not None and self.n_gpu_layers < 0:
             raise UsageError("-ngl takes a number >= 0, 'all' or 'auto'")
         return self

@@ -74,73 +74,117 @@ def rank_candidates(
         raise UsageError(f"--sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
     spec = spec.validated()
     filters = filters or Filters()
-    early = limit is not None and sort in EARLY_STOP_SORTS
-    bounded = limit is not None and presorted and sort in BOUNDED_SORTS
-    lazy = presorted and (early or bounded)
+    ranking = _Ranking(sort, limit, presorted, spec, budget)
     stream = (c for c in candidates if filters.accepts(c))
-    qualities: dict[int, QualityEstimate | None] = {}
-    pre: dict[int, tuple[Any, ...]] = {}
-    accepted: list[Candidate] = []
-    if lazy:
-        batches = _batches(stream, limit)
-    else:
-        accepted = list(stream)
-        if early or sort == "quality":
-            qualities = {c.quant_id: quality_of(c) for c in accepted}
-        if early:
-            pre = {c.quant_id: pre_key(sort, c, qualities) for c in accepted}
-            accepted.sort(key=lambda c: (pre[c.quant_id], c.repo_id, c.path))
-        batches = _batches(iter(accepted), limit)
-    fitting: list[Ranked] = []
-    tally = _Tally(spec, budget, qualities, with_ctx=sort == "ctx")
-    seen = 0
-    key_of = sort_key(sort)
-    for batch in batches:
-        seen += len(batch)
-        if lazy:
-            pre.update((c.quant_id, pre_key(sort, c, qualities)) for c in batch)
-        if (early or bounded) and limit is not None and len(fitting) >= limit:
-            if bounded:  # the results' actual (value, quality) against the next's bound
-                last = key_of(fitting[limit - 1])  # kept sorted and cut to `limit` below
-                worst = last[:2]
-            else:
-                worst = sorted(pre[r.candidate.quant_id] for r in fitting)[limit - 1]
-            if pre[batch[0].quant_id] > worst:
-                seen -= len(batch)
+    ranking.run(ranking.batches(stream), materialize)
+    return ranking.outcome(siblings)
+
+
+class _Ranking:
+    """One rank_candidates call: the candidates read in batches, estimated until nothing left
+    can enter the top ``limit``, then the answer.
+
+    ``early`` (a sort whose pre_key orders exactly): stop at the first batch whose pre_key ranks
+    below the current top ``limit``. ``bounded`` (a presorted stream ordered by an upper bound):
+    stop likewise against the results' actual keys, and skip candidates whose best case cannot
+    enter. ``lazy``: the stream is presorted and consumed only as far as ranking reads it.
+    """
+
+    def __init__(
+        self, sort: str, limit: int | None, presorted: bool, spec: RunSpec, budget: Budget
+    ) -> None:
+        self.sort, self.limit = sort, limit
+        self.early = limit is not None and sort in EARLY_STOP_SORTS
+        self.bounded = limit is not None and presorted and sort in BOUNDED_SORTS
+        self.lazy = presorted and (self.early or self.bounded)
+        # One dict, shared with the tally: pre_key and the tally fill and read the same one.
+        self.qualities: dict[int, QualityEstimate | None] = {}
+        self.pre: dict[int, tuple[Any, ...]] = {}
+        self.accepted: list[Candidate] = []
+        self.fitting: list[Ranked] = []
+        self.tally = _Tally(spec, budget, self.qualities, with_ctx=sort == "ctx")
+        self.seen = 0
+        self.key_of = sort_key(sort)
+
+    def batches(self, stream: Iterator[Candidate]) -> Iterator[list[Candidate]]:
+        """The candidates in batches: as they come when lazy, else all read (and, for an early
+        stop, put in pre_key order) first."""
+        if self.lazy:
+            return _batches(stream, self.limit)
+        self.accepted = list(stream)
+        if self.early or self.sort == "quality":
+            self.qualities.update((c.quant_id, quality_of(c)) for c in self.accepted)
+        if self.early:
+            pre = self.pre
+            pre.update((c.quant_id, pre_key(self.sort, c, self.qualities)) for c in self.accepted)
+            self.accepted.sort(key=lambda c: (pre[c.quant_id], c.repo_id, c.path))
+        return _batches(iter(self.accepted), self.limit)
+
+    def run(self, batches: Iterator[list[Candidate]], materialize: Materialize | None) -> None:
+        """Estimate batch after batch until the stream ends or nothing left can rank higher."""
+        limit = self.limit
+        for batch in batches:
+            self.seen += len(batch)
+            if self.lazy:
+                self.pre.update((c.quant_id, pre_key(self.sort, c, self.qualities)) for c in batch)
+            kept = self._still_open(batch)
+            if kept is None:
+                self.seen -= len(batch)
                 break  # sorted: nothing left can rank above the current top `limit`
-            if bounded:
-                # Ties on (bound, quality) cannot end the stream, but a candidate whose best case
-                # (its bound, then the tie-breaks known before estimating) ranks below the last
-                # result cannot enter the results: it is not completed or estimated.
-                batch = [c for c in batch if not beaten(optimistic_key(sort, c), last)]
-        for c in materialize(batch) if materialize is not None else batch:
-            ranked = tally.consider(c)
-            if ranked is not None:
-                fitting.append(ranked)
-        if bounded and limit is not None and len(fitting) >= limit:
-            # Only the best `limit` can be answered: keeping just those keeps each batch's
-            # comparison with the next bound O(limit), not O(everything that fitted so far).
-            fitting.sort(key=key_of)
-            del fitting[limit:]
-    fitting.sort(key=key_of)
-    top = fitting if limit is None else fitting[:limit]
-    files = siblings(sorted({r.candidate.repo_id for r in top})) if siblings else {}
-    results = [
-        tally.finished(r, i, files.get(r.candidate.repo_id, r.candidate.sibling_paths))
-        for i, r in enumerate(top, 1)
-    ]
-    # A presorted stream is read only up to the stop: what was not read is not counted.
-    total = seen if lazy else len(accepted)
-    return SearchOutcome(
-        results=tuple(results),
-        considered=total,
-        fitting=tally.fitting,
-        unknown_memory=tally.unknown,
-        invalid_config=tally.invalid,
-        too_big=tally.too_big,
-        smallest_total=tally.smallest,
-        unevaluated=total - tally.estimated,
-    )
+            for c in materialize(kept) if materialize is not None else kept:
+                ranked = self.tally.consider(c)
+                if ranked is not None:
+                    self.fitting.append(ranked)
+            if self.bounded and limit is not None and len(self.fitting) >= limit:
+                # Only the best `limit` can be answered: keeping just those keeps each batch's
+                # comparison with the next bound O(limit), not O(everything that fitted so far).
+                self.fitting.sort(key=self.key_of)
+                del self.fitting[limit:]
+
+    def _still_open(self, batch: list[Candidate]) -> list[Candidate] | None:
+        """The batch's candidates that may still enter the top ``limit``; None: none can, nor
+        any after them."""
+        limit = self.limit
+        if not (self.early or self.bounded) or limit is None or len(self.fitting) < limit:
+            return batch
+        if self.bounded:  # the results' actual (value, quality) against the next's bound
+            last = self.key_of(self.fitting[limit - 1])  # kept sorted and cut to `limit` in run
+            worst = last[:2]
+        else:
+            worst = sorted(self.pre[r.candidate.quant_id] for r in self.fitting)[limit - 1]
+        if self.pre[batch[0].quant_id] > worst:
+            return None
+        if not self.bounded:
+            return batch
+        # Ties on (bound, quality) cannot end the stream, but a candidate whose best case (its
+        # bound, then the tie-breaks known before estimating) ranks below the last result cannot
+        # enter the results: it is not completed or estimated.
+        return [c for c in batch if not beaten(optimistic_key(self.sort, c), last)]
+
+    def outcome(
+        self, siblings: Callable[[Sequence[str]], Mapping[str, Sequence[str]]] | None
+    ) -> SearchOutcome:
+        """The top ``limit`` finished (command, max_ctx, speed), and the counts."""
+        tally = self.tally
+        self.fitting.sort(key=self.key_of)
+        top = self.fitting if self.limit is None else self.fitting[: self.limit]
+        files = siblings(sorted({r.candidate.repo_id for r in top})) if siblings else {}
+        results = [
+            tally.finished(r, i, files.get(r.candidate.repo_id, r.candidate.sibling_paths))
+            for i, r in enumerate(top, 1)
+        ]
+        # A presorted stream is read only up to the stop: what was not read is not counted.
+        total = self.seen if self.lazy else len(self.accepted)
+        return SearchOutcome(
+            results=tuple(results),
+            considered=total,
+            fitting=tally.fitting,
+            unknown_memory=tally.unknown,
+            invalid_config=tally.invalid,
+            too_big=tally.too_big,
+            smallest_total=tally.smallest,
+            unevaluated=total - tally.estimated,
+        )
 
 
 def count_fitting(

@@ -215,7 +215,7 @@ def test_api_checks_what_the_cli_parser_checks(tmp_path):
     for kwargs, needle in [
         ({"ctx": 0}, "--ctx must be >= 1, not 0"),
         ({"ctx": 4096, "parallel": -2}, "--parallel must be >= -1"),
-        ({"ctx": 4096, "ubatch": 0}, "--ubatch must be >= 1"),
+        ({"ctx": 4096, "ubatch": 0}, "--ubatch-size must be >= 1"),
         ({"ctx": 4096, "n_cpu_moe": -1}, "--n-cpu-moe must be >= 0"),
         ({"ctx": 4096, "mmproj": "p.gguf", "no_mmproj": True}, "exclude each other"),
     ]:
@@ -227,6 +227,8 @@ def test_api_checks_what_the_cli_parser_checks(tmp_path):
         ({"vram": 0.05}, "--vram must be >= 0.1, not 0.05"),
         ({"vram": 24, "limit": 0}, "--limit must be >= 1"),
         ({"vram": 24, "headroom": -1}, "--headroom must be >= 0"),
+        ({"vram": 24, "parallel": -2}, "--parallel must be >= -1"),
+        ({"vram": 24, "gpu": 3090}, "search option gpu"),
     ]:
         with pytest.raises(UsageError, match=needle):
             api.search(ctx=4096, offline=True, **kwargs)

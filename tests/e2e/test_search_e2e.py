@@ -456,12 +456,28 @@ def test_table_output_has_the_columns_and_a_command_per_row(catalog_db):
     assert "ESTIMATE" in out.stderr
 
 
-def test_search_argv_matches_the_cli_json(catalog_db):
-    from crawler.cli.search_cmd import search_argv
+def test_np_minus_one_is_llama_servers_default_slots(catalog_db):
+    """-np -1 (as estimate takes it): llama-server's own default, 4 slots sharing one unified
+    cache; the command leaves -np out, and the estimate counts 4 sequences' buffers."""
+    args = ("qwen3.6 27b", "--vram", "48", "--ctx", "8192", "-ctk", "f16", "-ctv", "f16")
+    one = {(r["repo"], r["path"]): r for r in _search(catalog_db, *args, "-np", "1")["results"]}
+    auto = {(r["repo"], r["path"]): r for r in _search(catalog_db, *args, "-np", "-1")["results"]}
+    assert auto and set(auto) <= set(one)
+    for key, r in auto.items():
+        assert " -np " not in r["command"] and " -np 1" in one[key]["command"]
+        assert r["total_bytes"] >= one[key]["total_bytes"]
+
+
+def test_a_watch_search_matches_the_cli_json(catalog_db):
+    from crawler.cli.search_cmd import search_options
+    from crawler.config import Settings
+    from crawler.crawl.watch import search_results, watch_request
 
     args = ["qwen3.6", "--vram", "24", "--ctx", "32768", "--limit", "1000"]
+    options = search_options(args)
+    assert options == {"query": "qwen3.6", "vram": 24.0, "ctx": 32768, "limit": 1000}
     with Catalog.open(catalog_db[0]) as catalog:
-        results = search_argv(catalog, args)
+        results = search_results(catalog, watch_request(Settings(), options))
     assert [(r["repo"], r["path"]) for r in results] == [
         (r["repo"], r["path"]) for r in _search(catalog_db, *args[:-2])["results"]
     ]
@@ -726,11 +742,12 @@ def test_a_short_limit_gives_the_head_of_the_full_ranking(any_catalog_db, sort):
     ],
 )
 def test_bad_search_options_are_one_line_usage_errors(catalog_db, argv, message):
-    from crawler.cli.search_cmd import search_argv
+    from crawler.cli.search_cmd import request_from_argv
+    from crawler.crawl.watch import search_results
     from crawler.errors import UsageError
 
     with Catalog.open(catalog_db[0]) as catalog, pytest.raises(UsageError, match=message):
-        search_argv(catalog, argv)
+        search_results(catalog, request_from_argv(argv))
     db, tmp = catalog_db
     out = quants("search", *argv, "--db", db, tmp=tmp)
     assert out.returncode == 2 and "Traceback" not in out.stderr

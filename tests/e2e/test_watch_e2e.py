@@ -69,7 +69,12 @@ def test_watch_fires_once_per_new_fitting_quant(
     added = cli.run("watch", "add", "q8b", "--", *SEARCH)
     assert f"{len(current)} current results taken as its baseline" in added.stdout
     listed = cli.json("watch", "list")
-    assert [(w["name"], w["args"], w["hits"]) for w in listed] == [("q8b", SEARCH, len(current))]
+    # Stored by name, as api.search takes them; shown as the flags they were typed as.
+    options = {"query": "qwen3 8b", "vram": 24.0, "ctx": 4096}
+    assert [(w["name"], w["options"], w["hits"]) for w in listed] == [
+        ("q8b", options, len(current))
+    ]
+    assert "'qwen3 8b' --vram 24 --ctx 4096" in cli.run("watch", "list").stdout
 
     # Nothing new: nothing fires.
     assert cli.json("watch", "run") == []

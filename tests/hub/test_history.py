@@ -218,12 +218,13 @@ def test_empty_catalog_and_bad_since(world: World) -> None:
 
 
 def test_watch_crud_and_hits_fire_once(world: World) -> None:
-    watch = add_watch(world.catalog, "rtx4090", ["--vram", "24", "--ctx", "262144"])
-    assert watch.args == ("--vram", "24", "--ctx", "262144")
+    watch = add_watch(world.catalog, "rtx4090", {"vram": 24.0, "ctx": 262144})
+    assert watch.options == {"vram": 24.0, "ctx": 262144}
+    assert get_watch(world.catalog, "rtx4090").options == {"vram": 24.0, "ctx": 262144}
     with pytest.raises(UsageError, match="exists"):
-        add_watch(world.catalog, "rtx4090", [])
+        add_watch(world.catalog, "rtx4090", {})
     with pytest.raises(UsageError, match="watch name"):
-        add_watch(world.catalog, "../etc", [])
+        add_watch(world.catalog, "../etc", {})
     first = record_hits(
         world.catalog, watch.id, [("a@1", {"repo": "a"}), ("b@1", {"repo": "b"})], scan_id=None
     )
@@ -260,7 +261,7 @@ def test_content_keys_follow_reuploads(world: World) -> None:
 def test_concurrent_evaluations_fire_each_result_once(world: World) -> None:
     import threading
 
-    watch = add_watch(world.catalog, "race", ["--vram", "8"])
+    watch = add_watch(world.catalog, "race", {"vram": 8.0})
     keys = [f"r/{i}@k" for i in range(12)]
     fired: list[str] = []
     errors: list[BaseException] = []

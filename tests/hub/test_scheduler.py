@@ -276,15 +276,8 @@ def test_scheduler_runs_real_crawls_on_a_short_trigger(hub: HubEmulator, tmp_pat
 
     # Run now, then every second: no wall-clock cron in the test.
     options = ScheduleOptions(run_now=True, timezone="UTC")
-    from crawler.cli.search_cmd import search_argv
-
     thread, errors = _run_in_background(
-        run_scheduler,
-        settings,
-        options,
-        trigger=IntervalTrigger(seconds=1),
-        stop=stop,
-        search=search_argv,
+        run_scheduler, settings, options, trigger=IntervalTrigger(seconds=1), stop=stop
     )
     try:
         _wait_for(two_scans_done, timeout=120)

@@ -2,12 +2,12 @@
 
 The real search (``quants search``) is exercised end to end in tests/e2e/test_watch_e2e.py;
 here the results are fixed so each rule (baseline, fire once, re-upload, feed shape) is pinned.
+The options are the real ones: checked by the library as api.search checks them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,21 +22,20 @@ from crawler.catalog.watches import get_watch, list_hits
 from crawler.config import Settings
 from crawler.crawl.watch import add_watch, evaluate_watches, feed_paths
 from crawler.errors import NothingFits, UsageError
+from crawler.search import SearchRequest
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 
 
 class FakeSearch:
-    """Returns whatever ``results`` holds; records the argv it was given."""
+    """Returns whatever ``results`` holds; records the requests it was given."""
 
     def __init__(self) -> None:
         self.results: list[dict[str, Any]] = []
-        self.calls: list[list[str]] = []
+        self.calls: list[SearchRequest] = []
 
-    def __call__(self, catalog: Catalog, argv: Sequence[str]) -> list[dict[str, Any]]:
-        self.calls.append(list(argv))
-        if "--bad" in argv:
-            raise UsageError("no such option: --bad")
+    def __call__(self, catalog: Catalog, req: SearchRequest) -> list[dict[str, Any]]:
+        self.calls.append(req)
         if not self.results:
             raise NothingFits("nothing fits")
         return [dict(r) for r in self.results]
@@ -72,8 +71,8 @@ def test_baseline_then_fire_once_then_reupload(env) -> None:
     settings, catalog, search = env
     _put_quant(catalog, "u/A-GGUF", "A-Q4_K_M.gguf", "k1")
     search.results = [_result("u/A-GGUF", "A-Q4_K_M.gguf")]
-    _watch, baseline = add_watch(settings, catalog, "w24", ["--vram", "24"], search=search)
-    assert baseline == 1 and search.calls == [["--vram", "24"]]
+    _watch, baseline = add_watch(settings, catalog, "w24", {"vram": 24}, search=search)
+    assert baseline == 1 and [r.vram_gib for r in search.calls] == [24]
 
     # Nothing new: the baseline result does not fire.
     assert evaluate_watches(settings, catalog, scan_id=None, search=search) == []
@@ -119,13 +118,18 @@ def test_baseline_then_fire_once_then_reupload(env) -> None:
 
 def test_bad_options_refused_at_add_and_skipped_later(env, caplog) -> None:
     settings, catalog, search = env
-    with pytest.raises(UsageError, match="--bad"):
-        add_watch(settings, catalog, "w", ["--bad"], search=search)
+    with pytest.raises(UsageError, match="unknown search option 'bad'"):
+        add_watch(settings, catalog, "w", {"vram": 8, "bad": 1}, search=search)
+    with pytest.raises(UsageError, match=r"--vram must be >= 0\.1"):
+        add_watch(settings, catalog, "w", {"vram": 0}, search=search)
+    with pytest.raises(UsageError, match="search option ctx"):
+        add_watch(settings, catalog, "w", {"vram": 8, "ctx": "lots"}, search=search)
+    assert search.calls == []  # refused before any search
     # A watch that fails later (e.g. options retired) is logged; the others still run.
-    add_watch(settings, catalog, "ok", ["--vram", "8"], search=search)
+    add_watch(settings, catalog, "ok", {"vram": 8}, search=search)
     from crawler.catalog.watches import add_watch as store_watch
 
-    store_watch(catalog, "broken", ["--bad"])
+    store_watch(catalog, "broken", {"vram": 8, "bad": 1})
     search.results = [_result("x/X-GGUF", "X.gguf")]
     fired = evaluate_watches(settings, catalog, scan_id=None, search=search)
     assert [h.watch for h in fired] == ["ok"]
@@ -134,7 +138,7 @@ def test_bad_options_refused_at_add_and_skipped_later(env, caplog) -> None:
 
 def test_nothing_fits_is_no_results_and_feed_is_valid_xml(env) -> None:
     settings, catalog, search = env
-    add_watch(settings, catalog, "empty", ["--vram", "1"], search=search)
+    add_watch(settings, catalog, "empty", {"vram": 1}, search=search)
     assert evaluate_watches(settings, catalog, scan_id=None, search=search) == []
     atom, jsonl = feed_paths(settings)
     assert ET.parse(atom).getroot().findall(f"{ATOM}entry") == []
@@ -143,7 +147,7 @@ def test_nothing_fits_is_no_results_and_feed_is_valid_xml(env) -> None:
 
 def test_hostile_hub_text_stays_valid_xml_and_escaped_json(env) -> None:
     settings, catalog, search = env
-    add_watch(settings, catalog, "w", ["--vram", "24"], search=search)
+    add_watch(settings, catalog, "w", {"vram": 24}, search=search)
     evil = "evil/\x1b[31mRED\x07-GGUF"
     search.results = [_result(evil, "a\x01b<&>.gguf", command="llama-server -m 'x'")]
     fired = evaluate_watches(settings, catalog, scan_id=None, search=search)

@@ -74,12 +74,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
         frozenset({"pyarrow", "huggingface_hub", "httpx2", "sqlalchemy"}),
     ),
     (
-        "crawl",
-        ("crawler.crawl",),
-        ("base", "gguf", "profile", "ranking", "hub", "catalog"),
-        frozenset({"apscheduler", "tzlocal", "logging", "socket", "urllib"}),
-    ),
-    (
         # The library calls behind commands.
         "library",
         ("crawler.targets", "crawler.estimating", "crawler.search", "crawler.checklog"),
@@ -87,10 +81,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
         frozenset({"urllib"}),
     ),
     (
+        # The watches run their saved searches through the library's search.
+        "crawl",
+        ("crawler.crawl",),
+        ("base", "gguf", "profile", "ranking", "hub", "catalog", "crawler.search"),
+        frozenset({"apscheduler", "tzlocal", "logging", "socket", "urllib"}),
+    ),
+    (
         # The stable Python API over the library calls (the commands and the MCP server call it).
         "api",
         ("crawler.api",),
-        ("base", "gguf", "fit", "profile", "ranking", "catalog", "crawl", "library"),
+        ("base", "gguf", "fit", "profile", "ranking", "catalog", "library", "crawl"),
         frozenset(),
     ),
     (
@@ -118,8 +119,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
             "hub",
             "catalog",
             "snapshot",
-            "crawl",
             "library",
+            "crawl",
             "api",
             "mcp",
             "web",

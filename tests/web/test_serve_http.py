@@ -296,3 +296,23 @@ def test_hostile_parameters_are_400s(
 ) -> None:
     status, doc = served.json(path, params)
     assert status == 400 and doc["error"].startswith(word), doc
+
+
+def test_scans_page_shows_a_watchs_options_escaped(tmp_path, crawled_world) -> None:
+    """A watch's options (by name) on /scans and /api/scans; its text is escaped like Hub text."""
+    from crawler.catalog import Catalog
+    from crawler.catalog.watches import add_watch
+    from tests.web.conftest import serving
+
+    db = crawled_world.copy(tmp_path / "db")
+    with Catalog.open(db) as catalog:
+        add_watch(catalog, "w24", {"query": "<b>qwen</b>", "vram": 24.0, "mtp": True})
+    with serving(db, tmp_path) as served:
+        status, doc = served.json("/api/scans")
+        assert status == 200
+        assert [(w["name"], w["options"]) for w in doc["watches"]] == [
+            ("w24", {"query": "<b>qwen</b>", "vram": 24.0, "mtp": True})
+        ]
+        status, _, html = served.get("/scans")
+    assert status == 200
+    assert "mtp=True query=&lt;b&gt;qwen&lt;/b&gt; vram=24.0" in html and "<b>qwen" not in html
