@@ -1,6 +1,6 @@
 """quants search: the best quants that fit a GPU at a context, with the command to run them.
 
-Also search_argv, the same search from an argv list (for saved searches).
+Also an argv's search options by name and back, for saved searches (quants watch).
 Details: docs/internals/cli.md#search_cmd
 """
 
