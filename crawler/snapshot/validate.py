@@ -1,6 +1,7 @@
 """Every row of a snapshot checked before anything is written: a snapshot is untrusted input.
 
 The first value the crawl could not have written refuses the whole snapshot, naming where.
+The export runs the same per-row checks (refused_rows) and leaves out what they refuse.
 Details: docs/internals/snapshot.md#validate
 """
 
@@ -34,6 +35,7 @@ __all__ = [
     "RowProblem",
     "check_hub_path",
     "check_repo_id",
+    "refused_rows",
     "validate_file",
 ]
 
@@ -278,8 +280,12 @@ def _dense(array: pa.Array) -> pa.Array:
     return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
 
 
-def _python_check(array: pa.Array, check: Callable[[Any], str | None]) -> tuple[int, str] | None:
-    """First row whose value ``check`` refuses, checking each distinct value once."""
+#: A check over one column: the mask of the rows it refuses (null: accepted), and why row i is.
+Check = tuple[pa.Array, Callable[[int], str]]
+
+
+def _python_mask(array: pa.Array, check: Callable[[Any], str | None]) -> Check | None:
+    """The rows whose value ``check`` refuses (None: none), checking each distinct value once."""
     if pa.types.is_dictionary(array.type):
         problems = {}
         for i, v in enumerate(array.dictionary.to_pylist()):
@@ -290,14 +296,19 @@ def _python_check(array: pa.Array, check: Callable[[Any], str | None]) -> tuple[
         if not problems:
             return None
         mask = pc.is_in(array.indices, pa.array(list(problems), array.indices.type))
-        row = _first(mask)
-        return None if row is None else (row, problems[array.indices[row].as_py()])
+        return mask, lambda row: problems[array.indices[row].as_py()]
+    by_row = {}
     for i, v in enumerate(array.to_pylist()):
         if v is not None:
             p = check(v)
             if p:
-                return i, p
-    return None
+                by_row[i] = p
+    if not by_row:
+        return None
+    hits = [False] * len(array)
+    for i in by_row:
+        hits[i] = True
+    return pa.array(hits, pa.bool_()), by_row.__getitem__
 
 
 def _value_bytes(array: pa.Array) -> int:
@@ -323,34 +334,44 @@ class _Checker:
         return RowProblem(self.name, row, column, problem)
 
     def column(self, col: str, array: pa.Array, offset: int) -> None:
+        """Raise RowProblem at the first row a check of column ``col`` refuses."""
+        for mask, why in self.checks(col, array):
+            bad = _first(mask)
+            if bad is not None:
+                raise self.fail(offset + bad, col, why(bad))
+
+    def checks(self, col: str, array: pa.Array) -> Iterator[Check]:
+        """Every check of column ``col`` over ``array``, in order, computed when reached."""
         kind = self.kinds[col]
         sql_type, length = self.limits.get(col, ("", None))
-        bad: int | None = None
+        mask: pa.Array | None = None
         problem = ""
         if kind == "int":
             top = _INT_MAX.get(sql_type, (1 << 63) - 1)
-            bad = _first(pc.or_(pc.less(array, 0), pc.greater(array, top)))
+            mask = pc.or_(pc.less(array, 0), pc.greater(array, top))
             problem = f"not an integer from 0 to {top}"
         elif kind == "float":
             lo, hi = _FLOAT_RANGES.get(col, (0.0, 1e30))
             finite = pc.is_finite(array)
-            bad = _first(
-                pc.or_(pc.invert(finite), pc.or_(pc.less(array, lo), pc.greater(array, hi)))
-            )
+            mask = pc.or_(pc.invert(finite), pc.or_(pc.less(array, lo), pc.greater(array, hi)))
             problem = f"not a finite number from {lo:g} to {hi:g}"
         elif kind == "ts":
             lo = pa.scalar(EARLIEST, pa.timestamp("us", tz="UTC"))
             hi = pa.scalar(self.latest, pa.timestamp("us", tz="UTC"))
-            bad = _first(pc.or_(pc.less(array, lo), pc.greater(array, hi)))
+            mask = pc.or_(pc.less(array, lo), pc.greater(array, hi))
             problem = f"a time outside {EARLIEST:%Y-%m-%d} .. the import time"
-        if bad is not None:
-            value = array[bad].as_py()
-            shown = value.isoformat() if isinstance(value, datetime) else repr(value)
-            raise self.fail(offset + bad, col, f"{shown} is {problem}")
-        if kind in ("str", "json", "bytes"):
-            self.text(col, kind, array, offset, length)
+        if mask is not None:
 
-    def text(self, col: str, kind: str, array: pa.Array, offset: int, length: int | None) -> None:
+            def why(row: int) -> str:
+                value = array[row].as_py()
+                shown = value.isoformat() if isinstance(value, datetime) else repr(value)
+                return f"{shown} is {problem}"
+
+            yield mask, why
+        if kind in ("str", "json", "bytes"):
+            yield from self.text(col, kind, array, length)
+
+    def text(self, col: str, kind: str, array: pa.Array, length: int | None) -> Iterator[Check]:
         values = array.dictionary if pa.types.is_dictionary(array.type) else array
         cap = MAX_BLOB_BYTES if kind == "bytes" else MAX_JSON_BYTES if kind == "json" else None
         if kind == "str":
@@ -358,16 +379,15 @@ class _Checker:
         if cap is not None and len(values):
             measure = pc.binary_length(values) if kind == "bytes" else pc.utf8_length(values)
             if (pc.max(measure).as_py() or 0) > cap:
-                found = _python_check(
-                    array, lambda v: f"{len(v)} long, at most {cap}" if len(v) > cap else None
-                )
-                if found:
-                    raise self.fail(offset + found[0], col, found[1])
+                too_long = pc.greater(measure, cap)
+                if pa.types.is_dictionary(array.type):
+                    too_long = pc.take(too_long, array.indices)
+                yield too_long, lambda row: f"{len(array[row].as_py())} long, at most {cap}"
         check = self.value_check(col, kind)
         if check is not None:
-            found = _python_check(array, check)
+            found = _python_mask(array, check)
             if found:
-                raise self.fail(offset + found[0], col, found[1])
+                yield found
 
     def value_check(self, col: str, kind: str) -> Callable[[Any], str | None] | None:
         enum = _ENUMS.get((self.name, col))
@@ -426,6 +446,26 @@ class _Checker:
                 if key in self.keys:
                     raise self.fail(offset + i, ",".join(key_cols), f"duplicate key {key!r}")
                 self.keys.add(key)
+
+
+def refused_rows(
+    name: str, batch: pa.RecordBatch, *, now: datetime | None = None
+) -> dict[int, tuple[str, str]]:
+    """The rows of ``batch`` (of snapshot file ``name``) that an import refuses.
+
+    Row index -> (the first column refusing it, why), by the very checks validate_file applies
+    to each row (``now``: the import time; an import later than ``now`` accepts what is not here).
+    What validate_file checks beyond single rows (sizes of a batch and a file, rows a file, keys
+    unique) is not a property of one row and is not reported.
+    """
+    checker = _Checker(name, now or datetime.now(UTC))
+    found: dict[int, tuple[str, str]] = {}
+    for i, col in enumerate(batch.schema.names):
+        for mask, why in checker.checks(col, batch.column(i)):
+            for row in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
+                if row not in found:
+                    found[row] = (col, why(row))
+    return found
 
 
 def _reader(file: Path) -> pq.ParquetFile:
