@@ -159,9 +159,7 @@ def _children(db: str) -> dict[str, int]:
         conn.close()
 
 
-def test_export_leaves_out_what_import_refuses_and_the_snapshot_imports(
-    crawled, expected
-) -> None:
+def test_export_leaves_out_what_import_refuses_and_the_snapshot_imports(crawled, expected) -> None:
     db, snap, tmp = crawled
     # The hostile file name's quant and file rows, and its quant's children (keyed by that
     # name too), counted by the column refused.
@@ -311,14 +309,14 @@ def test_import_puts_the_connections_settings_back(crawled) -> None:
 
 
 @pytest.mark.postgres
-def test_round_trip_into_empty_postgresql_equals_the_crawl(crawled) -> None:
-    db, snap, tmp = crawled
+def test_round_trip_into_empty_postgresql_equals_the_crawl(crawled, expected) -> None:
+    _db, snap, tmp = crawled
     with databases("quants_snap") as new:
         target = new()
         import_(snap, target, tmp)
-        assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
-        assert view(target, tmp, "v_tensor_groups") == view(db, tmp, "v_tensor_groups")
-        assert same_answer(search(target, tmp), search(db, tmp))
+        assert view(target, tmp, "v_quants") == view(expected, tmp, "v_quants")
+        assert view(target, tmp, "v_tensor_groups") == view(expected, tmp, "v_tensor_groups")
+        assert same_answer(search(target, tmp), search(expected, tmp))
         # The dropped indexes and foreign keys were made again, as the migrations make them.
         fresh = new()
         ok("db", "upgrade", "--db", fresh, tmp=tmp)
@@ -329,11 +327,11 @@ def test_round_trip_into_empty_postgresql_equals_the_crawl(crawled) -> None:
             assert pq.read_table(tmp / "from-pg" / name).equals(pq.read_table(snap / name)), name
 
 
-def test_import_twice_is_import_once_and_crawl_after_import_reads_no_header(
+def test_import_twice_is_import_once_and_crawl_after_import_reads_only_the_marked_repo(
     crawled,
     world_cache: FileCache,
 ) -> None:
-    _db, snap, tmp = crawled
+    db, snap, tmp = crawled
     target = f"sqlite:///{tmp / 'twice.sqlite'}"
     import_(snap, target, tmp)
     once = snapshot(target)
@@ -341,11 +339,16 @@ def test_import_twice_is_import_once_and_crawl_after_import_reads_no_header(
     assert again["quants_added"] == again["quants_updated"] == again["repos_added"] == 0
     assert again["versions_added"] == 0 and again["quants_kept"] > 10
     assert snapshot(target) == once
-    # The crawl treats the pulled entries as its own: nothing unchanged is read again.
-    with world_emulator(world_cache, tmp / "hostile", hostile=False) as emulator:
+    # The crawl treats the pulled entries as its own: nothing unchanged is read again, except
+    # the repo whose rows the export left out (exported as not fully read): this crawl reads
+    # it, its imported quants again and the left-out one for the first time.
+    with world_emulator(world_cache, tmp / "hostile") as emulator:
         summary = crawl(emulator, target, tmp)
-    assert summary["quants_analysed"] == 0
-    assert summary["repos_unchanged"] >= len(once["repos"]) - 3  # gated/broken are retried
+    crawled_quants = snapshot(db)["quants"]
+    assert summary["quants_analysed"] == sum(q[0] == HOSTILE for q in crawled_quants) > 1
+    assert {q[:2] for q in snapshot(target)["quants"]} == {q[:2] for q in crawled_quants}
+    # gated/broken repos are retried, and the hostile one is read
+    assert summary["repos_unchanged"] >= len(once["repos"]) - 4
     assert summary["repos_new"] == 0
 
 
@@ -597,7 +600,9 @@ def downloaded(emu: HubEmulator) -> dict[str, int]:
     return out
 
 
-def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(crawled) -> None:
+def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
+    crawled, expected
+) -> None:
     db, _snap, tmp = crawled
     publisher, puller = tmp / "publisher", tmp / "puller"
     target = f"sqlite:///{puller / 'pulled.sqlite'}"
@@ -629,8 +634,8 @@ def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
         pulled = hub_cli(emu, puller, "pull", DATASET, "--db", target)
         assert pulled["commit"] == first["commit"] and pulled["imported"]["quants_added"] > 10
         assert pulled["bytes_downloaded"] == sum(downloaded(emu).values()) > 0
-        assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
-        assert same_answer(search(target, tmp), search(db, tmp))
+        assert view(target, tmp, "v_quants") == view(expected, tmp, "v_quants")
+        assert same_answer(search(target, tmp), search(expected, tmp))
 
         # Unchanged: publishing again makes no commit; pulling again downloads 0 bytes.
         again = hub_cli(emu, publisher, "publish", DATASET, "--db", db)
@@ -690,16 +695,19 @@ def test_a_falsified_import_is_undone_by_crawl_verify_imported(
     target = f"sqlite:///{tmp / 'verify.sqlite'}"
     import_(tmp / "forged-snap", target, tmp)
     assert _label(target, path_a) == ("FORGED",)
-    # The world the crawled catalog came from (the hostile repo is not in the snapshot).
-    with world_emulator(world_cache, tmp / "hostile-v", hostile=False) as emulator:
+    # The world the crawled catalog came from. A plain crawl reads only the repo the export
+    # marked (its hostile name was left out); the forged row survives it.
+    hostile = sum(q[0] == HOSTILE for q in snapshot(db)["quants"])
+    with world_emulator(world_cache, tmp / "hostile-v") as emulator:
         plain = crawl(emulator, target, tmp)
-        assert plain["quants_analysed"] == 0 and _label(target, path_a) == ("FORGED",)
+        assert plain["quants_analysed"] == hostile and _label(target, path_a) == ("FORGED",)
         out = ok(
             "crawl", "--endpoint", emulator.endpoint, "--db", target, "--all", "--json",
             "--verify-imported", tmp=tmp,
         )  # fmt: skip
     verified = json.loads(out)
-    assert verified["quants_analysed"] >= len(snapshot(db)["quants"]) - 3
+    # Every imported quant re-read (the plain crawl read the hostile repo's already).
+    assert verified["quants_analysed"] >= len(snapshot(db)["quants"]) - 3 - hostile
     assert _label(target, path_a) == honest
     sources = dict(_sources(target))
     assert sources[path_a] is None  # now this catalog's own read
