@@ -1,7 +1,6 @@
 """quants export: the catalog as a snapshot directory (Parquet files + manifest.json).
 
-Bounded memory, and byte-identical files for an unchanged catalog (a no-op republish). The
-rows an import would refuse are left out and counted (validate.refused_rows: its own checks).
+Bounded memory, byte-identical files for an unchanged catalog; rows an import refuses left out.
 Details: docs/internals/snapshot.md#export
 """
 

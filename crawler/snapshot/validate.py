@@ -1,7 +1,6 @@
 """Every row of a snapshot checked before anything is written: a snapshot is untrusted input.
 
-The first value the crawl could not have written refuses the whole snapshot, naming where.
-The export runs the same per-row checks (refused_rows) and leaves out what they refuse.
+The first value the crawl could not have written refuses it all; export leaves such rows out.
 Details: docs/internals/snapshot.md#validate
 """
 
