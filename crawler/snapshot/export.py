@@ -207,7 +207,7 @@ def create_new(path: Path) -> BinaryIO:
 
 
 class _LeftOut:
-    """The rows one export leaves out (see the module docstring), and what depends on them."""
+    """The rows one export leaves out and what depends on them (internals/snapshot.md#export)."""
 
     def __init__(self, now: datetime) -> None:
         self.now = now

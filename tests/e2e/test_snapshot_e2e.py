@@ -196,6 +196,7 @@ def test_export_leaves_out_what_import_refuses_and_the_snapshot_imports(crawled,
     doc = search(target, tmp)
     hostile = [r for r in doc["results"] if r["repo"] == HOSTILE]
     assert hostile and not any(_has_control(r["path"]) for r in hostile)
+    assert [r["command"] for r in hostile if r["command"]]  # the commands checked below
     assert_inert(json.dumps(doc, ensure_ascii=False))
     # The import's text output names the rows left out in one note.
     out = quants("import", str(snap), "--db", target, tmp=tmp)
