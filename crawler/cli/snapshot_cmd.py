@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from crawler.cli._app import DbOpt, JsonOpt, app
+
+if TYPE_CHECKING:
+    from crawler.snapshot.export import ExportResult
 
 WithTensorsOpt = Annotated[
     bool, typer.Option("--with-tensors", help="Also export the raw tensor tables.")
@@ -44,7 +47,28 @@ def export_command(
         return
     for name, entry in sorted(result.manifest.files.items()):
         typer.echo(f"{name:24} {entry.rows:>10} rows {entry.bytes:>12} bytes")
+    _render_left_out(result)
     typer.echo(f"wrote {result.path}")
+
+
+def _render_left_out(result: ExportResult, *, err: bool = False) -> None:
+    """The rows the export left out because `quants import` refuses them, by file and reason."""
+    from crawler.cli._output import safe_text
+
+    total = result.manifest.rows_left_out
+    if not total:
+        return
+    typer.echo(
+        f"left out {total} rows that `quants import` refuses (a repo that lost rows is exported"
+        " as not fully read, for an importer's crawl to read):",
+        err=err,
+    )
+    for name, reasons in sorted(result.manifest.left_out.items()):
+        for reason, rows in sorted(reasons.items()):
+            example = result.examples.get((name, reason))
+            why = f"{reason}: {example}" if example else reason.replace("_", " ")
+            unit = "row " if rows == 1 else "rows"
+            typer.echo(safe_text(f"  {name:24} {rows:>8} {unit}  {why}"), err=err)
 
 
 @app.command("import")
@@ -71,6 +95,14 @@ def import_command(
 def _render_import(data: dict[str, object], *, as_json: bool) -> None:
     from crawler.cli._output import print_json
 
+    left_out = data.get("left_out")
+    if isinstance(left_out, dict) and left_out:
+        rows = sum(n for reasons in left_out.values() for n in reasons.values())
+        typer.echo(
+            f"note: the snapshot's export left out {rows} rows that an import refuses"
+            " (its manifest's left_out counts them by file and reason)",
+            err=True,
+        )
     differ = data.get("kinds_differ")
     if differ:
         typer.echo(
@@ -82,7 +114,7 @@ def _render_import(data: dict[str, object], *, as_json: bool) -> None:
         print_json(data)
         return
     for key, value in data.items():
-        if key != "scans":
+        if key not in ("scans", "left_out"):
             typer.echo(f"{key:16} {value}")
 
 
@@ -118,7 +150,8 @@ def publish_command(
         if path is None:
             path = Path(tmp) / "snapshot"
             with open_catalog(settings.resolved_db_url) as catalog:
-                export_snapshot(catalog, path, with_tensors=with_tensors)
+                exported = export_snapshot(catalog, path, with_tensors=with_tensors)
+            _render_left_out(exported, err=True)
         typer.echo(
             safe_text(
                 f"publishing to dataset {dataset_repo} on the Hub ({settings.hf_endpoint}) ..."

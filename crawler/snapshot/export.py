@@ -1,6 +1,6 @@
 """quants export: the catalog as a snapshot directory (Parquet files + manifest.json).
 
-Bounded memory, and byte-identical files for an unchanged catalog (a no-op republish).
+Bounded memory, byte-identical files for an unchanged catalog; rows an import refuses left out.
 Details: docs/internals/snapshot.md#export
 """
 
@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy import Connection, Select, and_, func, or_, select
 
@@ -35,10 +37,13 @@ from crawler.snapshot.columns import TABLES, arrow_schema, as_utc, columns_of, r
 from crawler.snapshot.manifest import (
     FILES,
     MANIFEST_NAME,
+    QUANT_LEFT_OUT,
+    REPO_LEFT_OUT,
     SCHEMA_VERSION,
     FileEntry,
     Manifest,
 )
+from crawler.snapshot.validate import refused_rows
 
 __all__ = ["ExportResult", "export_snapshot", "parse_since"]
 
@@ -52,6 +57,8 @@ class ExportResult:
 
     path: Path
     manifest: Manifest
+    #: (file, reason) -> why the first row left out for that reason was refused (for the CLI).
+    examples: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def total_bytes(self) -> int:
@@ -199,7 +206,71 @@ def create_new(path: Path) -> BinaryIO:
     return os.fdopen(fd, "wb")
 
 
-def _write_file(conn: Connection, out: Path, name: str, cutoff: datetime | None) -> FileEntry:
+class _LeftOut:
+    """The rows one export leaves out and what depends on them (internals/snapshot.md#export)."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.repos: set[str] = set()
+        self.quants: set[tuple[str, str]] = set()
+        #: Kept repos some of whose rows were left out: exported with ``scanned_sha`` empty.
+        self.incomplete: set[str] = set()
+        self.counts: dict[str, Counter[str]] = {}
+        self.examples: dict[tuple[str, str], str] = {}
+
+    def find_repos(self, conn: Connection, cutoff: datetime | None) -> None:
+        """The repo rows an import refuses (before the files whose rows depend on them)."""
+        name = "repos.parquet"
+        for batch in _batches(conn, _select(name, cutoff), name):
+            if refused := refused_rows(name, batch, now=self.now):
+                ids = batch.column("repo_id")
+                self.repos.update(ids[i].as_py() for i in refused)
+
+    def filter(self, name: str, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` without the rows left out, counted; the repos' ``scanned_sha`` patched."""
+        # Each row counted once: its own refused column, else its repo, else its quant.
+        reasons: dict[int, str] = {}
+        for i, (column, why) in refused_rows(name, batch, now=self.now).items():
+            reasons[i] = column
+            self.examples.setdefault((name, column), why)
+        depends = name != "repos.parquet" and bool(self.repos or self.quants)
+        if not (reasons or depends or (name == "repos.parquet" and self.incomplete)):
+            return batch
+        repo_ids: list[str] = batch.column("repo_id").to_pylist()
+        if depends:
+            quant_col = "quant_path" if name == "files.parquet" else "path"
+            quant_paths = batch.column(quant_col).to_pylist()
+            for i, (repo_id, quant_path) in enumerate(zip(repo_ids, quant_paths, strict=True)):
+                if i in reasons:
+                    continue
+                if repo_id in self.repos:
+                    reasons[i] = REPO_LEFT_OUT
+                elif name != "quants.parquet" and (repo_id, quant_path) in self.quants:
+                    reasons[i] = QUANT_LEFT_OUT
+        if reasons:
+            counts = self.counts.setdefault(name, Counter())
+            counts.update(reasons.values())
+            paths = batch.column("path").to_pylist() if name == "quants.parquet" else None
+            for i in reasons:
+                if paths is not None:
+                    self.quants.add((repo_ids[i], paths[i]))
+                if name != "repos.parquet":
+                    self.incomplete.add(repo_ids[i])
+            batch = batch.filter(pa.array([i not in reasons for i in range(batch.num_rows)]))
+        if name == "repos.parquet" and self.incomplete and batch.num_rows:
+            at = batch.schema.get_field_index("scanned_sha")
+            lost = pc.is_in(batch.column("repo_id"), pa.array(sorted(self.incomplete)))
+            patched = pc.if_else(lost, pa.scalar(None, pa.string()), batch.column(at))
+            batch = batch.set_column(at, batch.schema.field(at), patched)
+        return batch
+
+    def manifest_counts(self) -> dict[str, dict[str, int]]:
+        return {name: dict(sorted(c.items())) for name, c in sorted(self.counts.items())}
+
+
+def _write_file(
+    conn: Connection, out: Path, name: str, cutoff: datetime | None, left: _LeftOut
+) -> FileEntry:
     path = out / name
     tmp = path.with_suffix(".parquet.tmp")
     rows = 0
@@ -210,8 +281,10 @@ def _write_file(conn: Connection, out: Path, name: str, cutoff: datetime | None)
         pq.ParquetWriter(fh, arrow_schema(name), compression="zstd") as writer,
     ):
         for batch in _batches(conn, _select(name, cutoff), name):
-            writer.write_batch(batch, row_group_size=BATCH_ROWS)
-            rows += batch.num_rows
+            kept = left.filter(name, batch)
+            if kept.num_rows:
+                writer.write_batch(kept, row_group_size=BATCH_ROWS)
+            rows += kept.num_rows
     os.replace(tmp, path)  # replaces a symlink at ``path`` itself, never its target
     return FileEntry(rows=rows, bytes=path.stat().st_size, sha256=_sha256(path))
 
@@ -245,10 +318,15 @@ def export_snapshot(
     stale = out / "tensor_tables.parquet"
     if not with_tensors and stale.exists():
         stale.unlink()  # a previous --with-tensors export must not be published as current
+    left = _LeftOut(datetime.now(UTC))
     # One read transaction: every file sees the same catalog state (PostgreSQL snapshot;
-    # SQLite WAL readers see one consistent version for the whole transaction).
+    # SQLite WAL readers see one consistent version for the whole transaction). The repos
+    # file is written last: it needs to know which repos lost rows in the others.
     with catalog.engine.connect() as conn, conn.begin():
-        entries = {name: _write_file(conn, out, name, since) for name in names}
+        left.find_repos(conn, since)
+        later = [n for n in names if n != "repos.parquet"]
+        entries = {name: _write_file(conn, out, name, since, left) for name in later}
+        entries["repos.parquet"] = _write_file(conn, out, "repos.parquet", since, left)
         ids, first, last = _scan_range(conn, since)
     manifest = Manifest(
         schema_version=SCHEMA_VERSION,
@@ -259,9 +337,10 @@ def export_snapshot(
         scans_to=last.isoformat() if last else None,
         since=since.isoformat() if since else None,
         files=entries,
+        left_out=left.manifest_counts(),
     )
     tmp = out / (MANIFEST_NAME + ".tmp")
     with create_new(tmp) as fh:
         fh.write(manifest.dumps().encode("utf-8"))
     os.replace(tmp, out / MANIFEST_NAME)  # last: a reader never sees a manifest for half a write
-    return ExportResult(out, manifest)
+    return ExportResult(out, manifest, left.examples)

@@ -74,6 +74,8 @@ class ImportSummary:
             "kinds_differ": self.kinds_differ,
             "schema_version": self.manifest.get("schema_version"),
             "scans": self.manifest.get("scans"),
+            # Rows the snapshot's export left out because an import refuses them.
+            "left_out": self.manifest.get("left_out") or {},
         }
 
 

@@ -7,6 +7,7 @@ Details: docs/internals/snapshot.md#manifest
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +17,8 @@ __all__ = [
     "FORMAT",
     "MANIFEST_NAME",
     "OPTIONAL_FILES",
+    "QUANT_LEFT_OUT",
+    "REPO_LEFT_OUT",
     "SCHEMA_VERSION",
     "Column",
     "FileEntry",
@@ -28,6 +31,10 @@ __all__ = [
 SCHEMA_VERSION = 1
 FORMAT = "quants-snapshot"
 MANIFEST_NAME = "manifest.json"
+#: Reasons in ``left_out`` besides column names: the row's repo, or its quant, was left out.
+REPO_LEFT_OUT = "repo_left_out"
+QUANT_LEFT_OUT = "quant_left_out"
+_REASON = re.compile(r"[a-z0-9_]{1,64}")
 
 Kind = Literal["int", "float", "bool", "str", "ts", "json", "bytes"]
 
@@ -121,6 +128,10 @@ class Manifest:
     scans_to: str | None
     since: str | None
     files: Mapping[str, FileEntry] = field(default_factory=dict)
+    #: file -> reason -> rows the export left out because an import refuses them: a column
+    #: name (a value of that column is refused), or REPO_LEFT_OUT / QUANT_LEFT_OUT (the row
+    #: belongs to a repo or quant left out). Empty when nothing was left out.
+    left_out: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as written (keys sorted by json.dumps)."""
@@ -135,7 +146,13 @@ class Manifest:
                 name: {"rows": e.rows, "bytes": e.bytes, "sha256": e.sha256}
                 for name, e in sorted(self.files.items())
             },
+            "left_out": {name: dict(reasons) for name, reasons in self.left_out.items()},
         }
+
+    @property
+    def rows_left_out(self) -> int:
+        """Rows the export left out, all files together."""
+        return sum(n for reasons in self.left_out.values() for n in reasons.values())
 
     def dumps(self) -> str:
         """Stable text (sorted keys), so an unchanged catalog gives an identical manifest."""
@@ -193,4 +210,24 @@ def parse_manifest(text: str, *, supported: int = SCHEMA_VERSION) -> Manifest:
         scans_to=scans.get("to"),
         since=data.get("since"),
         files=files,
+        left_out=_left_out(data.get("left_out", {}), known),
     )
+
+
+def _left_out(raw: Any, known: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """``left_out`` as the export writes it (an older snapshot has none: empty)."""
+    if not isinstance(raw, dict):
+        raise ManifestError("manifest: 'left_out' is not an object")
+    out: dict[str, dict[str, int]] = {}
+    for name, reasons in raw.items():
+        if name not in known or not isinstance(reasons, dict):
+            raise ManifestError(f"manifest: 'left_out' names an unknown file {str(name)[:80]!r}")
+        counts: dict[str, int] = {}
+        for reason, n in reasons.items():
+            if not _REASON.fullmatch(reason) or not isinstance(n, int) or isinstance(n, bool):
+                raise ManifestError(f"manifest: 'left_out' of {name!r} is not reason -> rows")
+            if not 0 <= n <= 1 << 62:
+                raise ManifestError(f"manifest: 'left_out' of {name!r} is not reason -> rows")
+            counts[reason] = n
+        out[name] = counts
+    return out

@@ -1,12 +1,13 @@
 """Every row of a snapshot checked before anything is written: a snapshot is untrusted input.
 
-The first value the crawl could not have written refuses the whole snapshot, naming where.
+The first value the crawl could not have written refuses it all; export leaves such rows out.
 Details: docs/internals/snapshot.md#validate
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -34,6 +35,7 @@ __all__ = [
     "RowProblem",
     "check_hub_path",
     "check_repo_id",
+    "refused_rows",
     "validate_file",
 ]
 
@@ -140,15 +142,17 @@ def _no_constant(name: str) -> Any:
 
 
 def _depth(value: Any, limit: int) -> bool:
+    """Whether nothing in ``value`` lies deeper than ``limit`` (the value itself is at 1)."""
+    if limit < 1:
+        return False
     stack = [(value, 1)]
     while stack:
         v, d = stack.pop()
-        if d > limit:
-            return False
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v)
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        if d == limit and children:
+            return False  # its children lie at limit + 1
+        # Only containers go on the stack: a list of a thousand numbers is one step.
+        stack.extend((x, d + 1) for x in children if isinstance(x, dict | list))
     return True
 
 
@@ -183,56 +187,132 @@ def _type_counts(v: Any) -> str | None:
     return None
 
 
-def _check_typed(value: Any, hint: Any, where: str) -> str | None:
-    """Whether ``value`` has the type ``hint`` names (the dataclass field types of crawler.fit)."""
-    origin = typing.get_origin(hint)
+#: A check of a value against a type: None, or (where in the value, what is wrong with it).
+_Typed = Callable[[Any], tuple[str, str] | None]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@functools.cache
+def _typed(hint: Any) -> _Typed:
+    """The check of a value of type ``hint`` (the dataclass field types of crawler.fit).
+
+    Made once per type and kept: resolving a dataclass's type hints for every value checked
+    was most of the time of checking a catalog's memory coefficients.
+    """
     if hint is bool:
-        return None if isinstance(value, bool) else f"{where} is not a boolean"
+        return lambda v: None if isinstance(v, bool) else ("", " is not a boolean")
     if hint is int:
-        ok = isinstance(value, int) and not isinstance(value, bool) and -1 <= value < 1 << 53
-        return None if ok else f"{where} is not an integer in range"
+        return lambda v: (
+            None if _is_int(v) and -1 <= v < 1 << 53 else ("", " is not an integer in range")
+        )
     if hint is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        return None if ok else f"{where} is not a finite number"
+        return lambda v: (
+            None
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            else ("", " is not a finite number")
+        )
     if hint is str:
-        return None if isinstance(value, str) and len(value) <= MAX_TEXT else f"{where}: text"
+        return lambda v: None if isinstance(v, str) and len(v) <= MAX_TEXT else ("", ": text")
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
-        problems = [_check_typed(value, a, where) for a in args if a is not type(None)]
-        return None if any(p is None for p in problems) else problems[0]
+        return _union(type(None) in args, [_typed(a) for a in args if a is not type(None)])
     if origin is tuple:
-        args = typing.get_args(hint)
-        if not isinstance(value, tuple):
-            return f"{where} is not a list"
         if len(args) == 2 and args[1] is Ellipsis:
-            for i, v in enumerate(value):
-                problem = _check_typed(v, args[0], f"{where}[{i}]")
-                if problem:
-                    return problem
-            return None
-        if len(args) != len(value):
-            return f"{where} has {len(value)} items, not {len(args)}"
-        for i, (v, a) in enumerate(zip(value, args, strict=True)):
-            problem = _check_typed(v, a, f"{where}[{i}]")
-            if problem:
-                return problem
-        return None
+            return _int_sequence if args[0] is int else _sequence(_typed(args[0]))
+        slow = _fixed_tuple([_typed(a) for a in args])
+        return _int_tuple(len(args), slow) if all(a is int for a in args) else slow
     if dataclasses.is_dataclass(hint):
-        return _check_dataclass(value, hint, where)
-    return None
+        return _dataclass(hint)
+    return lambda _v: None
+
+
+def _union(optional: bool, alternatives: list[_Typed]) -> _Typed:
+    def check(value: Any) -> tuple[str, str] | None:
+        if value is None and optional:
+            return None
+        first = None
+        for alternative in alternatives:
+            problem = alternative(value)
+            if problem is None:
+                return None
+            first = first or problem
+        return first
+
+    return check
+
+
+def _sequence(item: _Typed) -> _Typed:
+    def check(value: Any) -> tuple[str, str] | None:
+        if not isinstance(value, tuple):
+            return "", " is not a list"
+        for i, v in enumerate(value):
+            problem = item(v)
+            if problem:
+                return f"[{i}]{problem[0]}", problem[1]
+        return None
+
+    return check
+
+
+def _plain_ints(value: Any) -> bool:
+    """A tuple of plain ints, each an integer in range for _typed(int)."""
+    return (
+        isinstance(value, tuple)
+        and all(type(v) is int for v in value)
+        and (not value or (min(value) >= -1 and max(value) < 1 << 53))
+    )
+
+
+def _int_sequence(value: Any) -> tuple[str, str] | None:
+    # Per-layer arrays of the coefficients: checked whole when every item is a plain int
+    # (else item by item, for the message).
+    return None if _plain_ints(value) else _sequence(_typed(int))(value)
+
+
+def _int_tuple(n: int, slow: _Typed) -> _Typed:
+    return lambda v: None if len(v) == n and _plain_ints(v) else slow(v)
+
+
+def _fixed_tuple(items: list[_Typed]) -> _Typed:
+    def check(value: Any) -> tuple[str, str] | None:
+        if not isinstance(value, tuple):
+            return "", " is not a list"
+        if len(items) != len(value):
+            return "", f" has {len(value)} items, not {len(items)}"
+        for i, (v, item) in enumerate(zip(value, items, strict=True)):
+            problem = item(v)
+            if problem:
+                return f"[{i}]{problem[0]}", problem[1]
+        return None
+
+    return check
+
+
+def _dataclass(cls: Any) -> _Typed:
+    fields: list[tuple[str, _Typed]] = []
+
+    def check(value: Any) -> tuple[str, str] | None:
+        if not isinstance(value, cls):
+            return "", f" is not a {cls.__name__}"
+        if not fields:  # on first use: a field's type may be the class itself
+            hints = typing.get_type_hints(cls)
+            fields.extend((f.name, _typed(hints[f.name])) for f in dataclasses.fields(cls))
+        for name, field_check in fields:
+            problem = field_check(getattr(value, name))
+            if problem:
+                return f".{name}{problem[0]}", problem[1]
+        return None
+
+    return check
 
 
 def _check_dataclass(value: Any, cls: Any, where: str) -> str | None:
-    if not isinstance(value, cls):
-        return f"{where} is not a {cls.__name__}"
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(value):
-        problem = _check_typed(getattr(value, f.name), hints[f.name], f"{where}.{f.name}")
-        if problem:
-            return problem
-    return None
+    """Whether ``value`` is a ``cls`` whose every field has its declared type."""
+    problem = _typed(cls)(value)
+    return None if problem is None else f"{where}{problem[0]}{problem[1]}"
 
 
 def _coefficients(v: Any) -> str | None:
@@ -278,26 +358,25 @@ def _dense(array: pa.Array) -> pa.Array:
     return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
 
 
-def _python_check(array: pa.Array, check: Callable[[Any], str | None]) -> tuple[int, str] | None:
-    """First row whose value ``check`` refuses, checking each distinct value once."""
-    if pa.types.is_dictionary(array.type):
-        problems = {}
-        for i, v in enumerate(array.dictionary.to_pylist()):
-            if v is not None:
-                p = check(v)
-                if p:
-                    problems[i] = p
-        if not problems:
-            return None
-        mask = pc.is_in(array.indices, pa.array(list(problems), array.indices.type))
-        row = _first(mask)
-        return None if row is None else (row, problems[array.indices[row].as_py()])
-    for i, v in enumerate(array.to_pylist()):
+#: A check over one column: the mask of the rows it refuses (null: accepted), and why row i is.
+Check = tuple[pa.Array, Callable[[int], str]]
+
+
+def _python_mask(array: pa.Array, check: Callable[[Any], str | None]) -> Check | None:
+    """The rows whose value ``check`` refuses (None: none), checking each distinct value once
+    (the import reads text columns dictionary-encoded; the export's are encoded here)."""
+    if not pa.types.is_dictionary(array.type):
+        array = array.dictionary_encode()
+    problems = {}
+    for i, v in enumerate(array.dictionary.to_pylist()):
         if v is not None:
             p = check(v)
             if p:
-                return i, p
-    return None
+                problems[i] = p
+    if not problems:
+        return None
+    mask = pc.is_in(array.indices, pa.array(list(problems), array.indices.type))
+    return mask, lambda row: problems[array.indices[row].as_py()]
 
 
 def _value_bytes(array: pa.Array) -> int:
@@ -323,34 +402,44 @@ class _Checker:
         return RowProblem(self.name, row, column, problem)
 
     def column(self, col: str, array: pa.Array, offset: int) -> None:
+        """Raise RowProblem at the first row a check of column ``col`` refuses."""
+        for mask, why in self.checks(col, array):
+            bad = _first(mask)
+            if bad is not None:
+                raise self.fail(offset + bad, col, why(bad))
+
+    def checks(self, col: str, array: pa.Array) -> Iterator[Check]:
+        """Every check of column ``col`` over ``array``, in order, computed when reached."""
         kind = self.kinds[col]
         sql_type, length = self.limits.get(col, ("", None))
-        bad: int | None = None
+        mask: pa.Array | None = None
         problem = ""
         if kind == "int":
             top = _INT_MAX.get(sql_type, (1 << 63) - 1)
-            bad = _first(pc.or_(pc.less(array, 0), pc.greater(array, top)))
+            mask = pc.or_(pc.less(array, 0), pc.greater(array, top))
             problem = f"not an integer from 0 to {top}"
         elif kind == "float":
             lo, hi = _FLOAT_RANGES.get(col, (0.0, 1e30))
             finite = pc.is_finite(array)
-            bad = _first(
-                pc.or_(pc.invert(finite), pc.or_(pc.less(array, lo), pc.greater(array, hi)))
-            )
+            mask = pc.or_(pc.invert(finite), pc.or_(pc.less(array, lo), pc.greater(array, hi)))
             problem = f"not a finite number from {lo:g} to {hi:g}"
         elif kind == "ts":
             lo = pa.scalar(EARLIEST, pa.timestamp("us", tz="UTC"))
             hi = pa.scalar(self.latest, pa.timestamp("us", tz="UTC"))
-            bad = _first(pc.or_(pc.less(array, lo), pc.greater(array, hi)))
+            mask = pc.or_(pc.less(array, lo), pc.greater(array, hi))
             problem = f"a time outside {EARLIEST:%Y-%m-%d} .. the import time"
-        if bad is not None:
-            value = array[bad].as_py()
-            shown = value.isoformat() if isinstance(value, datetime) else repr(value)
-            raise self.fail(offset + bad, col, f"{shown} is {problem}")
-        if kind in ("str", "json", "bytes"):
-            self.text(col, kind, array, offset, length)
+        if mask is not None:
 
-    def text(self, col: str, kind: str, array: pa.Array, offset: int, length: int | None) -> None:
+            def why(row: int) -> str:
+                value = array[row].as_py()
+                shown = value.isoformat() if isinstance(value, datetime) else repr(value)
+                return f"{shown} is {problem}"
+
+            yield mask, why
+        if kind in ("str", "json", "bytes"):
+            yield from self.text(col, kind, array, length)
+
+    def text(self, col: str, kind: str, array: pa.Array, length: int | None) -> Iterator[Check]:
         values = array.dictionary if pa.types.is_dictionary(array.type) else array
         cap = MAX_BLOB_BYTES if kind == "bytes" else MAX_JSON_BYTES if kind == "json" else None
         if kind == "str":
@@ -358,16 +447,15 @@ class _Checker:
         if cap is not None and len(values):
             measure = pc.binary_length(values) if kind == "bytes" else pc.utf8_length(values)
             if (pc.max(measure).as_py() or 0) > cap:
-                found = _python_check(
-                    array, lambda v: f"{len(v)} long, at most {cap}" if len(v) > cap else None
-                )
-                if found:
-                    raise self.fail(offset + found[0], col, found[1])
+                too_long = pc.greater(measure, cap)
+                if pa.types.is_dictionary(array.type):
+                    too_long = pc.take(too_long, array.indices)
+                yield too_long, lambda row: f"{len(array[row].as_py())} long, at most {cap}"
         check = self.value_check(col, kind)
         if check is not None:
-            found = _python_check(array, check)
+            found = _python_mask(array, check)
             if found:
-                raise self.fail(offset + found[0], col, found[1])
+                yield found
 
     def value_check(self, col: str, kind: str) -> Callable[[Any], str | None] | None:
         enum = _ENUMS.get((self.name, col))
@@ -426,6 +514,26 @@ class _Checker:
                 if key in self.keys:
                     raise self.fail(offset + i, ",".join(key_cols), f"duplicate key {key!r}")
                 self.keys.add(key)
+
+
+def refused_rows(
+    name: str, batch: pa.RecordBatch, *, now: datetime | None = None
+) -> dict[int, tuple[str, str]]:
+    """The rows of ``batch`` (of snapshot file ``name``) that an import refuses.
+
+    Row index -> (the first column refusing it, why), by the very checks validate_file applies
+    to each row (``now``: the import time; an import later than ``now`` accepts what is not here).
+    What validate_file checks beyond single rows (sizes of a batch and a file, rows a file, keys
+    unique) is not a property of one row and is not reported.
+    """
+    checker = _Checker(name, now or datetime.now(UTC))
+    found: dict[int, tuple[str, str]] = {}
+    for i, col in enumerate(batch.schema.names):
+        for mask, why in checker.checks(col, batch.column(i)):
+            for row in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
+                if row not in found:
+                    found[row] = (col, why(row))
+    return found
 
 
 def _reader(file: Path) -> pq.ParquetFile:

@@ -28,6 +28,8 @@ from tests.fixtures.world import FileCache
 from tests.hub.snapshot import integrity_ok, snapshot
 from tests.hub_emulator.server import HubEmulator
 from tests.pg import databases
+from tests.reliability.test_hostile_text import REPO as HOSTILE
+from tests.reliability.test_hostile_text import assert_inert
 from tests.schemas import checked
 
 
@@ -51,19 +53,53 @@ def crawl(emu: HubEmulator, db: str, tmp: Path) -> dict[str, Any]:
 def crawled(tmp_path_factory, crawled_world: CrawledWorld) -> tuple[str, Path, Path]:
     """(catalog url, its snapshot with tensors, tmp dir): the session's crawled world, exported.
 
-    Without the hostile repo: an import refuses names with control characters whole (the
-    reliability suite tests that), and these tests need a snapshot that imports."""
-    from tests.reliability.test_hostile_text import REPO as HOSTILE
-
+    The world holds the hostile repo: the export leaves out the rows an import refuses (a file
+    name with terminal controls) and the snapshot imports."""
     tmp = tmp_path_factory.mktemp("snapshot-e2e")
-    copy = tmp / "crawled.sqlite"
-    shutil.copy(crawled_world.db.removeprefix("sqlite:///"), copy)
-    with sqlite3.connect(copy) as conn:
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("DELETE FROM repos WHERE repo_id = ?", (HOSTILE,))
-    db = f"sqlite:///{copy}"
+    db = crawled_world.copy(tmp / "crawled")
     ok("export", str(tmp / "snap"), "--db", db, "--with-tensors", tmp=tmp)
     return db, tmp / "snap", tmp
+
+
+def _has_control(text: str) -> bool:
+    """What an import refuses in a name (docs/snapshots.md): C0 controls and DEL."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
+@pytest.fixture(scope="module")
+def expected(crawled) -> str:
+    """The crawled catalog as an import of its snapshot must read: without the quants and files
+    whose names carry control characters (and their children and files), and with their repo
+    marked for a crawl to read (``scanned_sha`` empty). Made by hand here, not by the export."""
+    db, _snap, tmp = crawled
+    path = tmp / "expected.sqlite"
+    shutil.copy(db.removeprefix("sqlite:///"), path)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        quants = [
+            (qid, repo)
+            for qid, repo, qpath in conn.execute(
+                "SELECT q.id, r.repo_id, q.path FROM quants q JOIN repos r ON r.id = q.repo_pk"
+            )
+            if _has_control(qpath)
+        ]
+        files = [
+            (fid, repo)
+            for fid, repo, fpath, qid in conn.execute(
+                "SELECT f.id, r.repo_id, f.path, f.quant_id FROM files f"
+                " JOIN repos r ON r.id = f.repo_pk"
+            )
+            if _has_control(fpath) or qid in {q for q, _ in quants}
+        ]
+        assert {repo for _, repo in quants} == {HOSTILE}  # the world has hostile names
+        conn.executemany("DELETE FROM files WHERE id = ?", [(f,) for f, _ in files])
+        conn.executemany("DELETE FROM quants WHERE id = ?", [(q,) for q, _ in quants])
+        conn.execute("UPDATE repos SET scanned_sha = NULL WHERE repo_id = ?", (HOSTILE,))
+        conn.commit()
+    finally:
+        conn.close()
+    return f"sqlite:///{path}"
 
 
 def _norm(value: Any) -> Any:
@@ -107,21 +143,106 @@ def import_(snap: Path, db: str, tmp: Path) -> dict[str, Any]:
     return doc
 
 
-def test_round_trip_into_empty_sqlite_equals_the_crawl(crawled) -> None:
+def _children(db: str) -> dict[str, int]:
+    """Rows that hang off the quants whose names carry control characters, per snapshot file."""
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    try:
+        bad = [q for q, path in conn.execute("SELECT id, path FROM quants") if _has_control(path)]
+        marks = ",".join("?" * len(bad))
+        return {
+            f"{table}.parquet": conn.execute(
+                f"SELECT count(*) FROM {table} WHERE quant_id IN ({marks})", bad
+            ).fetchone()[0]
+            for table in ("tensor_groups", "memory_models", "quant_versions", "tensor_tables")
+        }
+    finally:
+        conn.close()
+
+
+def test_export_leaves_out_what_import_refuses_and_the_snapshot_imports(crawled, expected) -> None:
+    db, snap, tmp = crawled
+    # The hostile file name's quant and file rows, and its quant's children (keyed by that
+    # name too), counted by the column refused.
+    manifest = json.loads((snap / MANIFEST_NAME).read_text())
+    children = _children(db)
+    assert all(children.values())
+    assert manifest["left_out"] == {
+        "files.parquet": {"path": 1},
+        "quants.parquet": {"path": 1},
+        **{name: {"path": n} for name, n in children.items()},
+    }
+    # The text output says so, escaped for the terminal.
+    out = quants("export", str(tmp / "snap-text"), "--db", db, tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    assert_inert(out.stdout, out.stderr)
+    total = 2 + sum(children.values())
+    untensored = total - children["tensor_tables.parquet"]  # no --with-tensors here
+    assert f"left out {untensored} rows that `quants import` refuses" in out.stdout
+    line = next(x for x in out.stdout.splitlines() if x.startswith("  files.parquet "))
+    assert line.split()[1:4] == ["1", "row", "path:"]
+    assert "path: file path" in line and "holds a control character" in line
+    assert r"\x1b]0;owned\x07" in line  # the name shown, its controls escaped
+
+    target = f"sqlite:///{tmp / 'imported-hostile.sqlite'}"
+    summary = import_(snap, target, tmp)
+    assert summary["left_out"] == manifest["left_out"]
+    assert view(target, tmp, "v_quants") == view(expected, tmp, "v_quants")
+    assert snapshot(target) == snapshot(expected)
+    assert integrity_ok(target)
+    # The hostile repo's other quants came along; every printed command is free of controls.
+    text = quants("search", *SEARCH[:-1], "--db", target, tmp=tmp)
+    assert text.returncode == 0, text.stderr
+    assert_inert(text.stdout, text.stderr)
+    doc = search(target, tmp)
+    hostile = [r for r in doc["results"] if r["repo"] == HOSTILE]
+    assert hostile and not any(_has_control(r["path"]) for r in hostile)
+    assert [r["command"] for r in hostile if r["command"]]  # the commands checked below
+    assert_inert(json.dumps(doc, ensure_ascii=False))
+    # The import's text output names the rows left out in one note.
+    out = quants("import", str(snap), "--db", target, tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    assert f"note: the snapshot's export left out {total} rows" in out.stderr
+
+
+def test_a_hand_made_snapshot_with_a_hostile_name_is_still_refused(crawled) -> None:
+    """The export's leaving out is a courtesy; the import's check is the trust boundary."""
+    from tests.reliability.test_hostile_text import NAME_ESC
+
+    _db, snap, tmp = crawled
+    target = f"sqlite:///{tmp / 'hand-made-target.sqlite'}"
+    ok("db", "upgrade", "--db", target, tmp=tmp)
+    forged = _damaged_copy(snap, tmp / "hand-made")
+    table = pq.read_table(forged / "files.parquet")
+    row = table.slice(0, 1).to_pylist()
+    row[0].update(path=NAME_ESC, quant_path=None)
+    pq.write_table(
+        pa.concat_tables([table, pa.Table.from_pylist(row, table.schema)]),
+        forged / "files.parquet",
+    )
+    _rewrite_manifest(forged, "files.parquet")
+    manifest = json.loads((forged / MANIFEST_NAME).read_text())
+    manifest["files"]["files.parquet"]["rows"] += 1
+    manifest["left_out"] = {}
+    (forged / MANIFEST_NAME).write_text(json.dumps(manifest))
+    out = _refused(forged, tmp, target, "files.parquet", "column path", "control character")
+    assert_inert(out.stderr)
+
+
+def test_round_trip_into_empty_sqlite_equals_the_crawl(crawled, expected) -> None:
     db, snap, tmp = crawled
     target = f"sqlite:///{tmp / 'imported.sqlite'}"
     summary = import_(snap, target, tmp)
     assert summary["quants_added"] > 10 and summary["quants_updated"] == 0
-    assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
-    assert view(target, tmp, "v_tensor_groups") == view(db, tmp, "v_tensor_groups")
-    assert same_answer(search(target, tmp), search(db, tmp))
+    assert view(target, tmp, "v_quants") == view(expected, tmp, "v_quants")
+    assert view(target, tmp, "v_tensor_groups") == view(expected, tmp, "v_tensor_groups")
+    assert same_answer(search(target, tmp), search(expected, tmp))
     # Every analysis fact, history row and (decompressed) tensor table came along.
-    assert snapshot(target) == snapshot(db)
+    assert snapshot(target) == snapshot(expected)
     assert integrity_ok(target)
     # The bulk load into the empty tables dropped their indexes and made them again: the schema
     # is the migrations' own; and times are stored as the text the crawl stores.
     assert sqlite_schema(target) == sqlite_schema(db)
-    assert raw(target, RAW_TIMES) == raw(db, RAW_TIMES)
+    assert raw(target, RAW_TIMES) == raw(expected, RAW_TIMES)
 
 
 def sqlite_schema(db: str) -> list[tuple[Any, ...]]:
@@ -189,14 +310,14 @@ def test_import_puts_the_connections_settings_back(crawled) -> None:
 
 
 @pytest.mark.postgres
-def test_round_trip_into_empty_postgresql_equals_the_crawl(crawled) -> None:
-    db, snap, tmp = crawled
+def test_round_trip_into_empty_postgresql_equals_the_crawl(crawled, expected) -> None:
+    _db, snap, tmp = crawled
     with databases("quants_snap") as new:
         target = new()
         import_(snap, target, tmp)
-        assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
-        assert view(target, tmp, "v_tensor_groups") == view(db, tmp, "v_tensor_groups")
-        assert same_answer(search(target, tmp), search(db, tmp))
+        assert view(target, tmp, "v_quants") == view(expected, tmp, "v_quants")
+        assert view(target, tmp, "v_tensor_groups") == view(expected, tmp, "v_tensor_groups")
+        assert same_answer(search(target, tmp), search(expected, tmp))
         # The dropped indexes and foreign keys were made again, as the migrations make them.
         fresh = new()
         ok("db", "upgrade", "--db", fresh, tmp=tmp)
@@ -207,11 +328,11 @@ def test_round_trip_into_empty_postgresql_equals_the_crawl(crawled) -> None:
             assert pq.read_table(tmp / "from-pg" / name).equals(pq.read_table(snap / name)), name
 
 
-def test_import_twice_is_import_once_and_crawl_after_import_reads_no_header(
+def test_import_twice_is_import_once_and_crawl_after_import_reads_only_the_marked_repo(
     crawled,
     world_cache: FileCache,
 ) -> None:
-    _db, snap, tmp = crawled
+    db, snap, tmp = crawled
     target = f"sqlite:///{tmp / 'twice.sqlite'}"
     import_(snap, target, tmp)
     once = snapshot(target)
@@ -219,11 +340,16 @@ def test_import_twice_is_import_once_and_crawl_after_import_reads_no_header(
     assert again["quants_added"] == again["quants_updated"] == again["repos_added"] == 0
     assert again["versions_added"] == 0 and again["quants_kept"] > 10
     assert snapshot(target) == once
-    # The crawl treats the pulled entries as its own: nothing unchanged is read again.
-    with world_emulator(world_cache, tmp / "hostile", hostile=False) as emulator:
+    # The crawl treats the pulled entries as its own: nothing unchanged is read again, except
+    # the repo whose rows the export left out (exported as not fully read): this crawl reads
+    # it, its imported quants again and the left-out one for the first time.
+    with world_emulator(world_cache, tmp / "hostile") as emulator:
         summary = crawl(emulator, target, tmp)
-    assert summary["quants_analysed"] == 0
-    assert summary["repos_unchanged"] >= len(once["repos"]) - 3  # gated/broken are retried
+    crawled_quants = snapshot(db)["quants"]
+    assert summary["quants_analysed"] == sum(q[0] == HOSTILE for q in crawled_quants) > 1
+    assert {q[:2] for q in snapshot(target)["quants"]} == {q[:2] for q in crawled_quants}
+    # gated/broken repos are retried, and the hostile one is read
+    assert summary["repos_unchanged"] >= len(once["repos"]) - 4
     assert summary["repos_new"] == 0
 
 
@@ -341,7 +467,7 @@ def _rewrite_manifest(snap: Path, name: str, **changes: Any) -> None:
     (snap / MANIFEST_NAME).write_text(json.dumps(manifest))
 
 
-def _refused(snap: Path, tmp: Path, target: str, *words: str) -> None:
+def _refused(snap: Path, tmp: Path, target: str, *words: str) -> subprocess.CompletedProcess[str]:
     before = _counts(target)
     schema = sqlite_schema(target)
     out = quants("import", str(snap), "--db", target, tmp=tmp)
@@ -352,6 +478,7 @@ def _refused(snap: Path, tmp: Path, target: str, *words: str) -> None:
         assert word in first, first
     assert _counts(target) == before
     assert sqlite_schema(target) == schema  # the indexes dropped for the load are back
+    return out
 
 
 def test_damaged_snapshots_are_refused_whole_with_nothing_written(crawled) -> None:
@@ -474,7 +601,9 @@ def downloaded(emu: HubEmulator) -> dict[str, int]:
     return out
 
 
-def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(crawled) -> None:
+def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
+    crawled, expected
+) -> None:
     db, _snap, tmp = crawled
     publisher, puller = tmp / "publisher", tmp / "puller"
     target = f"sqlite:///{puller / 'pulled.sqlite'}"
@@ -506,8 +635,8 @@ def test_publish_then_pull_on_another_machine_answers_searches_without_crawling(
         pulled = hub_cli(emu, puller, "pull", DATASET, "--db", target)
         assert pulled["commit"] == first["commit"] and pulled["imported"]["quants_added"] > 10
         assert pulled["bytes_downloaded"] == sum(downloaded(emu).values()) > 0
-        assert view(target, tmp, "v_quants") == view(db, tmp, "v_quants")
-        assert same_answer(search(target, tmp), search(db, tmp))
+        assert view(target, tmp, "v_quants") == view(expected, tmp, "v_quants")
+        assert same_answer(search(target, tmp), search(expected, tmp))
 
         # Unchanged: publishing again makes no commit; pulling again downloads 0 bytes.
         again = hub_cli(emu, publisher, "publish", DATASET, "--db", db)
@@ -567,16 +696,19 @@ def test_a_falsified_import_is_undone_by_crawl_verify_imported(
     target = f"sqlite:///{tmp / 'verify.sqlite'}"
     import_(tmp / "forged-snap", target, tmp)
     assert _label(target, path_a) == ("FORGED",)
-    # The world the crawled catalog came from (the hostile repo is not in the snapshot).
-    with world_emulator(world_cache, tmp / "hostile-v", hostile=False) as emulator:
+    # The world the crawled catalog came from. A plain crawl reads only the repo the export
+    # marked (its hostile name was left out); the forged row survives it.
+    hostile = sum(q[0] == HOSTILE for q in snapshot(db)["quants"])
+    with world_emulator(world_cache, tmp / "hostile-v") as emulator:
         plain = crawl(emulator, target, tmp)
-        assert plain["quants_analysed"] == 0 and _label(target, path_a) == ("FORGED",)
+        assert plain["quants_analysed"] == hostile and _label(target, path_a) == ("FORGED",)
         out = ok(
             "crawl", "--endpoint", emulator.endpoint, "--db", target, "--all", "--json",
             "--verify-imported", tmp=tmp,
         )  # fmt: skip
     verified = json.loads(out)
-    assert verified["quants_analysed"] >= len(snapshot(db)["quants"]) - 3
+    # Every imported quant re-read (the plain crawl read the hostile repo's already).
+    assert verified["quants_analysed"] >= len(snapshot(db)["quants"]) - 3 - hostile
     assert _label(target, path_a) == honest
     sources = dict(_sources(target))
     assert sources[path_a] is None  # now this catalog's own read

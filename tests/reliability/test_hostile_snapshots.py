@@ -324,6 +324,12 @@ CASES: list[tuple[str, Callable[[Path], None], tuple[str, ...]]] = [
     ("rows-huge", manifest(lambda d: d["files"][Q].update(rows=10**12)), (Q, "rows")),
     ("missing-required", manifest(lambda d: d["files"].pop(F)), (F,)),
     ("sha-short", manifest(lambda d: d["files"][Q].update(sha256="ab")), (Q, "sha256")),
+    # the export's count of rows left out: read, so of the shape the export writes
+    ("left-out-list", manifest(lambda d: d.update(left_out=[1])), ("left_out",)),
+    ("left-out-file", manifest(lambda d: d.update(left_out={"../x": {"path": 1}})), ("left_out",)),
+    ("left-out-escape", manifest(lambda d: d.update(left_out={Q: {"\x1b[2J": 1}})), ("left_out",)),
+    ("left-out-negative", manifest(lambda d: d.update(left_out={Q: {"path": -1}})), ("left_out",)),
+    ("left-out-bool", manifest(lambda d: d.update(left_out={Q: {"path": True}})), ("left_out",)),
 ]
 
 
