@@ -9,6 +9,7 @@ one winner per repo, a lapsed (killed crawler's) claim is taken over, a live one
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from crawler.catalog import Catalog
 from crawler.catalog.repo_locks import claim_repo, release_repo
 from tests.cli import clean_env, run_quants, start_quants
 from tests.hub_emulator import HubEmulator
+from tests.hub_emulator.faults import Fault
 from tests.pg import databases
 from tests.schemas import checked
 
@@ -44,6 +46,10 @@ def test_two_concurrent_crawls_share_the_work_and_never_read_a_repo_twice(
     tmp_path: Path,
 ) -> None:
     hub.latency_s = 0.01  # spread the crawls over time so they interleave
+    # Neither crawl lists a repo before both have started: on a busy machine one process may take
+    # a second longer to start than the other crawl needs to finish.
+    both_started = threading.Barrier(2, timeout=120)
+    gate = hub.faults.add(Fault.run(both_started.wait), method="GET", path="/api/models", times=2)
     with databases("quants_claims") as new:
         shared, alone = new(), new()
         procs = [
@@ -63,6 +69,7 @@ def test_two_concurrent_crawls_share_the_work_and_never_read_a_repo_twice(
         for proc, (_out, err) in zip(procs, outs, strict=True):
             assert proc.returncode == 0, err
         summaries = [checked("crawl", out) for out, _ in outs]
+        assert gate.fired == 2  # both waited at the gate
         trees = Counter(
             "/".join(r.path.split("/")[3:5]) for r in hub.requests(path="/tree/", method="GET")
         )
