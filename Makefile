@@ -23,13 +23,17 @@ PYTEST_WORKERS ?= auto
 PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS)
 NO_TESTS_FAIL = rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 1; fi; exit $$rc
 
+# Byte-code written once before the tests: where PYTHONDONTWRITEBYTECODE is set (CI sandboxes set
+# it), every CLI subprocess of the suite would otherwise compile crawler/ from source again.
+COMPILE = $(PY) -m compileall -q crawler tests bench fuzz migrations >/dev/null
+
 # The fast set: tests/unit, in-process only (its conftest refuses subprocesses and the emulator).
 test:
-	$(PYTEST) tests/unit; $(NO_TESTS_FAIL)
+	$(COMPILE); $(PYTEST) tests/unit; $(NO_TESTS_FAIL)
 
 # Every test (what CI runs): unit, catalog, hub, e2e, web, reliability.
 test-all:
-	$(PYTEST); $(NO_TESTS_FAIL)
+	$(COMPILE); $(PYTEST); $(NO_TESTS_FAIL)
 
 bench:
 	$(PY) -m bench
