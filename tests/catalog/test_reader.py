@@ -13,6 +13,16 @@ from crawler.errors import CatalogError, SchemaOutOfDate
 
 
 def test_schema_head_is_the_newest_migration(sqlite_url):
+    # SCHEMA_HEAD stands in for Alembic's head at run time (no Alembic import at the head): it
+    # must be the one head of the migrations folder, and a new catalog is migrated to it.
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from crawler.catalog import resource_dir
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resource_dir("migrations")))
+    assert ScriptDirectory.from_config(cfg).get_heads() == [SCHEMA_HEAD]
     with Catalog.open(sqlite_url) as catalog:
         assert catalog.head_revision() == SCHEMA_HEAD == catalog.current_revision()
 
