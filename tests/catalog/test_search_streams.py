@@ -59,7 +59,7 @@ def _oracle(full: list[Candidate], req: SearchRequest) -> list[tuple[str, str]]:
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def synthetic_url(request) -> str:
     url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
-    build(url, 1400)
+    build(url, 1000)
     with Catalog.open(url):  # the schema check a real search does
         pass
     return url
