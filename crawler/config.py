@@ -84,7 +84,7 @@ class Settings:
                 b.strip() for b in env["QUANTS_BASE_MODELS"].split(",") if b.strip()
             )
         if env.get("QUANTS_HEADROOM"):
-            from crawler.amounts import AmountError, parse_gib
+            from crawler.units import AmountError, parse_gib
 
             try:
                 kw["headroom_gib"] = parse_gib(

@@ -126,8 +126,8 @@ def _ngl(name: str, raw: str) -> str | None:
 
 
 def ctx(name: str, raw: str) -> int | None:
-    """A context length as the CLI's --ctx takes it (crawler.amounts: 256k, 262144, 128Ki)."""
-    from crawler.amounts import AmountError, parse_ctx
+    """A context length as the CLI's --ctx takes it (crawler.units: 256k, 262144, 128Ki)."""
+    from crawler.units import AmountError, parse_ctx
 
     if not raw.strip():
         return None
@@ -138,8 +138,8 @@ def ctx(name: str, raw: str) -> int | None:
 
 
 def gib(name: str, raw: str, lo: float = 0.1, hi: float = 4096) -> float | None:
-    """A memory size as the CLI's --vram takes it (crawler.amounts: 24, 24GB, 24GiB, 24G)."""
-    from crawler.amounts import AmountError, parse_gib
+    """A memory size as the CLI's --vram takes it (crawler.units: 24, 24GB, 24GiB, 24G)."""
+    from crawler.units import AmountError, parse_gib
 
     if not raw.strip():
         return None

@@ -28,7 +28,7 @@ BASE = ("crawler", "crawler.errors", "crawler.units", "crawler.config", "crawler
 LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...] = (
     (
         "base",
-        (*BASE, "crawler.tally", "crawler.schemas", "crawler.amounts", "crawler.budget"),
+        (*BASE, "crawler.tally", "crawler.schemas", "crawler.budget"),
         ("base",),
         frozenset({"platformdirs"}),
     ),
