@@ -102,9 +102,9 @@ def rank_candidates(
         if lazy:
             pre.update((c.quant_id, pre_key(sort, c, qualities)) for c in batch)
         if (early or bounded) and limit is not None and len(fitting) >= limit:
-            if bounded:  # the results' actual (value, quality) against the next's bound
+            if bounded:  # the results' actual (value, tie-breaks) against the next's bound
                 last = key_of(fitting[limit - 1])  # kept sorted and cut to `limit` below
-                worst = last[:2]
+                worst = last[: len(pre[batch[0].quant_id])]
             else:
                 worst = sorted(pre[r.candidate.quant_id] for r in fitting)[limit - 1]
             if pre[batch[0].quant_id] > worst:
