@@ -66,12 +66,19 @@ _BY_REPO = (
 
 
 def stream_candidates(
-    reader: Reader, spec: RunSpec, budget: Budget, filters: Filters, sort: str
+    reader: Reader,
+    spec: RunSpec,
+    budget: Budget,
+    filters: Filters,
+    sort: str,
+    *,
+    by_shape: bool = True,
 ) -> Generator[Candidate, None, None]:
     """Partial candidates in crawler.ranking.order.pre_key order, read lazily.
 
     Complete them with crawler.catalog.candidates.materializer; close the iterator when
-    done. ``--sort speed`` needs ``budget.bandwidth_gb_s``.
+    done. ``--sort speed`` needs ``budget.bandwidth_gb_s``. ``by_shape`` False reads quant by
+    quant also where shapes serve the sort (the tests compare both reads).
     """
     if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:
         raise ValueError(f"unknown sort {sort!r}")
@@ -79,15 +86,12 @@ def stream_candidates(
     w = bounded(filters, spec, budget)
     matcher = filters.matcher()
     reader.without_jit()
-    rows: Iterator[tuple[tuple[Any, ...], float | None]] | None = None
-    if sort in _SHAPE_SORTS:
-        rows = _by_shape(reader, w, spec, budget, sort)
-    if rows is not None:
-        pass
-    elif sort in BOUNDED_SORTS:
-        rows = _computed_order(reader, w, spec, budget, sort)
-    else:
-        rows = ((row, None) for row in _walk(reader, w, sort))
+    rows = _by_shape(reader, w, spec, budget, sort) if by_shape and sort in _SHAPE_SORTS else None
+    if rows is None:
+        if sort in BOUNDED_SORTS:
+            rows = _computed_order(reader, w, spec, budget, sort)
+        else:
+            rows = ((row, None) for row in _walk(reader, w, sort))
     for row, hint in rows:
         if matcher is not None and not matcher.matches_names(
             row[1], row[6], row[2], row[4], row[5]

@@ -68,9 +68,10 @@ def search_text_sql(quants: Any, repos: Any) -> Any:
     )
 
 
-#: The columns a quant's search shape is made of: the stored quality score and every ``fit_*``
-#: column a memory or sort bound reads (crawler.ranking.bounds). Quants with equal values get
-#: one shape (migration 0009 keeps its own copy of this list).
+#: The columns a quant's search shape is made of: the stored quality score and every column a
+#: memory or sort bound reads (crawler.ranking.bounds: the ``fit_*`` copies, and the MTP verdicts
+#: the speed bound tests). Quants with equal values get one shape (migration 0009 keeps its own
+#: copy of this list).
 SHAPE_COLUMNS = (
     "quality_score",
     "fit_weights_bytes",
@@ -85,6 +86,8 @@ SHAPE_COLUMNS = (
     "fit_draft_bytes",
     "fit_verify_experts",
     "fit_ctx_train",
+    "mtp_present",
+    "mtp_preserved",
 )
 
 

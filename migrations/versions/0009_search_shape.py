@@ -4,8 +4,8 @@ Revision ID: 0009_search_shape
 Revises: 0008_measured_quality
 Create Date: 2026-12-04
 
-``quants.search_shape`` is the stored quality score and every ``fit_*`` column a memory or sort
-bound reads, written by the database as ``|``-separated text (NULL as empty). On the Hub most
+``quants.search_shape`` is the stored quality score and every column a memory or sort bound
+reads (the ``fit_*`` copies and the MTP verdicts), written by the database as ``|``-separated text (NULL as empty). On the Hub most
 quants share theirs with many others (re-uploads, mirrors, one recipe of one base model across
 its fine-tunes), so the search walks ``ix_quants_search_shape`` one seek per distinct shape,
 computes each bound once per shape, and reads only the quants of the shapes that can rank
@@ -40,6 +40,8 @@ _SHAPE = (
     "fit_draft_bytes",
     "fit_verify_experts",
     "fit_ctx_train",
+    "mtp_present",
+    "mtp_preserved",
 )
 
 
