@@ -5,12 +5,12 @@ Revises: 0008_measured_quality
 Create Date: 2026-12-04
 
 ``quants.search_shape`` is the stored quality score and every column a memory or sort bound
-reads (the ``fit_*`` copies and the MTP verdicts), written by the database as ``|``-separated text (NULL as empty). On the Hub most
-quants share theirs with many others (re-uploads, mirrors, one recipe of one base model across
-its fine-tunes), so the search walks ``ix_quants_search_shape`` one seek per distinct shape,
-computes each bound once per shape, and reads only the quants of the shapes that can rank
-(crawler.catalog.ordered). Kept like ``live`` and ``search_text``
-(crawler.catalog.search_index.search_shape_sql).
+reads (the ``fit_*`` copies and the MTP verdicts), written by the database as ``|``-separated
+text (NULL as empty). On the Hub most quants share theirs with many others (re-uploads,
+mirrors, one recipe of one base model across its fine-tunes), so the search walks
+``ix_quants_search_shape`` one seek per distinct shape, computes each bound once per shape, and
+reads only the quants of the shapes that can rank (crawler.catalog.ordered). Kept like
+``live`` and ``search_text`` (crawler.catalog.search_index.search_shape_sql).
 """
 
 from __future__ import annotations
