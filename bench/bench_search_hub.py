@@ -267,6 +267,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--db", help="an empty database URL to build into, instead of SQLite")
     ap.add_argument("--keep", type=Path, help="build the SQLite file here and keep it")
     ap.add_argument(
+        "--reuse", action="store_true", help="--db already holds a built catalog: only time it"
+    )
+    ap.add_argument(
         "--cap", type=float, default=5.0, help="a search whose warm-up takes longer is run once"
     )
     ap.add_argument(
@@ -279,7 +282,7 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="quants-bench-") as tmp:
         path = args.keep or Path(tmp) / "catalog.sqlite"
         db = args.db or f"sqlite:///{path}"
-        if args.keep is None or not path.exists():
+        if not args.reuse and (args.keep is None or not path.exists()):
             seconds, repos = build(db, args.quants)
             print(f"catalog: {args.quants} quants in {repos} repos, built in {seconds:.0f} s")
         rows = []
