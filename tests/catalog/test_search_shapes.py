@@ -24,7 +24,7 @@ from crawler.search import validate_request
 @pytest.fixture(scope="module")
 def hub_url(tmp_path_factory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('hub') / 'hub.sqlite'}"
-    build(url, 4000)
+    build(url, 2000)
     with Catalog.open(url):  # the schema check a real search does
         pass
     return url
