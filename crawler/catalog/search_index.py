@@ -100,7 +100,7 @@ def search_shape_sql(quants: Any) -> Any:
     from sqlalchemy import String, cast, literal
 
     parts = [func.coalesce(cast(getattr(quants, name), String), "") for name in SHAPE_COLUMNS]
-    text = parts[0]
+    text: Any = parts[0]
     for part in parts[1:]:
         text = text + literal("|") + part
     return text
