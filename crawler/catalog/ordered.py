@@ -86,9 +86,11 @@ def stream_candidates(
     w = bounded(filters, spec, budget)
     matcher = filters.matcher()
     reader.without_jit()
-    # A name query narrows the rows (LIKE on the index entries): reading shape by shape would
-    # fetch every row of the best shapes to test the name (measured slower at 1M quants).
-    shaped = by_shape and sort in _SHAPE_SORTS and matcher is None
+    # With a name query `quality` walks its index testing the name on the entries: shape by
+    # shape it would fetch every row of the best shapes to test it (slower at 1M quants). The
+    # bounded sorts read shape by shape either way: per quant, each page computes the bound on
+    # every index entry.
+    shaped = by_shape and sort in _SHAPE_SORTS and (matcher is None or sort in BOUNDED_SORTS)
     rows = _by_shape(reader, w, spec, budget, sort) if shaped else None
     if rows is None:
         if sort in BOUNDED_SORTS:
@@ -218,33 +220,57 @@ def _close(a: Any, b: Any) -> bool:
 def _computed_order(
     reader: Reader, w: Where, spec: RunSpec, budget: Budget, sort: str
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
-    """(row, bound) by a bound the database computes per request: pages of quant ids in
-    (bound, quality) order, then the rows of each page."""
+    """(row, bound) by a bound the database computes per request, in pre_key order: pages of
+    quant ids in (bound, quality, size) order from the quants alone, then each run of equal
+    (bound, quality, size) completed and ordered by downloads, repo and path here (ordering by
+    the repo's downloads in SQL would join every quant of the catalog to its repo)."""
     key, params = _BOUND_SQL[sort](spec, budget)
+    repo_join = " JOIN repos r ON r.id = q.repo_pk" if w.repo else ""
     head = (
-        f"SELECT q.id, {key} AS bound_key FROM quants q JOIN repos r ON r.id = q.repo_pk"
+        f"SELECT q.id, {key} AS bound_key, q.quality_score, q.size_bytes FROM quants q{repo_join}"
         f" WHERE {w.sql} ORDER BY bound_key DESC, q.quality_score DESC NULLS LAST,"
-        " q.size_bytes DESC, r.downloads DESC NULLS LAST, r.repo_id, q.path"
-        " LIMIT :page_limit OFFSET :page_offset"
+        " q.size_bytes DESC, q.id LIMIT :page_limit OFFSET :page_offset"
     )
-    offset, size = 0, _FIRST_PAGE
+
+    def pages() -> Iterator[tuple[Any, ...]]:
+        offset, size = 0, _FIRST_PAGE
+        while True:
+            page = reader.rows(
+                head, {**w.params, **params, "page_limit": size, "page_offset": offset}
+            )
+            yield from page
+            if len(page) < size:
+                return
+            offset, size = offset + size, size * 8
+
     sent: set[int] = set()  # pages are read apart: never send a quant twice
-    while True:
-        page = reader.rows(head, {**w.params, **params, "page_limit": size, "page_offset": offset})
-        if not page:
-            return
-        for i in range(0, len(page), _STREAM_CHUNK):  # rows as ranking asks for them
-            part = page[i : i + _STREAM_CHUNK]
-            marks, ids = placeholders("id", [qid for qid, _ in part])
-            sql = f"{_PARTIAL} WHERE q.id IN ({marks})"
-            found = {row[0]: row for row in reader.rows(sql, ids)}
-            for qid, value in part:
-                if qid in found and qid not in sent:
-                    sent.add(qid)
-                    yield found[qid], float(value)
-        if len(page) < size:
-            return
-        offset, size = offset + size, size * 8
+    run: list[tuple[Any, ...]] = []
+    for item in pages():
+        if item[0] in sent:
+            continue
+        sent.add(item[0])
+        if run and tuple(item[1:]) != tuple(run[0][1:]):
+            yield from _completed_run(reader, run)
+            run = []
+        run.append(item)
+    yield from _completed_run(reader, run)
+
+
+def _completed_run(
+    reader: Reader, run: list[tuple[Any, ...]]
+) -> Iterator[tuple[tuple[Any, ...], float | None]]:
+    """The rows of a run of equal (bound, quality, size), by downloads (high first, missing
+    last), repo and path: the rest of pre_key, then ranking's final order."""
+    found: dict[int, tuple[Any, ...]] = {}
+    for i in range(0, len(run), _STREAM_CHUNK):
+        marks, ids = placeholders("id", [item[0] for item in run[i : i + _STREAM_CHUNK]])
+        found.update(
+            (row[0], row) for row in reader.rows(f"{_PARTIAL} WHERE q.id IN ({marks})", ids)
+        )
+    rows = [(found[item[0]], float(item[1])) for item in run if item[0] in found]
+    # CANDIDATE_COLUMNS: 1 repo_id, 2 path, 17 downloads
+    rows.sort(key=lambda rb: (rb[0][17] is None, -(rb[0][17] or 0), rb[0][1], rb[0][2]))
+    yield from rows
 
 
 _BOUND_SQL = {"margin": margin_bound_sql, "ctx": ctx_bound_sql, "speed": speed_bound_sql}
