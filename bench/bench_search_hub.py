@@ -1,7 +1,8 @@
 """Search at Hub scale: a Hub-shaped synthetic catalog of up to 1M quants, every sort and tier.
 
 Run: ``python -m bench bench_search_hub [--quants 1000000] [--db URL] [--runs 7]`` (SQLite in a
-temporary file unless ``--db`` names an empty database, e.g. PostgreSQL).
+temporary file unless ``--db`` names an empty database, e.g. PostgreSQL; ``--keep FILE`` builds
+the SQLite file once and reuses it, ``--reuse`` times a ``--db`` built before).
 
 **The catalog's shape** (plan). The Hub is not ~1,200 identical uploads of a dozen
 models (bench/bench_search.py's catalog): it is many base models with a long tail, a few
@@ -19,8 +20,26 @@ uploaders that quantize everything and many that upload one model once.
   ggml-org's gguf-my-repo Space creates (``<user>/<model>-<TYPE>-GGUF``).
 * Downloads: a log-normal spread, most repos near zero; update times spread over a year.
 
-These proportions are assumptions of this benchmark, not a measured census of the Hub (no such
-count is published); plan's parameters are where a measured one would go.
+What public figures support, and what stays assumed. Found with public sources (no census of
+the Hub's GGUF repos by architecture, uploader and quant count is published):
+
+* the long tail of base models: Laufer, Oderinwale and Kleinberg, "Anatomy of a Machine
+  Learning Ecosystem: 2 Million Models on Hugging Face" (arXiv:2508.06811, 2025) study 1.86
+  million models and find fine-tuning family trees that "vary widely in size and structure";
+* quantizations as a large share of the language-model part of the Hub (and rare for vision
+  models): Horwitz et al., "Charting and Navigating Hugging Face's Model Atlas"
+  (arXiv:2503.10633, 2025);
+* downloads: the Hub counts every GET or HEAD of a GGUF file as a download
+  (https://huggingface.co/docs/hub/models-download-stats), so a repo's count is file requests;
+* the quant types: llama.cpp tools/quantize/quantize.cpp ``QUANT_OPTIONS``.
+
+Assumed, with no published figure behind them: the Zipf exponent (1.1) and cap (40) of
+uploaders per base model, the uploader styles (6 who quantize everything, 300 teams with a
+static ladder, 200k single-quant users), 1-3 files per single-quant repo, the log-normal
+downloads (mu 3, sigma 2.5, 10% at zero) and the architecture mix (uniform over bench_search's
+model shapes, so the catalog has only ~150 distinct search shapes: a real catalog has many
+more, one per base model size and recipe). ``plan()``'s parameters are where measured ones
+would go.
 
 Every sort (quality, speed, size, margin, ctx, downloads, updated) runs with the default tier
 (gpu), ``--tier experts_cpu`` and ``--tier partial``, with and without a name query, each
@@ -267,6 +286,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--db", help="an empty database URL to build into, instead of SQLite")
     ap.add_argument("--keep", type=Path, help="build the SQLite file here and keep it")
     ap.add_argument(
+        "--reuse", action="store_true", help="--db already holds a built catalog: only time it"
+    )
+    ap.add_argument(
         "--cap", type=float, default=5.0, help="a search whose warm-up takes longer is run once"
     )
     ap.add_argument(
@@ -279,7 +301,7 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="quants-bench-") as tmp:
         path = args.keep or Path(tmp) / "catalog.sqlite"
         db = args.db or f"sqlite:///{path}"
-        if args.keep is None or not path.exists():
+        if not args.reuse and (args.keep is None or not path.exists()):
             seconds, repos = build(db, args.quants)
             print(f"catalog: {args.quants} quants in {repos} repos, built in {seconds:.0f} s")
         rows = []

@@ -12,7 +12,7 @@ from typing import Any
 from crawler.catalog.candidates import CANDIDATE_COLUMNS, JOINED, Where, bounded, candidate_from_row
 from crawler.catalog.reader import Reader, placeholders
 from crawler.fit import MemoryCoefficients
-from crawler.ranking.bounds import ctx_bound_sql, margin_bound_sql, speed_bound_sql
+from crawler.ranking.bounds import bound_sql, ctx_bound_sql, margin_bound_sql, speed_bound_sql
 from crawler.ranking.model import (
     BOUNDED_SORTS,
     EARLY_STOP_SORTS,
@@ -52,12 +52,19 @@ _BY_REPO = (
 
 
 def stream_candidates(
-    reader: Reader, spec: RunSpec, budget: Budget, filters: Filters, sort: str
+    reader: Reader,
+    spec: RunSpec,
+    budget: Budget,
+    filters: Filters,
+    sort: str,
+    *,
+    by_shape: bool = True,
 ) -> Generator[Candidate, None, None]:
     """Partial candidates in crawler.ranking.order.pre_key order, read lazily.
 
     Complete them with crawler.catalog.candidates.materializer; close the iterator when
-    done. ``--sort speed`` needs ``budget.bandwidth_gb_s``.
+    done. ``--sort speed`` needs ``budget.bandwidth_gb_s``. ``by_shape`` False reads quant by
+    quant also where shapes serve the sort (the tests compare both reads).
     """
     if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:
         raise ValueError(f"unknown sort {sort!r}")
@@ -65,12 +72,17 @@ def stream_candidates(
     w = bounded(filters, spec, budget)
     matcher = filters.matcher()
     reader.without_jit()
-    if sort in BOUNDED_SORTS:
-        rows: Iterator[tuple[tuple[Any, ...], float | None]] = _computed_order(
-            reader, w, spec, budget, sort
-        )
-    else:
-        rows = ((row, None) for row in _walk(reader, w, sort))
+    # With a name query `quality` walks its index testing the name on the entries: shape by
+    # shape it would fetch every row of the best shapes to test it (slower at 1M quants). The
+    # bounded sorts read shape by shape either way: per quant, each page computes the bound on
+    # every index entry.
+    shaped = by_shape and sort in _SHAPE_SORTS and (matcher is None or sort in BOUNDED_SORTS)
+    rows = _by_shape(reader, w, spec, budget, sort) if shaped else None
+    if rows is None:
+        if sort in BOUNDED_SORTS:
+            rows = _computed_order(reader, w, spec, budget, sort)
+        else:
+            rows = ((row, None) for row in _walk(reader, w, sort))
     for row, hint in rows:
         if matcher is not None and not matcher.matches_names(
             row[1], row[6], row[2], row[4], row[5]
@@ -103,37 +115,151 @@ def _walk(reader: Reader, w: Where, sort: str) -> Iterator[tuple[Any, ...]]:
         yield from reader.stream(sql, w.params, chunk=_STREAM_CHUNK)
 
 
+#: Sorts whose order is a function of the shape (crawler.catalog.search_index.SHAPE_COLUMNS)
+#: first: they are read shape by shape.
+_SHAPE_SORTS = ("quality", *BOUNDED_SORTS)
+#: Most shapes one read of a run of equal sort keys names (else the search reads per quant).
+_MAX_SHAPES_PER_READ = 4000
+#: Shapes whose sort keys differ by less than this (relative) are read together: SQLite writes
+#: 15 significant digits into the shape text, so quants of one shape may differ past them.
+_SAME_KEY = 1e-9
+#: The distinct shapes of live quants: a loose index scan (one seek of ix_quants_search_shape
+#: a shape), then one row of each shape for its columns.
+_SHAPES = (
+    "WITH RECURSIVE s(k) AS ("
+    "SELECT MIN(search_shape) FROM quants WHERE live = TRUE"
+    " UNION ALL SELECT (SELECT MIN(x.search_shape) FROM quants x"
+    " WHERE x.live = TRUE AND x.search_shape > s.k) FROM s WHERE s.k IS NOT NULL)"
+    " SELECT q.search_shape, {key} AS shape_key, q.quality_score FROM s JOIN quants q ON q.id ="
+    " (SELECT y.id FROM quants y WHERE y.live = TRUE AND y.search_shape = s.k LIMIT 1)"
+    " WHERE {bound} <= :bound_limit"
+)
+
+
+def _by_shape(
+    reader: Reader, w: Where, spec: RunSpec, budget: Budget, sort: str
+) -> Iterator[tuple[tuple[Any, ...], float | None]] | None:
+    """(row, bound) in pre_key order, read shape by shape; None when a live quant has no
+    shape yet (the per-quant reads serve it).
+
+    The memory bound and the sort key (quality, or the bound of speed, margin, ctx) depend only
+    on the shape's columns, so the database computes them once per distinct shape; ranking then
+    reads the quants of the best shapes only, each run of equal keys in the rest of the order
+    (quality, size, downloads, repo, path), so it can stop inside a run of copies."""
+    if reader.rows("SELECT 1 FROM quants WHERE live = TRUE AND search_shape IS NULL LIMIT 1"):
+        return None
+    expr, params = bound_sql(spec, budget)
+    key, key_params = (
+        ("q.quality_score", {}) if sort == "quality" else _BOUND_SQL[sort](spec, budget)
+    )
+    params = {**params, **key_params}
+    shapes = reader.rows(_SHAPES.format(key=key, bound=expr), params)
+    shapes.sort(key=lambda s: (*_desc(s[1]), *_desc(s[2])))
+    runs: list[list[str]] = []
+    prev: tuple[Any, Any] | None = None
+    for shape, value, quality in shapes:
+        if prev is None or not (_close(prev[0], value) and _close(prev[1], quality)):
+            runs.append([])
+        runs[-1].append(shape)
+        prev = (value, quality)
+    if any(len(run) > _MAX_SHAPES_PER_READ for run in runs):
+        return None
+    return _read_runs(reader, w, params, key, runs, hinted=sort != "quality")
+
+
+def _read_runs(
+    reader: Reader,
+    w: Where,
+    params: dict[str, Any],
+    key: str,
+    runs: list[list[str]],
+    *,
+    hinted: bool,
+) -> Iterator[tuple[tuple[Any, ...], float | None]]:
+    for run in runs:
+        marks, names = placeholders("shape", run)
+        # The shapes' quants from their index first (SQLite keeps the left table of a CROSS
+        # JOIN outermost; otherwise it walks a sort index and tests every entry).
+        sql = (
+            f"{_PARTIAL_COLUMNS}, {key} AS shape_key FROM quants y CROSS JOIN quants q"
+            " JOIN repos r ON r.id = q.repo_pk JOIN memory_models m ON m.quant_id = q.id"
+            f" WHERE y.live = TRUE AND y.search_shape IN ({marks}) AND q.id = y.id AND {w.sql}"
+            " ORDER BY shape_key DESC,"
+            " q.quality_score DESC NULLS LAST, q.size_bytes DESC, r.downloads DESC NULLS LAST,"
+            " r.repo_id, q.path"
+        )
+        for row in reader.stream(sql, {**w.params, **params, **names}, chunk=_STREAM_CHUNK):
+            yield row[:-1], (float(row[-1]) if hinted else None)
+
+
+def _desc(value: Any) -> tuple[bool, float]:
+    """Descending, missing last (as the ORDER BY ... DESC NULLS LAST of the reads)."""
+    return (value is None, 0.0 if value is None else -float(value))
+
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(float(a) - float(b)) <= _SAME_KEY * max(abs(float(a)), abs(float(b)))
+
+
 def _computed_order(
     reader: Reader, w: Where, spec: RunSpec, budget: Budget, sort: str
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
-    """(row, bound) by a bound the database computes per request: pages of quant ids in
-    (bound, quality) order, then the rows of each page."""
-    bounds = {"margin": margin_bound_sql, "ctx": ctx_bound_sql, "speed": speed_bound_sql}
-    key, params = bounds[sort](spec, budget)
+    """(row, bound) by a bound the database computes per request, in pre_key order: pages of
+    quant ids in (bound, quality, size) order from the quants alone, then each run of equal
+    (bound, quality, size) completed and ordered by downloads, repo and path here (ordering by
+    the repo's downloads in SQL would join every quant of the catalog to its repo)."""
+    key, params = _BOUND_SQL[sort](spec, budget)
     repo_join = " JOIN repos r ON r.id = q.repo_pk" if w.repo else ""
     head = (
-        f"SELECT q.id, {key} AS bound_key FROM quants q{repo_join} WHERE {w.sql}"
-        f" ORDER BY bound_key DESC, q.quality_score DESC NULLS LAST, q.id"
-        " LIMIT :page_limit OFFSET :page_offset"
+        f"SELECT q.id, {key} AS bound_key, q.quality_score, q.size_bytes FROM quants q{repo_join}"
+        f" WHERE {w.sql} ORDER BY bound_key DESC, q.quality_score DESC NULLS LAST,"
+        " q.size_bytes DESC, q.id LIMIT :page_limit OFFSET :page_offset"
     )
-    offset, size = 0, _FIRST_PAGE
+
+    def pages() -> Iterator[tuple[Any, ...]]:
+        offset, size = 0, _FIRST_PAGE
+        while True:
+            page = reader.rows(
+                head, {**w.params, **params, "page_limit": size, "page_offset": offset}
+            )
+            yield from page
+            if len(page) < size:
+                return
+            offset, size = offset + size, size * 8
+
     sent: set[int] = set()  # pages are read apart: never send a quant twice
-    while True:
-        page = reader.rows(head, {**w.params, **params, "page_limit": size, "page_offset": offset})
-        if not page:
-            return
-        for i in range(0, len(page), _STREAM_CHUNK):  # rows as ranking asks for them
-            part = page[i : i + _STREAM_CHUNK]
-            marks, ids = placeholders("id", [qid for qid, _ in part])
-            sql = f"{_PARTIAL} WHERE q.id IN ({marks})"
-            found = {row[0]: row for row in reader.rows(sql, ids)}
-            for qid, value in part:
-                if qid in found and qid not in sent:
-                    sent.add(qid)
-                    yield found[qid], float(value)
-        if len(page) < size:
-            return
-        offset, size = offset + size, size * 8
+    run: list[tuple[Any, ...]] = []
+    for item in pages():
+        if item[0] in sent:
+            continue
+        sent.add(item[0])
+        if run and tuple(item[1:]) != tuple(run[0][1:]):
+            yield from _completed_run(reader, run)
+            run = []
+        run.append(item)
+    yield from _completed_run(reader, run)
+
+
+def _completed_run(
+    reader: Reader, run: list[tuple[Any, ...]]
+) -> Iterator[tuple[tuple[Any, ...], float | None]]:
+    """The rows of a run of equal (bound, quality, size), by downloads (high first, missing
+    last), repo and path: the rest of pre_key, then ranking's final order."""
+    found: dict[int, tuple[Any, ...]] = {}
+    for i in range(0, len(run), _STREAM_CHUNK):
+        marks, ids = placeholders("id", [item[0] for item in run[i : i + _STREAM_CHUNK]])
+        found.update(
+            (row[0], row) for row in reader.rows(f"{_PARTIAL} WHERE q.id IN ({marks})", ids)
+        )
+    rows = [(found[item[0]], float(item[1])) for item in run if item[0] in found]
+    # CANDIDATE_COLUMNS: 1 repo_id, 2 path, 17 downloads
+    rows.sort(key=lambda rb: (rb[0][17] is None, -(rb[0][17] or 0), rb[0][1], rb[0][2]))
+    yield from rows
+
+
+_BOUND_SQL = {"margin": margin_bound_sql, "ctx": ctx_bound_sql, "speed": speed_bound_sql}
 
 
 def _partial(row: tuple[Any, ...], bound_hint: float | None) -> Candidate:

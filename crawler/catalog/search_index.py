@@ -16,10 +16,12 @@ from sqlalchemy import and_, case, func, select, update
 from crawler.catalog.tables import SEARCH_TEXT_MAX, MemoryModel, Quant, Repo, TensorGroup
 
 __all__ = [
+    "SHAPE_COLUMNS",
     "ColumnsFn",
     "live_sql",
     "refresh_live_rows",
     "refresh_search_columns",
+    "search_shape_sql",
     "search_text_sql",
 ]
 
@@ -64,6 +66,44 @@ def search_text_sql(quants: Any, repos: Any) -> Any:
     )
 
 
+#: The columns a quant's search shape is made of: the stored quality score and every column a
+#: memory or sort bound reads (crawler.ranking.bounds: the ``fit_*`` copies, and the MTP verdicts
+#: the speed bound tests). Quants with equal values get one shape (migration 0009 keeps its own
+#: copy of this list).
+SHAPE_COLUMNS = (
+    "quality_score",
+    "fit_weights_bytes",
+    "fit_expert_bytes",
+    "fit_mtp_bytes",
+    "fit_kv_per_token",
+    "fit_fixed_bytes",
+    "fit_ubatch_bytes",
+    "fit_mtp_kv_per_token",
+    "fit_read_bytes",
+    "fit_moe_layers",
+    "fit_draft_bytes",
+    "fit_verify_experts",
+    "fit_ctx_train",
+    "mtp_present",
+    "mtp_preserved",
+)
+
+
+def search_shape_sql(quants: Any) -> Any:
+    """SQL for ``quants.search_shape``: SHAPE_COLUMNS as text, ``|``-separated (NULL as empty).
+
+    The database writes the numbers (SQLite with 15 significant digits), so two quants whose
+    floats differ only past that share a text; the search reads every shape's values from its
+    own rows and orders within a shape by them (crawler.catalog.ordered)."""
+    from sqlalchemy import String, cast, literal
+
+    parts = [func.coalesce(cast(getattr(quants, name), String), "") for name in SHAPE_COLUMNS]
+    text: Any = parts[0]
+    for part in parts[1:]:
+        text = text + literal("|") + part
+    return text
+
+
 def live_sql(quants: Any, repos: Any) -> Any:
     """SQL for ``quants.live``: the quant and its repo have not vanished."""
     repo_live = select(repos.id).where(repos.id == quants.repo_pk, repos.vanished_at.is_(None))
@@ -71,7 +111,8 @@ def live_sql(quants: Any, repos: Any) -> Any:
 
 
 def refresh_live_rows(s: Any, repo_pks: Sequence[int]) -> None:
-    """Recompute ``quants.live`` and ``quants.search_text`` for the quants of these repos.
+    """Recompute ``quants.live``, ``search_text`` and ``search_shape`` for the quants of these
+    repos.
 
     Called in the transaction that changes any ``vanished_at``, base model or profile of those
     repos or their quants, so the search index never disagrees with the rows it copies.
@@ -83,7 +124,11 @@ def refresh_live_rows(s: Any, repo_pks: Sequence[int]) -> None:
         s.execute(
             update(Quant)
             .where(Quant.repo_pk.in_(list(repo_pks[chunk : chunk + 5000])))
-            .values(live=live_sql(Quant, Repo), search_text=search_text_sql(Quant, Repo))
+            .values(
+                live=live_sql(Quant, Repo),
+                search_text=search_text_sql(Quant, Repo),
+                search_shape=search_shape_sql(Quant),
+            )
             .execution_options(synchronize_session=False)
         )
 
@@ -122,4 +167,6 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
                 .values({name: sa.bindparam(name) for name in names}),
                 rows,
             )
+    # The shapes are made of these columns (crawler.catalog.search_index.SHAPE_COLUMNS).
+    conn.execute(update(q).values(search_shape=search_shape_sql(q.c)))
     return len(ids)

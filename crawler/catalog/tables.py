@@ -43,6 +43,8 @@ NAMING_CONVENTION = {
 #: Longest ``quants.search_text`` kept: 4 bytes a character stays under PostgreSQL's 2704-byte
 #: B-tree entry limit with the other columns of ``ix_quants_search_quality``.
 SEARCH_TEXT_MAX = 512
+#: Longest ``quants.search_shape``: 12 numbers of at most 24 characters and their separators.
+SEARCH_SHAPE_MAX = 512
 
 
 class StoredJSON(TypeDecorator[Any]):
@@ -170,6 +172,11 @@ class Quant(Base):
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
+    # Migration 0009: the quant's search columns as one text (crawler.catalog.search_index
+    # .search_shape_sql, kept with ``live``): quants that share it (re-uploads and mirrors, one
+    # recipe of one base across its fine-tunes) get one memory bound and one sort bound, so a
+    # search computes those per shape, not per quant.
+    search_shape: Mapped[str | None] = mapped_column(String(SEARCH_SHAPE_MAX))
     # Provenance (migration 0006): NULL when this catalog's crawl read the header itself, else
     # where an imported analysis came from ("dataset OWNER/NAME", "directory PATH") and that
     # source's revision (dataset commit, manifest sha256).
@@ -388,6 +395,8 @@ Index(
     *_BOUND_COLUMNS,
 )
 Index("ix_repos_downloads", Repo.downloads)
+# The distinct shapes of live quants, one index seek each, and each shape's quants (0009).
+Index("ix_quants_search_shape", Quant.live, Quant.search_shape)
 
 
 class RepoClaim(Base):

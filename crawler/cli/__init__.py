@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import sys
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
+# Not typing.TYPE_CHECKING: `quants --help` imports nothing it does not print (typing ~5 ms).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     import typer
 
 __all__ = ["COMMANDS", "app", "main", "root_help"]
@@ -134,15 +137,15 @@ def _command_name(argv: list[str] | None) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; exit with the documented code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args == ["--help"]:  # before any import: the command table is all it prints
+        print(root_help())
+        sys.exit(0)
     from crawler.crawl.logs import escape_unconfigured_logs
     from crawler.errors import QuantsError
 
     escape_unconfigured_logs()
     debug = os.environ.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")
-    args = sys.argv[1:] if argv is None else list(argv)
-    if args == ["--help"]:
-        print(root_help())
-        sys.exit(0)
     command = next((a for a in args if not a.startswith("-")), None)
     try:
         register(command)(args=args, prog_name="quants", standalone_mode=True)

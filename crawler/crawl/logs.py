@@ -6,7 +6,6 @@ Details: docs/internals/crawl.md#logs
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -100,7 +99,10 @@ def _configure_service_logging(level: str, log_file: Path | None) -> None:
     if log_file is not None:
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
-            handlers.append(logging.handlers.WatchedFileHandler(log_file, encoding="utf-8"))
+            # Imported here: a service log file only, not every command's start-up.
+            from logging.handlers import WatchedFileHandler
+
+            handlers.append(WatchedFileHandler(log_file, encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot write the log file {log_file}: {exc.strerror}") from None
     root = logging.getLogger()

@@ -281,10 +281,16 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
     if budget.bandwidth_gb_s is None:
         raise ValueError("--sort speed needs the GPU's bandwidth")
     if spec.mtp_auto and not spec.mtp:
-        # MTP may be on or off per quant (crawler.fit.choose): the larger of both bounds.
+        # MTP may be on or off per quant (crawler.fit.choose): the larger of both bounds where
+        # the quant's head may draft (crawler.ranking.evaluate.mtp_usable needs both verdicts),
+        # else MTP stays off.
         on, on_params = _speed_bound_sql(dataclasses.replace(spec, mtp=True), budget, "_on")
         off, off_params = _speed_bound_sql(spec, budget, "")
-        return f"(CASE WHEN {on} > {off} THEN {on} ELSE {off} END)", {**off_params, **on_params}
+        usable = "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
+        return (
+            f"(CASE WHEN {usable} AND {on} > {off} THEN {on} ELSE {off} END)",
+            {**off_params, **on_params},
+        )
     return _speed_bound_sql(spec, budget, "")
 
 

@@ -60,16 +60,16 @@ def pre_key(
 ) -> tuple[tuple[int, float], ...]:
     """The sort order known before estimating: the primary key, then the tie-breaks up to the
     first one that needs the estimate (speed); for BOUNDED_SORTS, the bound of the
-    primary key and quality. Same encoding as sort_key: ascending is best first, missing
-    values last. The catalog's ORDER BY for streamed search follows it.
+    primary key, then the same tie-breaks. Same encoding as sort_key: ascending is best first,
+    missing values last. The catalog's ORDER BY for streamed search follows it.
     """
     return tuple(_pre_value(k, c, qualities or {}) for k in _pre_keys(sort))
 
 
 def _pre_keys(sort: str) -> tuple[str, ...]:
-    if sort in BOUNDED_SORTS:
-        # The database computes and sorts the bound per request, cheapest with one tie-break.
-        return (sort, "quality")
+    # For BOUNDED_SORTS the first is the bound (the database computes it per request); the
+    # tie-breaks after it let ranking stop inside a run of equal bounds (the many copies of one
+    # quant on the Hub) instead of reading all of it.
     return (sort, *(t for t in _PRE_TIE_BREAKS if t != sort))
 
 

@@ -147,9 +147,9 @@ class _Ranking:
         limit = self.limit
         if not (self.early or self.bounded) or limit is None or len(self.fitting) < limit:
             return batch
-        if self.bounded:  # the results' actual (value, quality) against the next's bound
+        if self.bounded:  # the results' actual (value, tie-breaks) against the next's bound
             last = self.key_of(self.fitting[limit - 1])  # kept sorted and cut to `limit` in run
-            worst = last[:2]
+            worst = last[: len(self.pre[batch[0].quant_id])]
         else:
             worst = sorted(self.pre[r.candidate.quant_id] for r in self.fitting)[limit - 1]
         if self.pre[batch[0].quant_id] > worst:
