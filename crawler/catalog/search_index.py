@@ -68,7 +68,7 @@ def search_text_sql(quants: Any, repos: Any) -> Any:
 
 #: The columns a quant's search shape is made of: the stored quality score and every column a
 #: memory or sort bound reads (crawler.ranking.bounds: the ``fit_*`` copies, and the MTP verdicts
-#: the speed bound tests). Quants with equal values get one shape (migration 0009 keeps its own
+#: the speed bound tests). Quants with equal values get one shape (migration 0010 keeps its own
 #: copy of this list).
 SHAPE_COLUMNS = (
     "quality_score",

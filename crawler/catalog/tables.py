@@ -172,7 +172,7 @@ class Quant(Base):
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
-    # Migration 0009: the quant's search columns as one text (crawler.catalog.search_index
+    # Migration 0010: the quant's search columns as one text (crawler.catalog.search_index
     # .search_shape_sql, kept with ``live``): quants that share it (re-uploads and mirrors, one
     # recipe of one base across its fine-tunes) get one memory bound and one sort bound, so a
     # search computes those per shape, not per quant.
@@ -395,7 +395,7 @@ Index(
     *_BOUND_COLUMNS,
 )
 Index("ix_repos_downloads", Repo.downloads)
-# The distinct shapes of live quants, one index seek each, and each shape's quants (0009).
+# The distinct shapes of live quants, one index seek each, and each shape's quants (0010).
 Index("ix_quants_search_shape", Quant.live, Quant.search_shape)
 
 
