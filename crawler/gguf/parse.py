@@ -261,6 +261,8 @@ class _Parser(FetchBuffer):
             raise self.corrupt(f"tensor {name!r} shape {shape} overflows int64")
         type_id = self.u32()
         offset = self.u64()
+        if offset > _INT64_MAX:  # no file is that large; the catalog stores offsets as int64
+            raise self.corrupt(f"tensor {name!r} offset {offset} overflows int64")
         return TensorInfo(name, tuple(shape), type_id, offset)
 
     def check_offsets(

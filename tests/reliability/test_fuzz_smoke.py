@@ -38,9 +38,11 @@ def test_saved_regression_inputs_fail_cleanly_and_fast(name: str, data: bytes) -
 
 def test_every_seed_goes_through_the_whole_target() -> None:
     seeds = build_seeds()
-    outcomes = [check(s) for s in seeds]
-    # Real-shaped headers parse; the big-endian seed is refused as such.
-    assert outcomes.count("parsed") == len(seeds) - 1
+    saved = {data for _, data in regression_inputs()}
+    outcomes = [check(s) for s in seeds if s not in saved]
+    # Real-shaped headers parse; the big-endian seed is refused as such (the saved regression
+    # inputs among the seeds may be refused: the replay above checks them).
+    assert outcomes.count("parsed") == len(outcomes) - 1
     assert outcomes.count("BigEndianGGUF") == 1
 
 
