@@ -87,7 +87,7 @@ class SearchAnswer(_Answer):
         return tuple(self.result.outcome.results)
 
     def payload(self) -> dict[str, Any]:
-        from crawler.search import search_json
+        from crawler.search_json import search_json
 
         return search_json(self.result)
 

@@ -75,7 +75,8 @@ def watch_request(settings: Settings, options: Mapping[str, Any]) -> SearchReque
 def search_results(catalog: Catalog, req: SearchRequest) -> list[dict[str, Any]]:
     """The ``results`` of ``quants search --json`` for ``req`` on ``catalog`` (NothingFits when
     none fits). A watch needs no count of what fits, so ranking may stop early."""
-    from crawler.search import search, search_json
+    from crawler.search import search
+    from crawler.search_json import search_json
 
     with catalog.reader() as reader:
         res = search(reader, dataclasses.replace(req, count_cap=None))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from crawler.budget import DEFAULT_HEADROOM_GIB, budget_json, usable_bytes
 from crawler.catalog.reader import Reader
 from crawler.profile.mtp_grade import mtp_grade
-from crawler.search import provenance_json
+from crawler.search_json import provenance_json
 from crawler.units import GIB
 
 if TYPE_CHECKING:
@@ -31,7 +31,8 @@ MAX_POINTS = 2000
 def search_view(reader: Reader, req: SearchRequest) -> dict[str, Any]:
     """``quants search --json``'s document for ``req`` (NothingFits / UsageError propagate)."""
     from crawler.schemas import versioned
-    from crawler.search import search, search_json
+    from crawler.search import search
+    from crawler.search_json import search_json
 
     return versioned(search_json(search(reader, req)))
 

@@ -76,7 +76,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
     (
         # The library calls behind commands.
         "library",
-        ("crawler.targets", "crawler.estimating", "crawler.search", "crawler.checklog"),
+        (
+            "crawler.targets",
+            "crawler.estimating",
+            "crawler.search",
+            "crawler.search_json",
+            "crawler.checklog",
+        ),
         ("base", "gguf", "fit", "profile", "ranking", "hub", "catalog"),
         frozenset({"urllib"}),
     ),
@@ -84,7 +90,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
         # The watches run their saved searches through the library's search.
         "crawl",
         ("crawler.crawl",),
-        ("base", "gguf", "profile", "ranking", "hub", "catalog", "crawler.search"),
+        (
+            "base",
+            "gguf",
+            "profile",
+            "ranking",
+            "hub",
+            "catalog",
+            "crawler.search",
+            "crawler.search_json",
+        ),
         frozenset({"apscheduler", "tzlocal", "logging", "socket", "urllib"}),
     ),
     (
