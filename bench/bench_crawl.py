@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from crawler.base.config import Settings
 from crawler.catalog import Catalog
-from crawler.config import Settings
 from crawler.crawl.scan import ScanSummary, run_once
 from crawler.hub import HubClient
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate, reupload

@@ -29,7 +29,7 @@ from typing import Any
 
 from crawler.cli._output import format_table
 from crawler.gguf.parse import parse_header_bytes, read_header
-from crawler.targets import UrlReader
+from crawler.library.targets import UrlReader
 
 PEER = "@huggingface/gguf@0.4.6"
 _NODE_SCRIPT = """

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import tests.synth as synth
+from crawler.base.config import Settings
 from crawler.catalog import Catalog
 from crawler.cli.search_cmd import request_from_argv
-from crawler.config import Settings
 from crawler.crawl.ondemand import ensure_model
 from crawler.crawl.watch import search_results
 from crawler.gguf.header_read import TemplateBook, read_quant_header, scopes_for

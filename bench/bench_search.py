@@ -26,14 +26,14 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from crawler.base.errors import NothingFits
 from crawler.catalog import Catalog
 from crawler.catalog.reader import Reader
 from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
-from crawler.errors import NothingFits
 from crawler.fit import KVGroup, MemoryCoefficients
+from crawler.library.search import SearchRequest, search
 from crawler.ranking.columns import draft_head_bytes, fit_extras, quality_score_of, search_scalars
-from crawler.search import SearchRequest, search
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3

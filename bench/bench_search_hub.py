@@ -44,8 +44,8 @@ would go.
 Every sort (quality, speed, size, margin, ctx, downloads, updated) runs with the default tier
 (gpu), ``--tier experts_cpu`` and ``--tier partial``, with and without a name query, each
 ``--runs`` times after a warm-up; the table gives the median and the p95 in process (the
-``crawler.search.search`` call on an open reader), the targets being 100 ms (SQLite) and 150 ms
-(PostgreSQL).
+``crawler.library.search.search`` call on an open reader), the targets being 100 ms (SQLite) and
+150 ms (PostgreSQL).
 """
 
 from __future__ import annotations
@@ -63,13 +63,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_search import FAMILIES, LADDER, _coefficients
+from crawler.base.errors import NothingFits
 from crawler.catalog import Catalog
 from crawler.catalog.reader import Reader
 from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
-from crawler.errors import NothingFits
+from crawler.library.search import search
 from crawler.ranking.columns import draft_head_bytes, fit_extras, quality_score_of, search_scalars
-from crawler.search import search
 
 #: Uploader styles: (share of uploaders, quant labels a repo of theirs holds).
 FULL = [label for label, _, _ in LADDER]

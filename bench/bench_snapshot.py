@@ -27,8 +27,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.bench_search import build  # noqa: E402
+from crawler.base.config import Settings  # noqa: E402
 from crawler.catalog import Catalog  # noqa: E402
-from crawler.config import Settings  # noqa: E402
 from crawler.snapshot.export import export_snapshot  # noqa: E402
 from crawler.snapshot.hubsync import publish_snapshot, pull_snapshot  # noqa: E402
 from crawler.snapshot.import_ import import_snapshot  # noqa: E402

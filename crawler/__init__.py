@@ -20,7 +20,7 @@ _EXPORTS = {
     "Catalog": "crawler.catalog",
     "GGUFHeader": "crawler.gguf.parse",
     "RunConfig": "crawler.fit",
-    "Settings": "crawler.config",
+    "Settings": "crawler.base.config",
     "build_profile": "crawler.profile.build",
     "coefficients": "crawler.fit",
     "estimate": "crawler.fit",

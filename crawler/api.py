@@ -12,22 +12,22 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crawler.config import Settings
+from crawler.base.config import Settings
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 from crawler.schemas import SCHEMA_VERSION, versioned
 
 if TYPE_CHECKING:
     from crawler.catalog.comparison import Comparison
-    from crawler.checklog import CheckReport
     from crawler.crawl.ondemand import OnDemand
     from crawler.crawl.progress import Progress
-    from crawler.estimating import EstimateReport
     from crawler.gguf.parse import GGUFHeader
+    from crawler.library.checklog import CheckReport
+    from crawler.library.estimating import EstimateReport
+    from crawler.library.search import SearchResult
+    from crawler.library.targets import HeaderRead
     from crawler.profile.precision import PrecisionProfile
     from crawler.ranking.launchers import Emitted
     from crawler.ranking.model import Ranked
-    from crawler.search import SearchResult
-    from crawler.targets import HeaderRead
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -87,7 +87,7 @@ class SearchAnswer(_Answer):
         return tuple(self.result.outcome.results)
 
     def payload(self) -> dict[str, Any]:
-        from crawler.search_json import search_json
+        from crawler.library.search_json import search_json
 
         return search_json(self.result)
 
@@ -147,8 +147,8 @@ def search(
     """
     from crawler.crawl.catalogs import reading
     from crawler.crawl.ondemand import look_up
-    from crawler.search import checked_request
-    from crawler.search import search as run_search
+    from crawler.library.search import checked_request
+    from crawler.library.search import search as run_search
 
     settings = Settings.from_env().replace(db_url=db)
     options = dict(  # noqa: C408 (keywords read as the call's own)
@@ -215,11 +215,11 @@ def estimate(
     ``gpu``, whether it fits within the budget less ``headroom`` (GiB; default: the setting).
     ``parallel`` -1 is llama-server's default (4 unified slots). Every option is checked before
     the first network request; ``announce`` hears a line before any network step starts."""
-    from crawler.errors import UsageError
-    from crawler.estimating import check_options, estimate_report
+    from crawler.base.errors import UsageError
     from crawler.fit import RunConfig
     from crawler.fit.notes import estimate_warnings
-    from crawler.targets import parse_target, read_target
+    from crawler.library.estimating import check_options, estimate_report
+    from crawler.library.targets import parse_target, read_target
 
     settings = Settings.from_env()
     if headroom is None:
@@ -263,7 +263,7 @@ def estimate(
 
 def _check_min(option: str, value: float, least: float) -> None:
     """The bound the CLI's option parser enforces, for callers that skip the parser."""
-    from crawler.errors import UsageError
+    from crawler.base.errors import UsageError
 
     if value < least:
         raise UsageError(f"{option} must be >= {least}, not {value}")
@@ -302,8 +302,8 @@ def inspect(
 ) -> InspectAnswer:
     """Read the header of ``target`` (as for estimate) and profile its precision; ``announce``
     hears a line before any network step starts."""
+    from crawler.library.targets import read_target
     from crawler.profile.build import build_profile
-    from crawler.targets import read_target
 
     read = read_target(target, Settings.from_env(), announce=announce)
     profile = build_profile(
@@ -393,13 +393,13 @@ def check_log(
     """Compare a llama-server / llama-cli log (a file ``log``, or its ``text``) with the
     estimate of the run it records; ``model`` is the GGUF it ran (default: the path the log
     names, else the catalog's quant of that file name)."""
-    from crawler import checklog
-    from crawler.checklog import compare as compare_log
-    from crawler.checklog import estimate_run, run_config
-    from crawler.errors import UsageError
+    from crawler.base.errors import UsageError
     from crawler.fit import coefficients
     from crawler.fit.llamalog import LogError, parse_log
-    from crawler.targets import read_target
+    from crawler.library import checklog
+    from crawler.library.checklog import compare as compare_log
+    from crawler.library.checklog import estimate_run, run_config
+    from crawler.library.targets import read_target
 
     if (log is None) == (text is None):
         raise UsageError("give the log as a file or as text, one of them")
@@ -447,9 +447,9 @@ def check_log(
 
 def _from_catalog(db_url: str, path: str) -> tuple[str, GGUFHeader] | None:
     """The stored header of the quant whose file name is ``path``'s, if the catalog has one."""
+    from crawler.base.errors import CatalogError
     from crawler.catalog.stored_headers import header_by_file_name
     from crawler.crawl.catalogs import reading
-    from crawler.errors import CatalogError
     from crawler.profile.build import merge_headers
 
     try:

@@ -14,8 +14,8 @@ import json
 import math
 from typing import Any
 
+from crawler.base.errors import GGUFError, QuantsError
 from crawler.catalog.tensor_tables import decode_tensor_table, encode_tensor_table
-from crawler.errors import GGUFError, QuantsError
 from crawler.fit import coefficients
 from crawler.gguf.parse import GGUFHeader, parse_header_bytes, read_header
 from crawler.profile.analysis import AnalysedShard

@@ -71,7 +71,7 @@ def load_comparison(reader: Reader, query: str, *, groups: bool = True) -> Compa
     or when several base models do and none is named exactly (the message lists them).
     ``groups=False`` leaves each quant's ``groups`` empty (with_groups loads them).
     """
-    from crawler.errors import EmptyCatalog, UsageError
+    from crawler.base.errors import EmptyCatalog, UsageError
     from crawler.ranking.query import QueryMatcher
 
     matcher = QueryMatcher(query)
@@ -173,7 +173,7 @@ def _exact_base(reader: Reader, query: str, matcher: QueryMatcher) -> tuple[str,
 
 
 def _pick_base(query: str, bases: Sequence[str]) -> str:
-    from crawler.errors import UsageError
+    from crawler.base.errors import UsageError
 
     if len(bases) == 1:
         return bases[0]

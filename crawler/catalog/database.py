@@ -20,15 +20,15 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from crawler.catalog.reader import SCHEMA_HEAD
-from crawler.closing import Closing
-from crawler.errors import (
+from crawler.base.closing import Closing
+from crawler.base.errors import (
     CatalogError,
     ConfigError,
     QueryError,
     ReadOnlyViolation,
     SchemaOutOfDate,
 )
+from crawler.catalog.reader import SCHEMA_HEAD
 
 if TYPE_CHECKING:
     from crawler.catalog.reader import Reader

@@ -12,10 +12,10 @@ from typing import Any
 
 from sqlalchemy import select
 
+from crawler.base.errors import UsageError
 from crawler.catalog import Catalog
 from crawler.catalog.scans import SCAN_COUNTERS, ScanTotals
 from crawler.catalog.tables import Scan
-from crawler.errors import UsageError
 
 __all__ = [
     "ScanRecord",

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from crawler.base.errors import QueryError, UsageError
 from crawler.catalog.database import _coerce, resource_dir
-from crawler.errors import QueryError, UsageError
 
 _PARAM = re.compile(r"^--\s*param:\s*(\w+)\s*(?:=\s*(\S+))?\s*(?:\((.*)\))?\s*$")
 _MAX_SQL_FILE_BYTES = 1024 * 1024

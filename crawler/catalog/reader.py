@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from crawler.closing import Closing
-from crawler.errors import CatalogError, SchemaOutOfDate
+from crawler.base.closing import Closing
+from crawler.base.errors import CatalogError, SchemaOutOfDate
 
 __all__ = ["SCHEMA_HEAD", "Reader", "as_bool", "as_datetime", "placeholders"]
 

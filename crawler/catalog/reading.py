@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from crawler.base.errors import CatalogError
 from crawler.catalog.reader import Reader
-from crawler.errors import CatalogError
 
 if TYPE_CHECKING:
     from crawler.catalog.search_index import ColumnsFn

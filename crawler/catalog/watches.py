@@ -15,10 +15,10 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 
+from crawler.base.errors import UsageError
 from crawler.catalog import Catalog
 from crawler.catalog.history import iso_utc, utc
 from crawler.catalog.tables import Quant, Repo, Watch, WatchHit
-from crawler.errors import UsageError
 
 __all__ = [
     "WatchHitRecord",

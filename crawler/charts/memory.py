@@ -10,10 +10,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from crawler.base.errors import InvalidConfig
+from crawler.base.units import GIB
 from crawler.charts.svg import Frame, esc, svg_document
-from crawler.errors import InvalidConfig
 from crawler.fit import CACHE_LADDER, MemoryCoefficients, RunConfig, cache_type, estimate, max_ctx
-from crawler.units import GIB
 
 __all__ = ["MemoryCurve", "memory_curves", "memory_svg"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from crawler.base.units import GIB
 from crawler.charts.svg import Frame, esc, svg_document
-from crawler.units import GIB
 
 __all__ = ["ScatterPoint", "pareto_front", "scatter_svg"]
 

@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     if args == ["--help"]:  # before any import: the command table is all it prints
         print(root_help())
         sys.exit(0)
+    from crawler.base.errors import QuantsError
     from crawler.crawl.logs import escape_unconfigured_logs
-    from crawler.errors import QuantsError
 
     escape_unconfigured_logs()
     debug = os.environ.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")

@@ -33,7 +33,7 @@ LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="At most this many
 
 def _amount(parse: Callable[[str], T], raw: str) -> T:
     """Parse with ``parse``; its message (value and accepted forms) as click's usage error."""
-    from crawler.units import AmountError
+    from crawler.base.units import AmountError
 
     if not isinstance(raw, str):  # a default, already parsed
         return raw
@@ -44,22 +44,22 @@ def _amount(parse: Callable[[str], T], raw: str) -> T:
 
 
 def ctx_value(raw: str) -> int:
-    """``--ctx``: 262144, 256k, 256K, 256Ki (crawler.units)."""
-    from crawler.units import parse_ctx
+    """``--ctx``: 262144, 256k, 256K, 256Ki (crawler.base.units)."""
+    from crawler.base.units import parse_ctx
 
     return _amount(parse_ctx, raw)
 
 
 def gib_value(raw: str) -> float:
-    """``--vram`` / ``--ram``: 24, 24G, 24GiB, 24GB (crawler.units)."""
-    from crawler.units import parse_gib
+    """``--vram`` / ``--ram``: 24, 24G, 24GiB, 24GB (crawler.base.units)."""
+    from crawler.base.units import parse_gib
 
     return _amount(parse_gib, raw)
 
 
 def headroom_value(raw: str) -> float:
     """``--headroom``: as ``--vram``, 0 allowed."""
-    from crawler.units import parse_gib
+    from crawler.base.units import parse_gib
 
     return _amount(lambda r: parse_gib(r, minimum=0, maximum=1024), raw)
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def check_emit(fmt: str | None, out: Path | None, as_json: bool) -> None:
     """Refuse a bad --emit / --out before anything is searched or looked up."""
-    from crawler.errors import UsageError
+    from crawler.base.errors import UsageError
     from crawler.ranking.launchers import FORMATS
 
     if fmt is None:
@@ -33,8 +33,8 @@ def check_emit(fmt: str | None, out: Path | None, as_json: bool) -> None:
 def write_launchers(answer: SearchAnswer, fmt: str, out: Path | None) -> None:
     """The configs on stdout (out None), in the file (llama-swap) or one file per result in the
     folder ``out``; each thing a format cannot express is a note on stderr."""
+    from crawler.base.errors import UsageError
     from crawler.cli._output import safe_text
-    from crawler.errors import UsageError
     from crawler.ranking.launchers import dump_yaml, render
 
     emitted = answer.launchers(fmt)

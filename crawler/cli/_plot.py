@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crawler.errors import UsageError
+from crawler.base.errors import UsageError
 
 #: PNG pixels per SVG unit (a 2x image stays sharp on high-density screens).
 PNG_ZOOM = 2.0

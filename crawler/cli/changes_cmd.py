@@ -28,10 +28,10 @@ def changes(
     db: DbOpt = None,
 ) -> None:
     """What changed in the catalog: new quants, re-uploads under the same name, vanished ones."""
+    from crawler.base.config import Settings
     from crawler.catalog.changes import changes_since
     from crawler.catalog.history import iso_utc
     from crawler.cli._output import print_json, safe_text
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
 
     settings = Settings.from_env().replace(db_url=db)

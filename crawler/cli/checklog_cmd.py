@@ -12,7 +12,7 @@ from crawler.cli._app import JsonOpt, app
 from crawler.cli._llama_opts import CpuMoeOpt, NCpuMoeOpt
 
 if TYPE_CHECKING:
-    from crawler.checklog import CheckReport
+    from crawler.library.checklog import CheckReport
 
 
 @app.command("check-log")

@@ -77,8 +77,8 @@ def crawl(
     import signal
     import threading
 
+    from crawler.base.config import Settings
     from crawler.cli._output import human_bytes, print_json
-    from crawler.config import Settings
     from crawler.crawl.logs import configure_logging
     from crawler.crawl.progress import StderrProgress
     from crawler.crawl.run import CrawlScope, crawl_pass
@@ -111,7 +111,7 @@ def crawl(
         signal.signal(signal.SIGTERM, previous)
     if summary.status == "failed":
         # Reached nothing: one line naming the cause and exit 4, not a zero summary.
-        from crawler.errors import HubUnreachable
+        from crawler.base.errors import HubUnreachable
 
         raise HubUnreachable(f"crawl failed: {summary.message or 'nothing was reached'}")
     data = summary.to_json()

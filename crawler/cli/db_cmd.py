@@ -13,9 +13,9 @@ app.add_typer(db_app, name="db")
 @db_app.command("upgrade")
 def upgrade(db: DbOpt = None) -> None:
     """Apply pending migrations (the catalog is also upgraded automatically on first use)."""
+    from crawler.base.config import Settings
     from crawler.catalog import redact_url
     from crawler.cli._output import safe_text
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
 
     url = Settings.from_env().replace(db_url=db).resolved_db_url
@@ -26,7 +26,7 @@ def upgrade(db: DbOpt = None) -> None:
 @db_app.command("current")
 def current(db: DbOpt = None) -> None:
     """Print the catalog's schema revision and the one this quants needs (changes nothing)."""
-    from crawler.config import Settings
+    from crawler.base.config import Settings
     from crawler.crawl.catalogs import open_catalog
 
     url = Settings.from_env().replace(db_url=db).resolved_db_url

@@ -23,9 +23,9 @@ from crawler.cli._llama_opts import (
 )
 
 if TYPE_CHECKING:
-    from crawler.estimating import EstimateReport
     from crawler.fit import MemoryCoefficients, RunConfig
-    from crawler.targets import HeaderRead
+    from crawler.library.estimating import EstimateReport
+    from crawler.library.targets import HeaderRead
 
 
 @app.command("estimate")

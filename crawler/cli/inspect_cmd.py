@@ -9,8 +9,8 @@ import typer
 from crawler.cli._app import JsonOpt, app
 
 if TYPE_CHECKING:
+    from crawler.library.targets import HeaderRead
     from crawler.profile.precision import PrecisionProfile
-    from crawler.targets import HeaderRead
 
 
 @app.command("inspect")

@@ -30,10 +30,10 @@ def mcp_command(
 ) -> None:
     """Serve search, estimate, inspect, compare, check_log and explain_quant as MCP tools
     (stdio by default; docs/api.md has the config a desktop agent needs)."""
-    from crawler.errors import UsageError
+    from crawler.base.errors import UsageError
 
     try:
-        from crawler.mcp_server import build_server
+        from crawler.mcp.server import build_server
     except ImportError as exc:
         raise UsageError(
             f"quants mcp needs the mcp package ({exc.name} is missing): pip install 'quants[mcp]'"

@@ -13,8 +13,8 @@ def reprofile_command(as_json: JsonOpt = False, db: DbOpt = None) -> None:
 
     Run it after upgrading quants: verdicts follow the new rules without touching the Hub.
     """
+    from crawler.base.config import Settings
     from crawler.cli._output import print_json, safe_text
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.crawl.lock import crawl_lock
     from crawler.crawl.reprofile import reprofile

@@ -16,9 +16,9 @@ def scans(
     db: DbOpt = None,
 ) -> None:
     """List crawl passes: start, end, duration, status, repos, files, requests, bytes, errors."""
+    from crawler.base.config import Settings
     from crawler.catalog.history import iso_utc, list_scans
     from crawler.cli._output import format_table, human_bytes, print_json
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
 
     settings = Settings.from_env().replace(db_url=db)

@@ -10,7 +10,7 @@ import typer
 from crawler.cli._app import DbOpt, app
 
 if TYPE_CHECKING:
-    from crawler.config import Settings
+    from crawler.base.config import Settings
 
 
 def _quants_argv() -> list[str]:
@@ -34,7 +34,7 @@ def _quants_argv() -> list[str]:
 
 def _environment(settings: Settings) -> dict[str, str]:
     """The settings a crawl started by the OS needs (never HF_TOKEN: that goes in a 0600 file)."""
-    from crawler.config import DEFAULT_ENDPOINT
+    from crawler.base.config import DEFAULT_ENDPOINT
 
     env: dict[str, str] = {}
     if settings.db_url:
@@ -112,12 +112,12 @@ def schedule(
     records a scan, then evaluates the watches. `--print-systemd` / `--print-cron` print an
     entry for the OS scheduler instead, running `quants crawl` on the same schedule.
     """
-    from crawler.config import Settings
+    from crawler.base.config import Settings
+    from crawler.base.errors import UsageError
     from crawler.crawl.cron import crontab_text, parse_cron, systemd_units
     from crawler.crawl.logs import configure_logging
     from crawler.crawl.run import CrawlScope
     from crawler.crawl.scheduler import ScheduleOptions, build_trigger, run_scheduler
-    from crawler.errors import UsageError
 
     settings = Settings.from_env().replace(db_url=db)
     options = ScheduleOptions(

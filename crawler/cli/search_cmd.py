@@ -40,7 +40,7 @@ from crawler.cli._ondemand import OfflineOpt
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 
 if TYPE_CHECKING:
-    from crawler.search import SearchRequest, SearchResult
+    from crawler.library.search import SearchRequest, SearchResult
 
 _EQUIVALENT_ROWS = 3
 #: Options of this command that are not part of the search request.
@@ -191,7 +191,7 @@ def search_options(argv: Sequence[str]) -> dict[str, Any]:
     """The options ``quants search ARGV`` gives, by name (only those given; a watch stores
     them), parsed by this command's own parser; UsageError for a bad one. Output options
     (--json, --db, --offline, --emit, --out) are accepted and left out."""
-    from crawler.errors import UsageError
+    from crawler.base.errors import UsageError
 
     command = typer.main.get_command(app)
     sub = command.commands["search"]  # type: ignore[attr-defined]
@@ -216,9 +216,9 @@ def _given(source: Any) -> bool:
 
 def request_from_argv(argv: Sequence[str]) -> SearchRequest:
     """The request ``quants search ARGV`` makes (checked as api.search checks it); without
-    --headroom, QUANTS_HEADROOM's (the one budget rule, crawler.budget)."""
-    from crawler.config import Settings
-    from crawler.search import checked_request
+    --headroom, QUANTS_HEADROOM's (the one budget rule, crawler.base.budget)."""
+    from crawler.base.config import Settings
+    from crawler.library.search import checked_request
 
     return checked_request(search_options(argv), headroom_gib=Settings.from_env().headroom_gib)
 
@@ -328,7 +328,7 @@ def _render(res: SearchResult) -> str:
 
 
 def _footer(res: SearchResult) -> str:
-    from crawler.budget import budget_text
+    from crawler.base.budget import budget_text
     from crawler.cli._output import safe_text
 
     o = res.outcome
@@ -374,7 +374,7 @@ def _footer(res: SearchResult) -> str:
             " decides the margin); modelled from llama.cpp's source, not measured"
         )
     if res.gpu is not None and res.gpu.gpu.unified:
-        from crawler.search import backend_note
+        from crawler.library.search import backend_note
 
         parts.append(f"note: {backend_note(res.gpu.gpu.kind)}")
     return "\n".join(parts)

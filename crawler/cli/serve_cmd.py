@@ -40,8 +40,8 @@ def serve(
     import threading
     import webbrowser
 
-    from crawler.config import Settings
-    from crawler.errors import UsageError
+    from crawler.base.config import Settings
+    from crawler.base.errors import UsageError
 
     settings = Settings.from_env().replace(db_url=db)
     url = settings.resolved_db_url

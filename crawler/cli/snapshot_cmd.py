@@ -32,8 +32,8 @@ def export_command(
     db: DbOpt = None,
 ) -> None:
     """Write the catalog as a snapshot: Parquet files and manifest.json."""
+    from crawler.base.config import Settings
     from crawler.cli._output import print_json
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.snapshot.export import export_snapshot, parse_since
 
@@ -78,7 +78,7 @@ def import_command(
     db: DbOpt = None,
 ) -> None:
     """Merge a snapshot into the catalog (newer analyses win; nothing local is lost)."""
-    from crawler.config import Settings
+    from crawler.base.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.crawl.lock import crawl_lock
     from crawler.snapshot.import_ import import_snapshot
@@ -138,8 +138,8 @@ def publish_command(
 
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
+    from crawler.base.config import Settings
     from crawler.cli._output import print_json, safe_text
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.snapshot.export import export_snapshot
     from crawler.snapshot.hubsync import publish_snapshot
@@ -178,8 +178,8 @@ def pull_command(
     """Download a published snapshot (changed files only) and import it into the catalog."""
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
+    from crawler.base.config import Settings
     from crawler.cli._output import print_json, safe_text
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.crawl.lock import crawl_lock
     from crawler.snapshot.hubsync import pull_snapshot

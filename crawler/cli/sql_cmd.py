@@ -37,11 +37,11 @@ def sql(
     write the connection sees (PostgreSQL: read-only transaction and session; SQLite: mode=ro).
     A missing SQLite catalog is an error, never created.
     """
+    from crawler.base.config import Settings
+    from crawler.base.errors import UsageError
     from crawler.catalog import Catalog, params_from_pairs
     from crawler.catalog.queries import bind_params, list_queries, resolve_query
     from crawler.cli._output import format_table, print_csv, print_json, safe_text
-    from crawler.config import Settings
-    from crawler.errors import UsageError
 
     if list_:
         for q in list_queries():

@@ -59,12 +59,12 @@ def add(
 
     The options given are stored by name and checked as `quants search` checks them.
     """
+    from crawler.base.config import Settings
+    from crawler.base.errors import UsageError
     from crawler.cli._output import safe_text
     from crawler.cli.search_cmd import search_options
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.crawl.watch import add_watch
-    from crawler.errors import UsageError
 
     if not search_args:
         raise UsageError("give the search options after `--`, e.g. -- --vram 24 --ctx 262144")
@@ -83,11 +83,11 @@ def list_(as_json: JsonOpt = False, db: DbOpt = None) -> None:
     """List the watches with their search options and how many results each has recorded."""
     import shlex
 
+    from crawler.base.config import Settings
     from crawler.catalog.history import iso_utc
     from crawler.catalog.watches import list_watches
     from crawler.cli._output import format_table, print_json
     from crawler.cli.search_cmd import options_argv
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
 
     settings = Settings.from_env().replace(db_url=db)
@@ -116,9 +116,9 @@ def list_(as_json: JsonOpt = False, db: DbOpt = None) -> None:
 @watch_app.command("remove")
 def remove(name: NameArg, db: DbOpt = None) -> None:
     """Delete a watch and its recorded results (the feed files keep their entries)."""
+    from crawler.base.config import Settings
     from crawler.catalog.watches import remove_watch
     from crawler.cli._output import safe_text
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
 
     settings = Settings.from_env().replace(db_url=db)
@@ -130,9 +130,9 @@ def remove(name: NameArg, db: DbOpt = None) -> None:
 @watch_app.command("show")
 def show(name: NameArg, limit: LimitOpt = 50, as_json: JsonOpt = False, db: DbOpt = None) -> None:
     """The results a watch reported (newest first; `baseline` = there when it was added)."""
+    from crawler.base.config import Settings
     from crawler.catalog.watches import list_hits
     from crawler.cli._output import format_table, print_json
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.crawl.watch import feed_paths
 
@@ -150,8 +150,8 @@ def show(name: NameArg, limit: LimitOpt = 50, as_json: JsonOpt = False, db: DbOp
 @watch_app.command("run")
 def run(as_json: JsonOpt = False, db: DbOpt = None) -> None:
     """Evaluate every watch now (a crawl does this after each scan); print what fired."""
+    from crawler.base.config import Settings
     from crawler.cli._output import format_table, print_json
-    from crawler.config import Settings
     from crawler.crawl.catalogs import open_catalog
     from crawler.crawl.watch import evaluate_watches
 

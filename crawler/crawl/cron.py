@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from crawler.errors import ConfigError
+from crawler.base.errors import ConfigError
 
 __all__ = [
     "CronSpec",

@@ -6,8 +6,7 @@ Details: docs/internals/crawl.md#errors
 
 from __future__ import annotations
 
-from crawler.catalog.scans import ErrorRecord
-from crawler.errors import (
+from crawler.base.errors import (
     GGUFError,
     HubBudgetExhausted,
     HubError,
@@ -16,6 +15,7 @@ from crawler.errors import (
     HubRateLimited,
     HubUnavailable,
 )
+from crawler.catalog.scans import ErrorRecord
 
 __all__ = ["ContentChanged", "error_kind", "error_record"]
 

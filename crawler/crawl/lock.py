@@ -17,10 +17,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Self
 
-from crawler.errors import LockHeld
+from crawler.base.errors import LockHeld
 
 if TYPE_CHECKING:
-    from crawler.config import Settings
+    from crawler.base.config import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crawler.errors import ConfigError
+from crawler.base.errors import ConfigError
 
 if TYPE_CHECKING:
-    from crawler.config import Settings
+    from crawler.base.config import Settings
 
 REDACTED = "hf_***"
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from crawler.errors import HubError, HubUnreachable
+from crawler.base.errors import HubError, HubUnreachable
 
 if TYPE_CHECKING:
+    from crawler.base.config import Settings
     from crawler.catalog import Catalog
-    from crawler.config import Settings
     from crawler.crawl.progress import Progress
     from crawler.crawl.repo import ScanHub
     from crawler.crawl.scan import ScanSummary
@@ -140,10 +140,10 @@ def ensure_model(
     """
     import threading
 
+    from crawler.base.errors import LockHeld
     from crawler.catalog.scans import get_state, set_state
     from crawler.crawl.progress import NullProgress
     from crawler.crawl.run import CrawlScope, locked_pass, scan_step, watch_step
-    from crawler.errors import LockHeld
 
     words = name_words(query)
     if offline or not words:

@@ -14,14 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from crawler.catalog import repo_locks, scans, store
-from crawler.catalog.analyses import QuantRow
-from crawler.catalog.scans import ErrorRecord, ScanSummary
-from crawler.catalog.store import RepoMeta, RepoWrite, StoredRepo
-from crawler.crawl.errors import ContentChanged, error_kind, error_record
-from crawler.crawl.progress import CrawlCounts, Progress
-from crawler.crawl.rows import finished_row
-from crawler.errors import (
+from crawler.base.errors import (
     CatalogError,
     ConfigError,
     GGUFError,
@@ -29,6 +22,14 @@ from crawler.errors import (
     HubError,
     QuantsError,
 )
+from crawler.base.tally import Tally
+from crawler.catalog import repo_locks, scans, store
+from crawler.catalog.analyses import QuantRow
+from crawler.catalog.scans import ErrorRecord, ScanSummary
+from crawler.catalog.store import RepoMeta, RepoWrite, StoredRepo
+from crawler.crawl.errors import ContentChanged, error_kind, error_record
+from crawler.crawl.progress import CrawlCounts, Progress
+from crawler.crawl.rows import finished_row
 from crawler.gguf.fetch import first_read_for
 from crawler.gguf.header_read import TemplateBook, read_quant_header, scopes_for
 from crawler.profile.analysis import AnalysedShard, analyse_quant
@@ -40,11 +41,10 @@ from crawler.profile.measured import (
     match_rows,
     parse_artifact,
 )
-from crawler.tally import Tally
 
 if TYPE_CHECKING:
+    from crawler.base.config import Settings
     from crawler.catalog import Catalog
-    from crawler.config import Settings
     from crawler.hub import HubFile, RepoListing
 
 logger = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from crawler.base.errors import CatalogError, ConfigError, GGUFError, QuantsError
 from crawler.catalog import Catalog
 from crawler.catalog.analyses import iter_tensor_tables, update_analysis
 from crawler.crawl.rows import finished_row
-from crawler.errors import CatalogError, ConfigError, GGUFError, QuantsError
 from crawler.profile.analysis import analyse_quant
 
 logger = logging.getLogger(__name__)

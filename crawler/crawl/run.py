@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from crawler.crawl.lock import crawl_lock
 
 if TYPE_CHECKING:
+    from crawler.base.config import Settings
     from crawler.catalog import Catalog
-    from crawler.config import Settings
     from crawler.crawl.progress import Progress
     from crawler.crawl.repo import ScanHub
     from crawler.crawl.scan import ScanSummary

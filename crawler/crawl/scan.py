@@ -15,16 +15,16 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from crawler.base.errors import CatalogError, ConfigError, HubError, HubUnavailable
 from crawler.catalog import scans, store
 from crawler.catalog.scans import ScanSummary
 from crawler.crawl.errors import error_kind, error_record
 from crawler.crawl.progress import NullProgress, Progress
 from crawler.crawl.repo import RepoScanner, ScanHub, as_utc
-from crawler.errors import CatalogError, ConfigError, HubError, HubUnavailable
 
 if TYPE_CHECKING:
+    from crawler.base.config import Settings
     from crawler.catalog import Catalog
-    from crawler.config import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from crawler.base.errors import ConfigError, LockHeld, QuantsError
 from crawler.crawl.lock import crawl_lock
 from crawler.crawl.run import (
     AfterScanFn,
@@ -25,12 +26,11 @@ from crawler.crawl.run import (
     scan_step,
     watch_step,
 )
-from crawler.errors import ConfigError, LockHeld, QuantsError
 
 if TYPE_CHECKING:
     from apscheduler.triggers.base import BaseTrigger
 
-    from crawler.config import Settings
+    from crawler.base.config import Settings
     from crawler.crawl.progress import CrawlCounts
 
 logger = logging.getLogger(__name__)

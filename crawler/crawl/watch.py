@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 from xml.etree import ElementTree as ET
 
-from crawler.errors import NothingFits, QuantsError
+from crawler.base.errors import NothingFits, QuantsError
 
 if TYPE_CHECKING:
+    from crawler.base.config import Settings
     from crawler.catalog import Catalog
     from crawler.catalog.watches import WatchHitRecord, WatchRecord
-    from crawler.config import Settings
-    from crawler.search import SearchRequest
+    from crawler.library.search import SearchRequest
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def result_key(result: Mapping[str, Any], content_key: str | None) -> str:
 def watch_request(settings: Settings, options: Mapping[str, Any]) -> SearchRequest:
     """The request a watch's options make (UsageError for a bad one); without ``headroom``,
     the settings' (as ``quants search`` takes QUANTS_HEADROOM)."""
-    from crawler.search import checked_request
+    from crawler.library.search import checked_request
 
     return checked_request(options, headroom_gib=settings.headroom_gib)
 
@@ -75,8 +75,8 @@ def watch_request(settings: Settings, options: Mapping[str, Any]) -> SearchReque
 def search_results(catalog: Catalog, req: SearchRequest) -> list[dict[str, Any]]:
     """The ``results`` of ``quants search --json`` for ``req`` on ``catalog`` (NothingFits when
     none fits). A watch needs no count of what fits, so ranking may stop early."""
-    from crawler.search import search
-    from crawler.search_json import search_json
+    from crawler.library.search import search
+    from crawler.library.search_json import search_json
 
     with catalog.reader() as reader:
         res = search(reader, dataclasses.replace(req, count_cap=None))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crawler.errors import InvalidConfig
+from crawler.base.errors import InvalidConfig
 
 __all__ = [
     "CACHE_TYPES",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Literal
 
-from crawler.errors import InvalidConfig
+from crawler.base.errors import InvalidConfig
 from crawler.fit.cache import cache_type
 from crawler.fit.coefficients import MemoryCoefficients
 from crawler.fit.estimate import CACHE_LADDER, FitEstimate, RunConfig, estimate

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from crawler.base.units import MIB as MiB
 from crawler.fit.coefficients import MemoryCoefficients
-from crawler.units import MIB as MiB
 
 __all__ = [
     "CUDA_CONTEXT_BYTES",

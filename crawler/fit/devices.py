@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crawler.errors import InvalidConfig, UsageError
+from crawler.base.errors import InvalidConfig, UsageError
 from crawler.fit.choose import MtpMode, trials
 from crawler.fit.coefficients import MemoryCoefficients
 from crawler.fit.estimate import FitEstimate, RunConfig, estimate, largest_fitting

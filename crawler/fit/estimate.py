@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.errors import InvalidConfig, NothingToEstimate, UnknownArchitecture
+from crawler.base.errors import InvalidConfig, NothingToEstimate, UnknownArchitecture
 from crawler.fit.cache import CUDA_ALIGNMENT, MATRIX_ROW_PADDING, CacheType, cache_type, pad
 from crawler.fit.coefficients import VOCAB_ONLY, KVGroup, MemoryCoefficients
 from crawler.fit.cuda import ComputeInputs, compute_bytes, host_context_bytes, overhead_bytes

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from crawler.errors import UsageError
-from crawler.units import GIB
+from crawler.base.errors import UsageError
+from crawler.base.units import GIB
 
 __all__ = [
     "GPU",

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
-from crawler.errors import QuantsError
-from crawler.units import MIB
+from crawler.base.errors import QuantsError
+from crawler.base.units import MIB
 
 __all__ = [
     "MAX_LINE",

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.errors import InvalidConfig, UsageError
+from crawler.base.errors import InvalidConfig, UsageError
 from crawler.fit.coefficients import MemoryCoefficients
 from crawler.fit.estimate import FitEstimate, RunConfig
 from crawler.fit.offload import OffloadEstimate, auto_gpu_layers, estimate_offload, n_slots

@@ -6,7 +6,7 @@ Details: docs/internals/fit.md#tiers
 
 from __future__ import annotations
 
-from crawler.errors import InvalidConfig
+from crawler.base.errors import InvalidConfig
 from crawler.fit.choose import MtpMode, choose_config, trials
 from crawler.fit.coefficients import MemoryCoefficients
 from crawler.fit.estimate import FitEstimate, RunConfig

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crawler.errors import InvalidConfig
+from crawler.base.errors import InvalidConfig
 from crawler.gguf.parse import GGUFHeader
 
 __all__ = ["ACTIVATION_FACTOR", "MEASURED_COMPUTE", "Projector", "projector", "projector_bytes"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from crawler.errors import CorruptHeader, HeaderTooLarge
+from crawler.base.errors import CorruptHeader, HeaderTooLarge
 
 __all__ = [
     "DEFAULT_FIRST_READ",

@@ -10,7 +10,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from crawler.errors import (
+from crawler.base.errors import (
     BigEndianGGUF,
     GGUFError,
     HeaderTooLarge,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from crawler.errors import GGUFError
+from crawler.base.errors import GGUFError
 from crawler.gguf.fetch import ESTIMATE_SLACK, HINT_MARGIN
 from crawler.gguf.parse import GGUFArray, GGUFHeader, ReadAt, ValueType, read_header
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from crawler.errors import GGUFError
+from crawler.base.errors import GGUFError
 from crawler.gguf.fetch import ESTIMATE_SLACK, TENSOR_INFO_BOUND
 from crawler.gguf.model import SCALAR_STRUCTS, ValueType
 from crawler.gguf.parse import EAGER_ARRAY_ITEMS, GGUFArray, GGUFHeader, ReadAt, read_header

@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 from huggingface_hub import hf_hub_url
 
-from crawler.config import Settings
-from crawler.errors import HubNotFound, HubUnavailable
+from crawler.base.config import Settings
+from crawler.base.errors import HubNotFound, HubUnavailable
 from crawler.hub.limiter import RateLimiter
 from crawler.hub.reader import RangeReader
 from crawler.hub.records import (

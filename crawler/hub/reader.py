@@ -10,8 +10,8 @@ import logging
 import time
 from typing import Final
 
-from crawler.closing import Closing
-from crawler.errors import HubError, HubUnavailable
+from crawler.base.closing import Closing
+from crawler.base.errors import HubError, HubUnavailable
 from crawler.hub.status import content_range_total, origin, unquote_etag
 from crawler.hub.transport import Reply, Transport
 

@@ -1,5 +1,5 @@
 """What the Hub's answers mean: retryable statuses, the wait a 429 asks for, error codes mapped
-to crawler.errors, and the header values (Content-Range, ETag) the readers rely on."""
+to crawler.base.errors, and the header values (Content-Range, ETag) the readers rely on."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import httpx2
 # Public in huggingface_hub.utils (its __init__ re-exports it lazily, which mypy cannot see).
 from huggingface_hub.utils._http import parse_ratelimit_headers
 
-from crawler.errors import ConfigError, HubError, HubGated, HubNotFound
+from crawler.base.errors import ConfigError, HubError, HubGated, HubNotFound
 
 #: Same statuses huggingface_hub retries (utils/_http.py ``_DEFAULT_RETRY_ON_STATUS_CODES``).
 RETRY_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504})

@@ -20,14 +20,15 @@ from huggingface_hub.errors import OfflineModeIsEnabled
 from huggingface_hub.utils._http import parse_ratelimit_headers
 
 from crawler import __version__
-from crawler.config import Settings
-from crawler.errors import (
+from crawler.base.config import Settings
+from crawler.base.errors import (
     ConfigError,
     HubBudgetExhausted,
     HubRateLimited,
     HubUnavailable,
     HubUnreachable,
 )
+from crawler.base.tally import Tally
 from crawler.hub.limiter import RateLimiter
 from crawler.hub.records import HubStats
 from crawler.hub.status import (
@@ -37,7 +38,6 @@ from crawler.hub.status import (
     origin,
     retry_wait,
 )
-from crawler.tally import Tally
 
 logger = logging.getLogger("crawler.hub")
 

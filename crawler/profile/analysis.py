@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.errors import QuantsError
+from crawler.base.errors import QuantsError
 from crawler.fit import coefficients
 from crawler.gguf.parse import GGUFHeader
 from crawler.profile.build import build_profile, merge_headers

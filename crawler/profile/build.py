@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crawler.errors import CorruptHeader
+from crawler.base.errors import CorruptHeader
 from crawler.gguf.ggml import GGML_TYPES
 from crawler.gguf.parse import GGUFHeader, TensorInfo
 from crawler.profile.claims import with_claims

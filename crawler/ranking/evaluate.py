@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from crawler.errors import EstimateError
+from crawler.base.errors import EstimateError
 from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, estimate, max_ctx
 from crawler.fit.choose import MtpMode
 from crawler.fit.devices import (

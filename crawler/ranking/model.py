@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from crawler.budget import DEFAULT_HEADROOM_GIB, usable_bytes
-from crawler.errors import UsageError
+from crawler.base.budget import DEFAULT_HEADROOM_GIB, usable_bytes
+from crawler.base.errors import UsageError
+from crawler.base.units import GIB
 from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
 from crawler.fit.devices import DeviceShare
 from crawler.fit.tiers import TIERS
@@ -19,7 +20,6 @@ from crawler.profile.measured import MeasuredValue
 from crawler.ranking.quality import QualityEstimate
 from crawler.ranking.query import QueryMatcher
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE, SpeedEstimate
-from crawler.units import GIB
 
 __all__ = [
     "BOUNDED_SORTS",

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from crawler.errors import UsageError
+from crawler.base.errors import UsageError
 from crawler.ranking.model import BOUNDED_SORTS, TIE_BREAKS, Candidate, Ranked
 from crawler.ranking.quality import QualityEstimate
 

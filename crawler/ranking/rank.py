@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from crawler.errors import EstimateError, UsageError
+from crawler.base.errors import EstimateError, UsageError
 from crawler.fit import MemoryCoefficients, RunConfig
 from crawler.ranking.evaluate import (
     Outcome,

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from sqlalchemy import Connection, Select, and_, func, or_, select
 
 from crawler import __version__
+from crawler.base.errors import UsageError
 from crawler.catalog import Catalog
 from crawler.catalog.tables import (
     File,
@@ -32,7 +33,6 @@ from crawler.catalog.tables import (
     TensorGroup,
     TensorTable,
 )
-from crawler.errors import UsageError
 from crawler.snapshot.columns import TABLES, arrow_schema, as_utc, columns_of, read_expr
 from crawler.snapshot.manifest import (
     FILES,

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crawler.base.config import Settings
+from crawler.base.errors import HubError, HubNotFound, HubUnavailable, SnapshotError
 from crawler.catalog import Catalog
 from crawler.catalog.scans import get_state, set_state
-from crawler.config import Settings
-from crawler.errors import HubError, HubNotFound, HubUnavailable, SnapshotError
 from crawler.snapshot.import_ import ImportSummary, import_snapshot, verify_snapshot
 from crawler.snapshot.manifest import (
     FILES,

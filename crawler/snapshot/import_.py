@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import Connection, bindparam, delete, select, update
 
+from crawler.base.errors import SnapshotError
 from crawler.catalog import Catalog
 from crawler.catalog.search_index import live_sql, search_shape_sql, search_text_sql
 from crawler.catalog.tables import (
@@ -29,7 +30,6 @@ from crawler.catalog.tables import (
     TensorGroup,
     TensorTable,
 )
-from crawler.errors import SnapshotError
 from crawler.snapshot.bulk import drop_for_load, empty_tables, load_settings, rebuild
 from crawler.snapshot.columns import WRITE_TABLES as TABLES
 from crawler.snapshot.columns import arrow_schema, as_utc, columns_of

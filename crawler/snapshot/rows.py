@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy import Connection, bindparam
 
-from crawler.errors import SnapshotError
+from crawler.base.errors import SnapshotError
 from crawler.snapshot.columns import WRITE_TABLES as TABLES
 from crawler.snapshot.validate import BATCH_ROWS
 

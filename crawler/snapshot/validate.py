@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from crawler.base.errors import SnapshotError
 from crawler.catalog.tensor_tables import TENSOR_TABLE_ENCODING, TensorTableError
 from crawler.catalog.tensor_tables import decode_tensor_table as _decode_table
-from crawler.errors import SnapshotError
 from crawler.snapshot.columns import TABLES, columns_of
 from crawler.snapshot.json_shapes import JSON_SHAPES, MAX_JSON_BYTES, MAX_TEXT, load_json
 

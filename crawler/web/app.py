@@ -24,9 +24,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from crawler.budget import DEFAULT_HEADROOM_GIB
+from crawler.base.budget import DEFAULT_HEADROOM_GIB
+from crawler.base.errors import CatalogError, NothingFits, QuantsError, UsageError
 from crawler.catalog.reader import Reader
-from crawler.errors import CatalogError, NothingFits, QuantsError, UsageError
 from crawler.web.params import BadParam, integer, parse_search, pick, search_values, text
 from crawler.web.params import ctx as ctx_param
 from crawler.web.params import gib as gib_param
@@ -80,7 +80,7 @@ class Site:
 
     def __init__(self, db_url: str, headroom_gib: float = DEFAULT_HEADROOM_GIB) -> None:
         self.db_url = db_url
-        #: The headroom when a request gives none (crawler.budget; QUANTS_HEADROOM).
+        #: The headroom when a request gives none (crawler.base.budget; QUANTS_HEADROOM).
         self.headroom_gib = headroom_gib
         self._catalog: Catalog | None = None
         self._lock = threading.Lock()

@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from crawler.budget import DEFAULT_HEADROOM_GIB
+from crawler.base.budget import DEFAULT_HEADROOM_GIB
 from crawler.fit.tiers import TIERS
-from crawler.search import SearchRequest, build_request
+from crawler.library.search import SearchRequest, build_request
 
 __all__ = [
     "SEARCH_PARAMS",
@@ -126,8 +126,8 @@ def _ngl(name: str, raw: str) -> str | None:
 
 
 def ctx(name: str, raw: str) -> int | None:
-    """A context length as the CLI's --ctx takes it (crawler.units: 256k, 262144, 128Ki)."""
-    from crawler.units import AmountError, parse_ctx
+    """A context length as the CLI's --ctx takes it (crawler.base.units: 256k, 262144, 128Ki)."""
+    from crawler.base.units import AmountError, parse_ctx
 
     if not raw.strip():
         return None
@@ -138,8 +138,8 @@ def ctx(name: str, raw: str) -> int | None:
 
 
 def gib(name: str, raw: str, lo: float = 0.1, hi: float = 4096) -> float | None:
-    """A memory size as the CLI's --vram takes it (crawler.units: 24, 24GB, 24GiB, 24G)."""
-    from crawler.units import AmountError, parse_gib
+    """A memory size as the CLI's --vram takes it (crawler.base.units: 24, 24GB, 24GiB, 24G)."""
+    from crawler.base.units import AmountError, parse_gib
 
     if not raw.strip():
         return None

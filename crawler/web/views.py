@@ -9,16 +9,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from crawler.budget import DEFAULT_HEADROOM_GIB, budget_json, usable_bytes
+from crawler.base.budget import DEFAULT_HEADROOM_GIB, budget_json, usable_bytes
+from crawler.base.units import GIB
 from crawler.catalog.reader import Reader
+from crawler.library.search_json import provenance_json
 from crawler.profile.mtp_grade import mtp_grade
-from crawler.search_json import provenance_json
-from crawler.units import GIB
 
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
     from crawler.catalog.quant_detail import QuantDetail
-    from crawler.search import SearchRequest
+    from crawler.library.search import SearchRequest
 
 __all__ = ["model_view", "quant_view", "scans_view", "search_view"]
 
@@ -30,9 +30,9 @@ MAX_POINTS = 2000
 
 def search_view(reader: Reader, req: SearchRequest) -> dict[str, Any]:
     """``quants search --json``'s document for ``req`` (NothingFits / UsageError propagate)."""
+    from crawler.library.search import search
+    from crawler.library.search_json import search_json
     from crawler.schemas import versioned
-    from crawler.search import search
-    from crawler.search_json import search_json
 
     return versioned(search_json(search(reader, req)))
 
@@ -118,7 +118,7 @@ def quant_view(
     }
     curves = []
     if q.coefficients is not None:
-        from crawler.errors import InvalidConfig
+        from crawler.base.errors import InvalidConfig
         from crawler.fit import RunConfig, estimate
 
         base = RunConfig(ctx=ctx or 4096, flash_attn="on")
@@ -148,7 +148,7 @@ def quant_view(
 def _tensor_rows(q: QuantDetail) -> tuple[Any, ...]:
     """The quant's tensors with group, layer and bits: its stored headers profiled again by
     crawler.profile.build.build_profile (what the crawl ran on them)."""
-    from crawler.errors import QuantsError
+    from crawler.base.errors import QuantsError
     from crawler.profile.build import build_profile, merge_headers
 
     if not q.shards:

@@ -7,7 +7,7 @@ Create Date: 2026-12-04
 Until now ``watches.args`` held the argv after ``quants watch add NAME --`` and every evaluation
 re-parsed it with the search command's parser, so the crawl needed the CLI to run a watch. Now it
 holds a JSON object of the options by name ({"vram": 24.0, "ctx": 262144, "mtp": true}), the
-names crawler.search.build_request takes. This revision converts the stored argv with the
+names crawler.library.search.build_request takes. This revision converts the stored argv with the
 options ``quants search`` had at revision 0008 (frozen here: a revision never calls live code).
 An argv it cannot read (an option retired before this revision) is kept under
 ``unconverted_argv``: such a watch failed before and still does, logged and skipped, and

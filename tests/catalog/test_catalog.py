@@ -6,10 +6,10 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from crawler.base.errors import QueryError, ReadOnlyViolation, SchemaOutOfDate, UsageError
 from crawler.catalog import Catalog, params_from_pairs, resource_dir
 from crawler.catalog.queries import bind_params, list_queries, resolve_query
 from crawler.catalog.tables import Base
-from crawler.errors import QueryError, ReadOnlyViolation, SchemaOutOfDate, UsageError
 from tests.catalog.populate import populate
 
 V_QUANTS = [

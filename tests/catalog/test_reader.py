@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from crawler.base.errors import CatalogError, SchemaOutOfDate
 from crawler.catalog import Catalog
 from crawler.catalog.reader import SCHEMA_HEAD, Reader
 from crawler.crawl.catalogs import reading
-from crawler.errors import CatalogError, SchemaOutOfDate
 
 
 def test_schema_head_is_the_newest_migration(sqlite_url):

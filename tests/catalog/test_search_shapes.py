@@ -17,9 +17,9 @@ from crawler.catalog.candidates import materializer, sibling_lookup
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import Reader
 from crawler.cli.search_cmd import request_from_argv
+from crawler.library.search import validate_request
 from crawler.ranking.model import BOUNDED_SORTS, Budget, Filters, RunSpec
 from crawler.ranking.rank import pre_key, rank_candidates
-from crawler.search import validate_request
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,14 @@ from collections.abc import Iterator
 import pytest
 
 from bench.bench_search import build
+from crawler.base.errors import NothingFits
 from crawler.catalog import Catalog
 from crawler.catalog.candidates import materializer
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import Reader
-from crawler.errors import NothingFits
+from crawler.library.search import SearchRequest, resolve_budget, search
 from crawler.ranking.model import SORT_KEYS, Budget, Candidate, Filters, RunSpec
 from crawler.ranking.rank import rank_candidates
-from crawler.search import SearchRequest, resolve_budget, search
 from tests.pg import databases
 
 SPECS = [

@@ -11,9 +11,9 @@ from typing import Any
 from alembic import command
 from sqlalchemy import text
 
+from crawler.base.config import Settings
 from crawler.catalog import Catalog
 from crawler.catalog.watches import list_watches
-from crawler.config import Settings
 from crawler.crawl.catalogs import open_catalog
 from crawler.crawl.watch import watch_request
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from crawler.gguf.parse import read_header
-from crawler.targets import FileReader
+from crawler.library.targets import FileReader
 
 __all__ = ["Corpus", "build_corpus", "corpus_dir"]
 

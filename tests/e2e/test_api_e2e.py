@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from crawler import api
-from crawler.errors import NothingFits, UsageError
+from crawler.base.errors import NothingFits, UsageError
 from tests.cli import clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render
 from tests.fixtures.llamacpp.models import load_rows

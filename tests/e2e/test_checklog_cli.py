@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.units import MIB
+from crawler.base.units import MIB
 from tests.cli import clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render, strip_buffers
 from tests.fixtures.llamacpp.models import load_rows

@@ -39,6 +39,6 @@ def test_search_imports_neither_sqlalchemy_nor_the_column_functions(tmp_path, sq
         ["search", "--vram", "24", "--offline", "--db", sqlite_url], clean_env(tmp_path)
     )
     assert code == 3  # nothing fits an empty catalog: the whole search path ran
-    assert "crawler.search" in names and "crawler.ranking.rank" in names
+    assert "crawler.library.search" in names and "crawler.ranking.rank" in names
     for heavy in ("sqlalchemy", "crawler.ranking.columns", "crawler.profile.build", "pyarrow"):
         assert heavy not in names, heavy

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from crawler.mcp_server import TOOL_NAMES
+from crawler.mcp.server import TOOL_NAMES
 from tests.cli import ROOT, clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render
 from tests.fixtures.llamacpp.models import load_rows

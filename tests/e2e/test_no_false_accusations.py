@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from crawler.checklog import CheckReport
+from crawler.base.units import MIB
 from crawler.fit import RunConfig
 from crawler.fit.llamalog import LogConfig
-from crawler.units import MIB
+from crawler.library.checklog import CheckReport
 from tests import synth
 from tests.cli import clean_env, run_quants
 from tests.unit.test_source import RangeServer
@@ -172,10 +172,10 @@ def test_tensors_show_recurrent_layers(tmp_path, env):
 
 
 def test_hub_split_named_whole_file_is_read_as_one(hub, tmp_path):
-    from crawler.config import Settings
-    from crawler.errors import HubNotFound
+    from crawler.base.config import Settings
+    from crawler.base.errors import HubNotFound
     from crawler.hub import HubClient
-    from crawler.targets import read_target
+    from crawler.library.targets import read_target
     from tests.hub_emulator.state import Blob
 
     (whole,) = synth.write_gguf(tmp_path / "w.gguf", synth.preset("llama"), synth.q4_k_m_like())

@@ -141,7 +141,7 @@ def test_compare_looks_the_model_up_too(emu, tmp_path):
 
 
 def test_a_search_while_a_crawl_holds_the_catalog_answers_from_it_and_says_so(emu, tmp_path):
-    from crawler.config import Settings
+    from crawler.base.config import Settings
     from crawler.crawl.lock import crawl_lock
 
     db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"

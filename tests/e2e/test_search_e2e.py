@@ -469,8 +469,8 @@ def test_np_minus_one_is_llama_servers_default_slots(catalog_db):
 
 
 def test_a_watch_search_matches_the_cli_json(catalog_db):
+    from crawler.base.config import Settings
     from crawler.cli.search_cmd import search_options
-    from crawler.config import Settings
     from crawler.crawl.watch import search_results, watch_request
 
     args = ["qwen3.6", "--vram", "24", "--ctx", "32768", "--limit", "1000"]
@@ -513,9 +513,9 @@ def test_compare_with_an_ambiguous_query_lists_the_base_models(catalog_db):
 def _compare_both_ways(db: str, monkeypatch) -> tuple[dict, dict, list[str]]:
     """compare's answers for every base model's names with the exact-name shortcut and with
     the fuzzy scan of every quant (the shortcut switched off), and the queries it took."""
+    from crawler.base.errors import UsageError
     from crawler.catalog import comparison
     from crawler.catalog.comparison import load_comparison
-    from crawler.errors import UsageError
     from crawler.ranking.query import QueryMatcher
 
     def answer(reader, query):
@@ -742,9 +742,9 @@ def test_a_short_limit_gives_the_head_of_the_full_ranking(any_catalog_db, sort):
     ],
 )
 def test_bad_search_options_are_one_line_usage_errors(catalog_db, argv, message):
+    from crawler.base.errors import UsageError
     from crawler.cli.search_cmd import request_from_argv
     from crawler.crawl.watch import search_results
-    from crawler.errors import UsageError
 
     with Catalog.open(catalog_db[0]) as catalog, pytest.raises(UsageError, match=message):
         search_results(catalog, request_from_argv(argv))

@@ -95,7 +95,7 @@ def test_estimate_text_answers_every_budget_shape(server_models, server_coeffs, 
 def test_estimate_budget_from_one_gpu_and_a_partial_offload_json(server_models, server_coeffs):
     path = server_models / "llama8b.gguf"
     one = _estimate(path, "-c", "32768", "--gpu", "3090")
-    # The budget is the GPU's memory less the headroom, as search takes it (crawler.budget).
+    # The budget is the GPU's memory less the headroom, as search takes it (crawler.base.budget).
     assert one["budget"]["vram_bytes"] == 24 * 1024**3 and one["fits"]
     assert one["budget_bytes"] == 24 * 1024**3 - one["budget"]["headroom_bytes"] == 23.5 * 1024**3
     assert one["max_ctx"] == server_coeffs["llama8b"].n_ctx_train  # it reaches the trained context

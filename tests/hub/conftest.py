@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from crawler.config import Settings
+from crawler.base.config import Settings
 from crawler.hub import HubClient
 from tests.hub_emulator import HubEmulator
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from crawler.base.config import Settings
 from crawler.catalog import Catalog
-from crawler.config import Settings
 from crawler.crawl.scan import run_once
 from crawler.hub import HubClient
 from tests.fixtures.world import FileCache, Quant, RepoSpec, populate

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from crawler.base.config import Settings
+from crawler.base.errors import LockHeld
 from crawler.catalog import Catalog
 from crawler.catalog.history import list_scans
 from crawler.catalog.watches import get_watch, list_hits
-from crawler.config import Settings
 from crawler.crawl.lock import crawl_lock
 from crawler.crawl.run import CrawlScope, crawl_pass
 from crawler.crawl.watch import add_watch
-from crawler.errors import LockHeld
 from tests.hub_emulator import HubEmulator
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from crawler.base.errors import UsageError
 from crawler.catalog import Catalog
 from crawler.catalog.changes import changes_since
 from crawler.catalog.history import list_scans, parse_since
@@ -25,7 +26,6 @@ from crawler.catalog.watches import (
     record_hits,
     remove_watch,
 )
-from crawler.errors import UsageError
 
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 from huggingface_hub import HfApi
 
-from crawler.config import Settings
-from crawler.errors import (
+from crawler.base.config import Settings
+from crawler.base.errors import (
     ConfigError,
     HubBudgetExhausted,
     HubGated,

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from crawler.base.config import Settings
 from crawler.catalog import Catalog
 from crawler.catalog.tensor_tables import decode_tensor_table
-from crawler.config import Settings
 from crawler.crawl.progress import CrawlCounts
 from crawler.crawl.scan import ScanSummary, run_once
 from crawler.hub import HubClient
@@ -394,8 +394,8 @@ def test_retry_waits_end_when_the_pass_is_stopped():
     import threading
     import time
 
+    from crawler.base.errors import HubUnavailable
     from crawler.crawl.scan import _interruptible_sleep
-    from crawler.errors import HubUnavailable
 
     stop = threading.Event()
     sleep = _interruptible_sleep(stop)

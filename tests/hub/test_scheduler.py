@@ -21,7 +21,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 
-from crawler.config import Settings
+from crawler.base.config import Settings
+from crawler.base.errors import ConfigError, LockHeld
 from crawler.crawl.lock import crawl_lock
 from crawler.crawl.progress import CrawlCounts
 from crawler.crawl.scheduler import (
@@ -31,7 +32,6 @@ from crawler.crawl.scheduler import (
     build_trigger,
     run_scheduler,
 )
-from crawler.errors import ConfigError, LockHeld
 from tests.hub_emulator import HubEmulator
 
 

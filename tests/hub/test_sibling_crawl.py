@@ -6,9 +6,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import tests.synth as synth
+from crawler.base.config import Settings
 from crawler.catalog import Catalog
 from crawler.catalog.tensor_tables import decode_tensor_table
-from crawler.config import Settings
 from crawler.crawl.scan import run_once
 from tests.hub.snapshot import rows
 from tests.hub_emulator import HubEmulator

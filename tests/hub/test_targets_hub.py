@@ -1,14 +1,14 @@
 """Hub targets of ``quants inspect`` / ``estimate`` (``owner/repo:QUANT``, shards, parts, sidecars)
-read through crawler.targets.read_target from the emulated Hub. Local files and URLs: in
+read through crawler.library.targets.read_target from the emulated Hub. Local files and URLs: in
 tests/unit/test_source.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from crawler.config import Settings
-from crawler.errors import HubNotFound, UsageError
-from crawler.targets import read_target
+from crawler.base.config import Settings
+from crawler.base.errors import HubNotFound, UsageError
+from crawler.library.targets import read_target
 
 
 @pytest.fixture

@@ -16,13 +16,13 @@ from xml.etree import ElementTree as ET
 import pytest
 from sqlalchemy import select
 
+from crawler.base.config import Settings
+from crawler.base.errors import NothingFits, UsageError
 from crawler.catalog import Catalog
 from crawler.catalog.tables import Quant, Repo
 from crawler.catalog.watches import get_watch, list_hits
-from crawler.config import Settings
 from crawler.crawl.watch import add_watch, evaluate_watches, feed_paths
-from crawler.errors import NothingFits, UsageError
-from crawler.search import SearchRequest
+from crawler.library.search import SearchRequest
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 

@@ -25,10 +25,10 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
+from crawler.base.errors import SnapshotError
 from crawler.catalog import Catalog
 from crawler.catalog.tables import File, MemoryModel, Quant, Repo, TensorTable
 from crawler.catalog.tensor_tables import TENSOR_TABLE_ENCODING, encode_tensor_table
-from crawler.errors import SnapshotError
 from crawler.fit import MemoryCoefficients
 from crawler.gguf.model import GGUFHeader, TensorInfo
 from crawler.profile.analysis import AnalysedShard

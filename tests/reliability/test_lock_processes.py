@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from crawler.base.errors import LockHeld
 from crawler.crawl.lock import CrawlLock, read_holder
-from crawler.errors import LockHeld
 
 # A child process that takes the lock, says so, and holds it until stdin closes or it is killed.
 _HOLDER = textwrap.dedent(

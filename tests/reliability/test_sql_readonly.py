@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
+from crawler.base.errors import QueryError, ReadOnlyViolation
 from crawler.catalog import Catalog
-from crawler.errors import QueryError, ReadOnlyViolation
 from tests.catalog.populate import populate
 from tests.cli import Cli
 from tests.pg import databases

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from crawler.checklog import compare, run_config
+from crawler.base.units import MIB
 from crawler.fit import coefficients, estimate
 from crawler.fit.llamalog import LogError, parse_log
-from crawler.units import MIB
+from crawler.library.checklog import compare, run_config
 from tests.fixtures.llamacpp.logs import render, strip_buffers
 from tests.fixtures.llamacpp.models import load_rows
 

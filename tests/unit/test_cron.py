@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
+from crawler.base.errors import ConfigError
 from crawler.crawl.cron import crontab_text, parse_cron, systemd_units
-from crawler.errors import ConfigError
 
 
 def test_nightly_default() -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawler.errors import InvalidConfig, NothingToEstimate, UnknownArchitecture
+from crawler.base.errors import InvalidConfig, NothingToEstimate, UnknownArchitecture
 from crawler.fit import (
     CACHE_TYPES,
     MemoryCoefficients,

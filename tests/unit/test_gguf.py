@@ -12,8 +12,8 @@ from gguf import GGML_QUANT_SIZES, GGUFReader, GGUFValueType, GGUFWriter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawler.errors import CorruptHeader, GGUFError, HeaderTooLarge, NotGGUF
-from crawler.errors import UnsupportedGGUFVersion as BadVersion
+from crawler.base.errors import CorruptHeader, GGUFError, HeaderTooLarge, NotGGUF
+from crawler.base.errors import UnsupportedGGUFVersion as BadVersion
 from crawler.gguf.ggml import GGML_TYPES, GGMLType, is_mainline, tensor_nbytes, type_info, type_name
 from crawler.gguf.parse import GGUFArray, parse_header_bytes, read_header
 from tests import synth

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from crawler.errors import UsageError
+from crawler.base.errors import UsageError
 from crawler.fit.gpus import UNIFIED_GPU_FRACTION, load_gpus, resolve_gpu
 
 GIB = 1024**3

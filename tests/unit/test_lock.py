@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from crawler.config import Settings
+from crawler.base.config import Settings
+from crawler.base.errors import LockHeld
 from crawler.crawl.lock import CrawlLock, crawl_lock, lock_path, read_holder
-from crawler.errors import LockHeld
 
 
 def test_second_lock_in_same_process_is_refused(tmp_path: Path) -> None:

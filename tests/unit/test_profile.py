@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.errors import CorruptHeader
+from crawler.base.errors import CorruptHeader
 from crawler.gguf.parse import parse_header_bytes
 from crawler.profile.build import build_profile, merge_headers
 from crawler.profile.precision import tensor_group, tensor_role

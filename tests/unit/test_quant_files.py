@@ -1,16 +1,17 @@
 """Which files make one quant: one table of names fed to every path that groups files.
 
-The crawl (crawler.profile.grouping), inspect / estimate (crawler.targets's quant resolution),
-labels, the check-log look-up (the name llama.cpp loads) and the snapshot import (its kind check)
-must all answer from crawler.profile.quant_files, so they agree on every name here.
+The crawl (crawler.profile.grouping), inspect / estimate (crawler.library.targets's quant
+resolution), labels, the check-log look-up (the name llama.cpp loads) and the snapshot import
+(its kind check) must all answer from crawler.profile.quant_files, so they agree on every name.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from crawler.errors import UsageError
+from crawler.base.errors import UsageError
 from crawler.hub import HubFile
+from crawler.library.targets import _quant_files, resolve_quant
 from crawler.profile.grouping import group_files
 from crawler.profile.labels import split_info
 from crawler.profile.quant_files import (
@@ -22,7 +23,6 @@ from crawler.profile.quant_files import (
     shard_names,
 )
 from crawler.snapshot.import_ import _kind_today
-from crawler.targets import _quant_files, resolve_quant
 
 # name -> (kind or None when ignored, starts a quant)
 TABLE: dict[str, tuple[str | None, bool]] = {

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawler.errors import UsageError
+from crawler.base.errors import UsageError
 from crawler.fit import RunConfig, estimate
 from crawler.ranking.bounds import lower_bound_bytes
 from crawler.ranking.commands import hf_args, lmstudio_command, ollama_command

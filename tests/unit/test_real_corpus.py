@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from crawler.config import Settings
+from crawler.base.config import Settings
+from crawler.library.targets import read_target
 from crawler.profile.build import build_profile
 from crawler.profile.precision import PrecisionProfile
-from crawler.targets import read_target
 
 
 def _profile(path: Path) -> PrecisionProfile:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from crawler.base.errors import UsageError
 from crawler.cli.search_cmd import options_argv, request_from_argv, search_options
-from crawler.errors import UsageError
-from crawler.search import checked_request
+from crawler.library.search import checked_request
 
 
 def test_only_the_given_options_are_kept_by_name():

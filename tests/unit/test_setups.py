@@ -122,8 +122,8 @@ def test_ngl_auto_is_the_largest_that_fits(server_coeffs, budget_gib):
 
 
 def test_search_accepts_llama_cpp_spellings():
+    from crawler.base.errors import UsageError
     from crawler.cli.search_cmd import request_from_argv
-    from crawler.errors import UsageError
 
     def req(*argv: str):
         return request_from_argv(["--vram", "24", *argv])
@@ -209,7 +209,7 @@ def test_metal_buffers_have_no_row_padding_and_no_cuda_context(server_coeffs, mo
 @pytest.mark.parametrize("budget_gib", [14, 16, 17, 18, 20, 22, 24, 40])
 def test_choose_config_is_the_first_trial_that_fits(server_coeffs, mode, budget_gib):
     """The skip of MTP trials (when the step without the head does not fit) changes nothing."""
-    from crawler.errors import InvalidConfig
+    from crawler.base.errors import InvalidConfig
     from crawler.fit.choose import choose_config, trials
 
     co = server_coeffs["qwen36-27b"]

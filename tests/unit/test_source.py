@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from crawler.config import Settings
-from crawler.errors import HubNotFound, UsageError
-from crawler.targets import UrlReader, parse_target, read_target
+from crawler.base.config import Settings
+from crawler.base.errors import HubNotFound, UsageError
+from crawler.library.targets import UrlReader, parse_target, read_target
 from tests import synth
 
 ROOT = Path(__file__).resolve().parents[2]

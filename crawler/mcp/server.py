@@ -57,9 +57,9 @@ def build_server(*, allow_lookup: bool = False, db: str | None = None) -> MCPSer
     def local_only(target: str | None) -> None:
         if target is None or allow_lookup:
             return
-        from crawler.config import Settings
-        from crawler.errors import UsageError
-        from crawler.targets import parse_target
+        from crawler.base.config import Settings
+        from crawler.base.errors import UsageError
+        from crawler.library.targets import parse_target
 
         kind = parse_target(target, endpoint=Settings.from_env().hf_endpoint).kind
         if kind != "file":
@@ -228,7 +228,7 @@ def _guard(fn: Callable[[], Any]) -> Any:
     the CLI would print (and its hint)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from crawler.errors import QuantsError
+    from crawler.base.errors import QuantsError
 
     try:
         return fn()

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crawler.budget import DEFAULT_HEADROOM_GIB, budget_text, usable_bytes
-from crawler.errors import NothingFits, UsageError
+from crawler.base.budget import DEFAULT_HEADROOM_GIB, budget_text, usable_bytes
+from crawler.base.errors import NothingFits, UsageError
+from crawler.base.units import GIB
 from crawler.fit.devices import parse_tensor_split
 from crawler.fit.gpus import GPUMatch, device_set, resolve_gpu
 from crawler.fit.setup import parse_ngl
@@ -24,7 +25,6 @@ from crawler.profile.measured import order_by_measured
 from crawler.ranking.model import Budget, Filters, RunSpec, SearchOutcome
 from crawler.ranking.rank import rank_candidates
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE
-from crawler.units import GIB
 
 if TYPE_CHECKING:
     from crawler.catalog.reader import Reader

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from crawler.budget import budget_json
+from crawler.base.budget import budget_json
 from crawler.fit.devices import DeviceShare
 from crawler.fit.tiers import tier_of
+from crawler.library.search import SearchResult, backend_note
 from crawler.profile.mtp_grade import mtp_grade
 from crawler.ranking.model import Ranked
-from crawler.search import SearchResult, backend_note
 
 __all__ = ["provenance_json", "result_json", "search_json"]
 

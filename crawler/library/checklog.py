@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crawler.base.units import MIB
 from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, estimate
 from crawler.fit.estimate import SERVER_AUTO_PARALLEL
 from crawler.fit.llamalog import LogConfig, LoggedBuffer, ParsedLog
 from crawler.fit.offload import device_estimate, estimate_offload
-from crawler.units import MIB
 
 if TYPE_CHECKING:
     from crawler.gguf.parse import GGUFHeader
@@ -383,7 +383,7 @@ def speed_check(
 
 def parse_log_file(path: Path) -> ParsedLog:
     """A log file parsed as a stream (bounded memory and line length: crawler/fit/llamalog.py)."""
-    from crawler.errors import UsageError
+    from crawler.base.errors import UsageError
     from crawler.fit.llamalog import LogError, parse_log, read_log_lines
 
     try:

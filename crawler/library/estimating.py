@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crawler.budget import DEFAULT_HEADROOM_GIB, budget_json, budget_text, usable_bytes
-from crawler.errors import InvalidConfig, NoSuchFile, TruncatedModel, UsageError
+from crawler.base.budget import DEFAULT_HEADROOM_GIB, budget_json, budget_text, usable_bytes
+from crawler.base.errors import InvalidConfig, NoSuchFile, TruncatedModel, UsageError
+from crawler.base.units import GIB
 from crawler.fit import (
     FitEstimate,
     MemoryCoefficients,
@@ -27,11 +28,10 @@ from crawler.fit.devices import DeviceShare, estimate_devices, max_ctx_split, pa
 from crawler.fit.gpus import device_set, resolve_gpus
 from crawler.fit.setup import Setup, parse_ngl, resolve_setup
 from crawler.fit.vision import Projector, projector
+from crawler.library.targets import HeaderRead
 from crawler.profile.labels import parse_quant_label
 from crawler.ranking.commands import llama_server_command
 from crawler.ranking.shell import is_safe_argument
-from crawler.targets import HeaderRead
-from crawler.units import GIB
 
 __all__ = [
     "EstimateReport",
@@ -54,7 +54,7 @@ class EstimateReport:
     setup: Setup | None = None  # -ngl below all / a projector
     budget_bytes: int | None = None  # usable bytes: one device's; several: their sum
     vram_bytes: int | None = None  # the memory before the headroom (several GPUs: their sum)
-    headroom_bytes: int = 0  # kept free (crawler.budget); several GPUs: off the first
+    headroom_bytes: int = 0  # kept free (crawler.base.budget); several GPUs: off the first
     max_ctx: int | None = None  # None: not computed (partial offload keeps the asked context)
     devices: tuple[DeviceShare, ...] = ()
     device_names: tuple[str, ...] = ()
@@ -195,7 +195,7 @@ def estimate_report(
     """The estimate of ``read`` run with ``cfg`` (``-ngl``, ``--mmproj``), against ``--vram`` or
     the ``--gpu`` devices (one GPU's memory, Apple's working set, or several GPUs' layer split;
     ``--vram`` wins for one GPU and is per device with ``-ts``), less ``headroom_gib``
-    (crawler.budget: the rule ``quants search`` applies)."""
+    (crawler.base.budget: the rule ``quants search`` applies)."""
     from crawler.fit import coefficients
 
     header = read.header
@@ -353,7 +353,7 @@ def target_command(read: HeaderRead, cfg: RunConfig) -> str:
 def projector_from_file(path: str) -> Projector:
     """The projector of a local mmproj file (only its header is read)."""
     from crawler.gguf.parse import read_header
-    from crawler.targets import FileReader
+    from crawler.library.targets import FileReader
 
     p = Path(path)
     if not p.is_file():

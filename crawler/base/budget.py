@@ -6,8 +6,8 @@ Details: docs/internals/base.md#budget
 
 from __future__ import annotations
 
-from crawler.errors import UsageError
-from crawler.units import GIB
+from crawler.base.errors import UsageError
+from crawler.base.units import GIB
 
 __all__ = ["DEFAULT_HEADROOM_GIB", "budget_json", "budget_text", "usable_bytes"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
-from crawler.config import Settings
-from crawler.errors import HubNotFound, HubUnavailable, NoSuchFile, QuantsError, UsageError
+from crawler.base.config import Settings
+from crawler.base.errors import HubNotFound, HubUnavailable, NoSuchFile, QuantsError, UsageError
 from crawler.gguf.parse import GGUFHeader, read_header
 from crawler.profile.build import merge_headers
 from crawler.profile.labels import parse_quant_label

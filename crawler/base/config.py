@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crawler.budget import DEFAULT_HEADROOM_GIB
-from crawler.errors import ConfigError
+from crawler.base.budget import DEFAULT_HEADROOM_GIB
+from crawler.base.errors import ConfigError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 #: A Hub that has not started answering in this many seconds is not waited for longer.
@@ -58,7 +58,7 @@ class Settings:
     #: Base models whose quantized children the default crawl also lists (``QUANTS_BASE_MODELS``,
     #: comma-separated), besides the base models the catalog already holds.
     base_models: tuple[str, ...] = ()
-    #: GiB of GPU memory kept free for other programs (``QUANTS_HEADROOM``; crawler.budget).
+    #: GiB of GPU memory kept free for other programs (``QUANTS_HEADROOM``; crawler.base.budget).
     headroom_gib: float = DEFAULT_HEADROOM_GIB
 
     @classmethod
@@ -84,7 +84,7 @@ class Settings:
                 b.strip() for b in env["QUANTS_BASE_MODELS"].split(",") if b.strip()
             )
         if env.get("QUANTS_HEADROOM"):
-            from crawler.units import AmountError, parse_gib
+            from crawler.base.units import AmountError, parse_gib
 
             try:
                 kw["headroom_gib"] = parse_gib(
