@@ -81,7 +81,7 @@ class Stats:
     slowest_input: bytes = b""
     peak_traced: int = 0
     max_len: int = 0
-    baseline_rss_kib: int = field(default_factory=lambda: peak_rss_kib())
+    baseline_rss_kib: int = field(default_factory=peak_rss_kib)
 
     def run(self, data: bytes) -> None:
         """One input: time it, sample its allocations, record what escaped."""
