@@ -10,9 +10,10 @@ Decode speed does not depend on the weights' values, so zero-data files of real 
   recorded in ``BUILD/done.txt`` (so a second call on the same machine resumes) and any job whose
   time estimate no longer fits before ``--until``. Two kinds of job:
 
-  - ``bench``: ``llama-bench -p 0 -n 64 -r 2 -d DEPTHS`` (tg64 after a prefilled depth; llama-bench
-    reports the mean and standard deviation of the repetitions) per file, cache type and
-    ``--n-cpu-moe``; one JSON line per (file, depth) from llama-bench's own ``-o jsonl``.
+  - ``bench``: ``llama-bench -p 0 -n 64 -r 2 -d DEPTHS`` (``-r 1`` from 128K; tg64 after a
+    prefilled depth; llama-bench reports the mean and standard deviation of the repetitions) per
+    file, cache type and ``--n-cpu-moe``; one JSON line per (file, depth) from llama-bench's own
+    ``-o jsonl``.
   - ``mtp``: ``llama-server --spec-type draft-mtp --spec-draft-n-max K`` with synthetic acceptance
     (``--spec-synth-rates a,a^2,...``: benchmarking only; the server accepts draft token i with
     probability a^i unconditionally, so the acceptance is known), one ``/completion`` of
@@ -119,6 +120,9 @@ def jobs() -> list[dict[str, Any]]:
     bench("llama8b", MIX["llama8b"], [131072], ck="q4_0", est=60)
     bench("llama8b", "u:Q8_0", [8192, 32768], ck="q8_0", est=30)
     bench("gemma3-12b", "u:Q8_0", [32768], ck="f16", est=30)
+    # G. the seed's file at 128K with its own cache type (the depth term per cache type)
+    bench("qwen36-27b", MIX["qwen36-27b"], [131072], ck="q4_0", est=90)
+    bench("qwen36-27b", MIX["qwen36-27b"], [65536], ck="q4_0", est=45)
     for i, j in enumerate(out):
         j["id"] = i
     return out
@@ -131,9 +135,12 @@ def _key(job: dict[str, Any]) -> str:
 def run_bench(
     bin_dir: Path, job: dict[str, Any], model: Path, log: Path, limit: float
 ) -> list[Any]:
-    """One llama-bench process; the JSON rows it printed before ``limit`` seconds."""
+    """One llama-bench process; the JSON rows it printed before ``limit`` seconds.
+
+    From a depth of 128K on, one repetition: each one prefills the whole depth again."""
+    reps = 1 if max(job["depths"]) >= 131072 else 2
     args = [
-        str(bin_dir / "llama-bench"), "-m", str(model), "-p", "0", "-n", "64", "-r", "2",
+        str(bin_dir / "llama-bench"), "-m", str(model), "-p", "0", "-n", "64", "-r", str(reps),
         "-d", ",".join(map(str, job["depths"])), "-ctk", job["ctk"], "-ctv", job["ctv"],
         "-fa", "1", "-ngl", "99", "-ub", "2048", "-b", "2048", "-o", "jsonl",
     ]  # fmt: skip
