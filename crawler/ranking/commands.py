@@ -7,11 +7,12 @@ Details: docs/internals/ranking.md#commands
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 
 from crawler.fit import RunConfig, command_args
-from crawler.profile.quant_files import llama_cpp_model_file
-from crawler.ranking.shell import UnsafeArgument, shell_join
+from crawler.profile.quant_files import byte_parts, llama_cpp_model_file, loaded_name, shard_info
+from crawler.ranking.shell import UnsafeArgument, check_argument, shell_join
 
 __all__ = [
     "hf_args",
@@ -53,17 +54,32 @@ def llama_server_command(
     common/arg.cpp); its ``-m PATH`` becomes the Hub download, plus ``--no-mmproj`` unless
     ``mmproj``: ``-hf`` fetches a vision projector by default (arg.cpp ``--hf-repo`` help), which
     would use memory the estimate does not count. ``split`` is the ``-ts`` layer split.
+
+    A byte-cut quant (``X.gguf.part1of2``) cannot come through ``-hf``: llama.cpp picks only
+    paths ending in ``.gguf`` (download.cpp ``gguf_filename_is_model``). Its command downloads
+    the parts (``hf download``, huggingface_hub's CLI), joins them and runs the joined file
+    (None with ``mmproj``: which projector ``-hf`` would have fetched is not known here).
     """
     args = command_args(cfg.replace(model_path="MODEL"))
     i = args.index("-m")
-    args[i : i + 2] = [
-        *hf_args(repo_id, path, label, siblings),
-        *([] if mmproj else ["--no-mmproj"]),
-    ]
+    info = shard_info(path)
+    parts = byte_parts(path, siblings) if info is not None and info[0] == "part" else []
+    if parts and mmproj:
+        return None
+    joined = loaded_name(path)
+    source = ["-m", joined] if parts else hf_args(repo_id, path, label, siblings)
+    args[i : i + 2] = [*source, *([] if mmproj or parts else ["--no-mmproj"])]
     if split:
         args += ["-ts", ",".join(f"{x:g}" for x in split)]
     try:
-        return shell_join(args)
+        if not parts:
+            return shell_join(args)
+        n = len(parts)
+        fetch = shell_join(
+            ["hf", "download", repo_id, *parts, "--local-dir", "."], positional=range(2, n + 3)
+        )
+        cat = shell_join(["cat", *parts], positional=range(1, n + 1))
+        return f"{fetch} && {cat} > {shlex.quote(check_argument(joined))} && {shell_join(args)}"
     except UnsafeArgument:
         return None
 

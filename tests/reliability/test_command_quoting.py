@@ -31,7 +31,7 @@ from crawler.ranking.commands import (
 from crawler.ranking.shell import UnsafeArgument, is_safe_argument, shell_join
 
 BASH = "/bin/bash"
-_PROGRAMS = ("llama-server", "ollama", "lms")
+_PROGRAMS = ("llama-server", "ollama", "lms", "hf", "cat")
 _ENV = ("OLLAMA_CONTEXT_LENGTH", "OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE")
 _SHIM = (
     "#!/bin/sh\n"
@@ -93,8 +93,9 @@ SETTINGS = settings(
 )
 
 
-def run_recorded(line: str) -> list[list[str]]:
-    """Run ``line`` under bash with only the shims on PATH; the argv lists the shims received."""
+def run_recorded(line: str, made: tuple[str, ...] = ()) -> list[list[str]]:
+    """Run ``line`` under bash with only the shims on PATH; the argv lists the shims received.
+    ``made``: the files the line may create (a redirection it means to make)."""
     with tempfile.TemporaryDirectory(prefix="quants-shim-") as tmp:
         root = Path(tmp)
         bin_, log, cwd = root / "bin", root / "log", root / "cwd"
@@ -113,7 +114,7 @@ def run_recorded(line: str) -> list[list[str]]:
         )
         assert out.returncode == 0, out.stderr
         assert out.stdout == b"" and out.stderr == b"", (line, out.stdout, out.stderr)
-        assert list(cwd.iterdir()) == [], line  # no redirection created a file
+        assert sorted(p.name for p in cwd.iterdir()) == sorted(made), line
         calls = []
         for f in log.iterdir():
             words = f.read_bytes().decode("utf-8").split("\0")[:-1]
@@ -231,3 +232,28 @@ def test_the_issue_payload_no_longer_runs() -> None:
     assert ["ollama", "run", "hf.co/evil/x$(touch${IFS}/tmp/PWNED):Q4_K_M"] in [
         _argv(c) for c in calls
     ]
+
+
+#: File-name characters a shell treats specially; no "/" or "\\", which the file naming reads as
+#: folder separators (one folder level is tested apart).
+_NAME = st.text(
+    alphabet=st.sampled_from(_SHELLY.replace("/", "").replace("\\", "") + "abcXYZ019"), min_size=1
+)
+
+
+@SETTINGS
+@given(repo=hostile, stem=_NAME, n=st.integers(2, 3), cfg=configs, folder=st.booleans())
+def test_byte_parts_command_downloads_joins_and_runs_intact(
+    repo: str, stem: str, n: int, cfg: RunConfig, folder: bool
+) -> None:
+    prefix = "sub/" if folder else ""
+    parts = [f"{prefix}{stem}.gguf.part{i}of{n}" for i in range(1, n + 1)]
+    line = llama_server_command(repo, parts[0], "Q4_K_M", cfg, parts)
+    joined = f"{stem}.gguf"
+    if line is None:
+        assert not all(is_safe_argument(a, positional=True) for a in (repo, joined, *parts))
+        return
+    want = shlex.split(command(cfg.replace(model_path=joined)))
+    assert [_argv(c) for c in run_recorded(line, made=(joined,))] == sorted(
+        [["hf", "download", repo, *parts, "--local-dir", "."], ["cat", *parts], want]
+    )
