@@ -46,6 +46,8 @@ def _mainline(p: PrecisionProfile) -> str:
         return "n/a (vocabulary only, no tensors)"
     if p.data_truncated:
         return "CANNOT load (the file ends before its tensors' data)"
+    if not p.loadable_by_mainline and p.mtp.state == "declared_missing":
+        return "CANNOT load (declared MTP layers have no tensors)"
     return "loads" if p.loadable_by_mainline else "CANNOT load"
 
 

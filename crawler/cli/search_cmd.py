@@ -311,7 +311,11 @@ def _render(res: SearchResult) -> str:
     right = ["#", "size", "total", "margin", "max ctx", "quality", "tok/s*"]
     lines = [format_table(columns, rows, align_right=right), ""]
     for r in res.outcome.results:
-        shown = r.command or "(no command: a name holds a character no shell line can carry)"
+        shown = r.command or (
+            "(no command: mainline llama.cpp cannot load this file)"
+            if r.candidate.loadable_by_mainline is False
+            else "(no command: a name holds a character no shell line can carry)"
+        )
         lines.append(f"{r.rank:>2}  {safe_text(shown)}")
         lines.extend(f"    measured:  {safe_text(_measured_text(m))}" for m in r.measured)
         if r.devices:

@@ -36,6 +36,10 @@ __all__ = ["build_profile", "merge_headers"]
 
 # --------------------------------------------------------------------------- layer kinds
 
+#: Architectures whose llama.cpp loader accepts declared MTP layers without their tensors
+#: (src/models/dots3note.cpp: TENSOR_SKIP | TENSOR_NOT_REQUIRED).
+MTP_BLOCK_OPTIONAL = frozenset({"dots3note"})
+
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -121,6 +125,12 @@ def build_profile(
     attn = [r for r in rows if r.group == "attn" and r.is_matrix]
     attn_min, attn_ok = _verdict(attn, preserved_bits)
     mtp = _mtp_verdict(header, rows, kinds, file_name, repo_files, preserved_bits)
+    # llama.cpp's loaders create every declared MTP block's tensors as required (e.g.
+    # src/models/qwen35.cpp load_block_mtp: TENSOR_SKIP without TENSOR_NOT_REQUIRED, so a missing
+    # one fails "check_tensor_dims: tensor 'blk.N.attn_norm.weight' not found" even without MTP
+    # drafting; seen with llama-server 0c1e57098). dots3note alone marks them optional.
+    if mtp.state == "declared_missing" and header.architecture not in MTP_BLOCK_OPTIONAL:
+        loadable = False
     dynamic = _is_dynamic(groups)
     claims = name_claims(file_name, repo_id)
     profile = PrecisionProfile(

@@ -85,12 +85,14 @@ def explain_profile(p: PrecisionProfile, *, source: str | None = None) -> str:
             f"Mainline llama.cpp CANNOT load it: tensor type id(s) {ids} are not ggml's (a fork"
             " that defines them may)."
         )
-    else:
-        forks = sorted({t.type_name for t in p.tensors if not is_mainline(t.type_id)})
+    elif forks := sorted({t.type_name for t in p.tensors if not is_mainline(t.type_id)}):
         lines.append(
-            "Mainline llama.cpp CANNOT load it: "
-            + (f"{', '.join(forks)} " if forks else "some tensor types ")
-            + "exist only in ik_llama.cpp."
+            f"Mainline llama.cpp CANNOT load it: {', '.join(forks)} exist only in ik_llama.cpp."
+        )
+    elif p.mtp.state == "declared_missing":
+        lines.append(
+            "Mainline llama.cpp CANNOT load it: the metadata declares MTP layers whose tensors are"
+            " missing, and llama.cpp's loader requires them."
         )
     if p.data_truncated:
         lines.append(

@@ -274,15 +274,28 @@ def finish(
     c = r.candidate
     # With --vision, -hf downloads the repo's projector (launch.py); budget.split is the layer
     # split the estimate assumed (llama.cpp -ts, common/arg.cpp).
-    command = llama_server_command(
-        c.repo_id, c.path, c.quant_label, cfg, paths, mmproj=spec.vision, split=budget.split or ()
+    # No command for a file mainline llama.cpp refuses to load (Ollama and LM Studio run
+    # llama.cpp's loader too): a printed line that fails at start-up is a wrong answer.
+    runnable = c.loadable_by_mainline is not False
+    command = (
+        llama_server_command(
+            c.repo_id,
+            c.path,
+            c.quant_label,
+            cfg,
+            paths,
+            mmproj=spec.vision,
+            split=budget.split or (),
+        )
+        if runnable
+        else None
     )
     return replace_ranked(
         r,
         rank=rank,
         command=command,
-        ollama=ollama_command(c.repo_id, c.quant_label, cfg),
-        lm_studio=lmstudio_command(c.repo_id, cfg),
+        ollama=ollama_command(c.repo_id, c.quant_label, cfg) if runnable else None,
+        lm_studio=lmstudio_command(c.repo_id, cfg) if runnable else None,
     )
 
 

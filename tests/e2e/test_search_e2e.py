@@ -264,7 +264,8 @@ def test_two_gpus_fit_what_one_does_not_and_every_device_fits(catalog_db):
         assert len(devs) == 2 and all(x["total_bytes"] <= x["budget_bytes"] for x in devs)
         assert d["margin_bytes"] == min(x["margin_bytes"] for x in devs)
         assert sum(x["total_bytes"] for x in devs) == d["total_bytes"]
-        assert d["command"].endswith(" -ts 24,24")
+        runnable = d["loadable_by_mainline"] is not False
+        assert d["command"].endswith(" -ts 24,24") if runnable else d["command"] is None
     # -ts moves layers: 3,1 puts three quarters of the slots on the first device.
     skew = _search(catalog_db, *args, "--vram", "24", "-ts", "3,1")["results"][0]["devices"]
     assert skew[0]["slots"][1] - skew[0]["slots"][0] > 2 * (
@@ -344,8 +345,12 @@ def test_json_schema(catalog_db):
         }
         assert r["bytes"]["total"] == r["total_bytes"]
         assert {"present", "preserved"} <= set(r["mtp"]) and "min_bits" in r["attention"]
-        if r["command"] is None:  # only a name no shell line can carry (the hostile repo)
-            assert any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in r["repo"] + r["path"])
+        if r["command"] is None:  # a name no shell line can carry, or a file llama.cpp refuses
+            hostile = any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in r["repo"] + r["path"])
+            assert hostile or r["loadable_by_mainline"] is False
+        elif ".gguf.part" in r["path"]:  # byte parts: downloaded, joined, run with -m
+            assert r["command"].startswith(f"hf download {r['repo']} ")
+            assert " && llama-server -m " in r["command"] and f"-c {r['ctx']}" in r["command"]
         else:
             assert r["command"].startswith("llama-server -hf ") and f"-c {r['ctx']}" in r["command"]
         assert r["max_ctx"] >= r["ctx"]
@@ -464,6 +469,9 @@ def test_np_minus_one_is_llama_servers_default_slots(catalog_db):
     auto = {(r["repo"], r["path"]): r for r in _search(catalog_db, *args, "-np", "-1")["results"]}
     assert auto and set(auto) <= set(one)
     for key, r in auto.items():
+        if r["loadable_by_mainline"] is False:  # no command for a file llama.cpp refuses
+            assert r["command"] is None and one[key]["command"] is None
+            continue
         assert " -np " not in r["command"] and " -np 1" in one[key]["command"]
         assert r["total_bytes"] >= one[key]["total_bytes"]
 
@@ -827,4 +835,6 @@ def test_vision_search_keeps_only_repos_with_a_projector_and_adds_it(catalog_db)
         extra = projector_bytes(r["projector_bytes"])
         assert r["total_bytes"] == base[(r["repo"], r["path"])]["total_bytes"] + extra
         assert "--no-mmproj" not in r["command"]
-    assert all("--no-mmproj" in r["command"] for r in plain["results"] if r["command"] is not None)
+    # -hf would fetch a projector unless told not to; a joined byte-part file runs with -m.
+    hf = [r["command"] for r in plain["results"] if r["command"] and " -hf " in r["command"]]
+    assert hf and all("--no-mmproj" in c for c in hf)

@@ -108,6 +108,9 @@ def test_declared_but_missing_mtp():
     p = _profile("qwen35", recipe, "Qwen3.6-27B-MTP-Q4_K_M.gguf")
     assert p.mtp.state == "declared_missing" and not p.mtp.present and p.mtp.layers == (4,)
     assert any("carries no nextn tensors" in c for c in p.claims)
+    # llama-server 0c1e57098 refuses such a file: "tensor 'blk.64.attn_norm.weight' not found"
+    # (tests/fixtures/llamacpp/launch.jsonl, the launch proof's first pass).
+    assert p.loadable_by_mainline is False
 
 
 def test_mtp_absent_and_sidecar():
