@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,7 @@ def hints(err: str) -> list[str]:
          f"error: cannot reach the Hub at {CLOSED}",
          "hint: check the network or QUANTS_HF_ENDPOINT; --offline answers from the catalog"),
     ],
+    ids=["usage", "headroom", "no-such-file", "no-catalog", "hub-unreachable"],
 )  # fmt: skip
 def test_an_expected_error_gets_its_types_hint_and_no_traceback_offer(
     capsys: pytest.CaptureFixture[str], connects: list[Any], tmp_path: Path,
@@ -288,3 +290,36 @@ def test_valid_options_do_go_online(
     code, _, err = quants(capsys, "search", "qwen 27b", "--vram", "24", "--ctx", "4096")
     assert code == 4 and f"cannot reach the Hub at {CLOSED}" in err, err
     assert connects
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (("search", "qwen 27b", "--vram", "24", "--ctx", "4096"),
+         f"looking up 'qwen 27b' on the Hub ({CLOSED}) ..."),
+        (("inspect", "o/r:Q4_K_M"), "on the Hub"),
+        (("estimate", "o/r:Q4_K_M", "-c", "4096"), "on the Hub"),
+        (("compare", "qwen 27b"), "on the Hub"),
+    ],
+)  # fmt: skip
+def test_a_line_says_what_is_looked_up_before_the_first_request(
+    capsys: pytest.CaptureFixture[str], connects: list[Any], monkeypatch: pytest.MonkeyPatch,
+    args: tuple[str, ...], line: str,
+) -> None:  # fmt: skip
+    """What stderr held when the first connection was attempted: the line is there before any
+    wait on the network (the real start-up before it is tests/e2e/test_one_answer_e2e.py's)."""
+    said: list[str] = []
+    recorded = socket.socket.connect
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if not said:
+            said.append(capsys.readouterr().err)
+        recorded(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    started = time.monotonic()
+    code, _, _ = quants(capsys, *args)
+    assert code == 4
+    assert said and line in said[0], said
+    assert said[0].rstrip().endswith("...") and "error" not in said[0]
+    assert time.monotonic() - started < 2
