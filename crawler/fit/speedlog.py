@@ -7,9 +7,10 @@ Details: docs/internals/fit.md#speedlog
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["LogTimings", "parse_timings"]
+__all__ = ["LogTimings", "parse_timings", "timing_lines"]
 
 _EVAL = re.compile(
     r"(?<!prompt )eval time =\s*(?P<ms>[\d.]+) ms /\s*(?P<n>\d+) (?:tokens|runs)\s*"
@@ -48,6 +49,31 @@ class LogTimings:
             "draft_acceptance": None if self.acceptance is None else round(self.acceptance, 4),
             "mean_len": self.mean_len,
         }
+
+
+def timing_lines(lines: Iterable[str]) -> str:
+    """The lines of a log (given one by one) that parse_timings reads, in order and bounded
+    whatever the log's length: the last decode-timing line and the first draft line from it
+    on, and the last JSON speed and draft-count lines (a server log holds a set per request)."""
+    kept: dict[str, tuple[int, str]] = {}
+    draft_pending = False
+    keys = ("eval time", "draft acceptance", "predicted_per_second", "draft_n")
+    for i, line in enumerate(lines):
+        if not any(k in line for k in keys):
+            continue
+        evals = list(_EVAL.finditer(line))
+        if evals:
+            kept["eval"] = (i, line)
+            kept.pop("draft", None)
+            draft_pending = _DRAFT.search(line, evals[-1].start()) is None
+        elif draft_pending and _DRAFT.search(line):
+            kept["draft"] = (i, line)
+            draft_pending = False
+        if _JSON_TPS.search(line):
+            kept["tps"] = (i, line)
+        if _JSON_N.search(line):
+            kept["n"] = (i, line)
+    return "\n".join(line for _, line in sorted(set(kept.values())))
 
 
 def parse_timings(text: str) -> LogTimings | None:

@@ -333,10 +333,11 @@ def _host_name(device: str) -> bool:
 
 
 def timing_text(lines: Iterable[str]) -> str:
-    """The lines of a log that carry decode timings or draft counts (what parse_timings reads),
-    so a long log's speed check holds only those."""
-    keys = ("eval time", "draft acceptance", "predicted_per_second", "draft_n")
-    return "\n".join(line for line in lines if any(k in line for k in keys))
+    """The lines of a log that parse_timings reads: the last request's, so a long log's speed
+    check holds a few lines, not one per request."""
+    from crawler.fit.speedlog import timing_lines
+
+    return timing_lines(lines)
 
 
 def speed_check(

@@ -275,6 +275,65 @@ def test_a_client_that_never_finishes_its_headers_is_cut_off(served: Served) -> 
         assert sock.recv(1) == b""  # the server closed the connection
 
 
+def _raw_get(sock: Any, path: str = "/api/scans") -> bytes:
+    """One keep-alive GET on an open socket; the response's status line."""
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    head = b""
+    while b"\r\n" not in head:
+        chunk = sock.recv(4096)
+        assert chunk, "closed before a status line"
+        head += chunk
+    return head.split(b"\r\n", 1)[0]
+
+
+def test_an_idle_keep_alive_connection_is_closed(served: Served) -> None:
+    import http.client
+    import time
+
+    from crawler.web import limits
+
+    conn = http.client.HTTPConnection(served.host, served.port, timeout=30)
+    try:
+        conn.request("GET", "/api/scans")
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("connection", "keep-alive") != "close"
+        resp.read()
+        sock = conn.sock
+        assert sock is not None  # kept alive after the response
+        started = time.monotonic()
+        assert sock.recv(1) == b""  # the server closed it ...
+        idle = time.monotonic() - started
+    finally:
+        conn.close()
+    # ... after the idle timeout, not the (longer) header timeout that also runs from there
+    assert limits.IDLE_TIMEOUT_S - 1 < idle < limits.HEADER_TIMEOUT_S - 1, idle
+
+
+def test_connections_past_the_cap_get_503_then_the_server_recovers(served: Served) -> None:
+    import socket
+
+    from crawler.web import limits
+
+    address = (served.host, served.port)
+    held: list[socket.socket] = []
+    try:
+        # Idle connections (no request yet) count: with MAX_CONNECTIONS - 2 held, one more
+        # connection is the 63rd of 64 and is answered ...
+        held.extend(
+            socket.create_connection(address, timeout=10) for _ in range(limits.MAX_CONNECTIONS - 2)
+        )
+        with socket.create_connection(address, timeout=10) as sock:
+            assert _raw_get(sock) == b"HTTP/1.1 200 OK"
+        # ... and with one more held, the next reaches the cap of 64: 503, not a hang.
+        held.append(socket.create_connection(address, timeout=10))
+        with socket.create_connection(address, timeout=10) as sock:
+            assert _raw_get(sock) == b"HTTP/1.1 503 Service Unavailable"
+    finally:
+        for sock in held:
+            sock.close()
+    assert served.get("/api/scans")[0] == 200  # the held ones gone, it answers again
+
+
 @pytest.mark.parametrize(
     ("path", "params", "word"),
     [
