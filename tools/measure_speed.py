@@ -17,7 +17,8 @@ Decode speed does not depend on the weights' values, so zero-data files of real 
   - ``mtp``: ``llama-server --spec-type draft-mtp --spec-draft-n-max K`` with synthetic acceptance
     (``--spec-synth-rates a,a^2,...``: benchmarking only; the server accepts draft token i with
     probability a^i unconditionally, so the acceptance is known), one ``/completion`` of
-    ``n_predict`` tokens with ``ignore_eos``; the row keeps the server's ``timings`` object
+    ``n_predict`` tokens with ``ignore_eos`` (after a ``fill``-token prompt where the job has
+    one: the depth); the row keeps the server's ``timings`` object
     (``predicted_per_second``, ``draft_n``, ``draft_n_accepted``).
 
   Every row is appended to ``OUT/speed.jsonl`` and ``BUILD/speed.jsonl``; every process's output
@@ -78,9 +79,10 @@ def jobs() -> list[dict[str, Any]]:
                     "ctk": ck, "ctv": ck, "ncmoe": ncmoe, "est": est, "tag": tag})  # fmt: skip
 
     def mtp(model: str, recipe: str, k: int, a: float | None, ctx: int = 8192, ck: str = "f16",
-            est: float = 30, tag: str = "") -> None:  # fmt: skip
-        out.append({"kind": "mtp", "model": model, "recipe": recipe, "k": k, "alpha": a,
-                    "ctx": ctx, "ctk": ck, "ctv": ck, "est": est, "tag": tag})  # fmt: skip
+            est: float = 30, tag: str = "", fill: int = 0) -> None:  # fmt: skip
+        job = {"kind": "mtp", "model": model, "recipe": recipe, "k": k, "alpha": a,
+               "ctx": ctx, "ctk": ck, "ctv": ck, "est": est, "tag": tag}  # fmt: skip
+        out.append({**job, "fill": fill} if fill else job)
 
     # A. empty context, every quant type and the realistic mix, f16 cache
     for m in PRESETS:
@@ -123,6 +125,10 @@ def jobs() -> list[dict[str, Any]]:
     # G. the seed's file at 128K with its own cache type (the depth term per cache type)
     bench("qwen36-27b", MIX["qwen36-27b"], [131072], ck="q4_0", est=90)
     bench("qwen36-27b", MIX["qwen36-27b"], [65536], ck="q4_0", est=45)
+    # H. MTP at a filled context: the seed's setup with 64K / 128K tokens already in the cache
+    for fill, est in ((65536, 50), (131072, 80)):
+        mtp("qwen36-27b", MIX["qwen36-27b"], 0, None, ctx=262144, ck="q4_0", est=est, fill=fill)
+        mtp("qwen36-27b", MIX["qwen36-27b"], 3, 0.789, ctx=262144, ck="q4_0", est=est, fill=fill)
     for i, j in enumerate(out):
         j["id"] = i
     return out
@@ -208,6 +214,8 @@ def run_mtp(bin_dir: Path, job: dict[str, Any], model: Path, log: Path, limit: f
                 "ignore_eos": True, "cache_prompt": False, "temperature": 0.0}  # fmt: skip
         _http(base + "/completion", body, timeout=max(5.0, limit - (time.monotonic() - t0)))
         body["n_predict"] = 256
+        if job.get("fill"):  # the depth: one token id repeated (the weights are zeros)
+            body["prompt"] = [1000] * job["fill"]
         st, text = _http(
             base + "/completion", body, timeout=max(5.0, limit - (time.monotonic() - t0))
         )
@@ -329,7 +337,8 @@ def fixture(passes: list[Path], out: Path) -> None:
                     t = raw.get("timings")
                     if not t:
                         continue
-                    row.update(depth=0, ctx=job["ctx"], k=job["k"], alpha=job["alpha"],
+                    depth = t["prompt_n"] if job.get("fill") else 0
+                    row.update(depth=depth, ctx=job["ctx"], k=job["k"], alpha=job["alpha"],
                                tok_s=round(t["predicted_per_second"], 3),
                                predicted_n=t["predicted_n"], draft_n=t.get("draft_n", 0),
                                draft_n_accepted=t.get("draft_n_accepted", 0))  # fmt: skip
