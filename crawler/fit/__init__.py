@@ -6,7 +6,7 @@ Details: docs/internals/fit.md#overview
 
 from __future__ import annotations
 
-from crawler.fit.cache import CACHE_TYPES, CacheType, cache_type
+from crawler.fit.cache import CACHE_TYPES, CacheType, cache_type, check_v_cache
 from crawler.fit.coefficients import (
     KVGroup,
     MemoryCoefficients,
@@ -34,6 +34,7 @@ __all__ = [
     "RunConfig",
     "cache_type",
     "cheapest_cache_for",
+    "check_v_cache",
     "coefficients",
     "command",
     "command_args",

@@ -16,6 +16,7 @@ __all__ = [
     "MATRIX_ROW_PADDING",
     "CacheType",
     "cache_type",
+    "check_v_cache",
     "cuda_alloc_bytes",
     "pad",
 ]
@@ -87,3 +88,15 @@ def cuda_alloc_bytes(nbytes: int, ne0: int, blck: int, type_size: int) -> int:
     if blck > 1 and ne0 % MATRIX_ROW_PADDING:
         size += (MATRIX_ROW_PADDING - ne0 % MATRIX_ROW_PADDING) // blck * type_size
     return pad(size, CUDA_ALIGNMENT)
+
+
+def check_v_cache(flash_attn: str, type_v: str, type_v_draft: str | None = None) -> None:
+    """Refuse what llama.cpp refuses whatever the model: a quantized V cache (or MTP draft V
+    cache) with flash attention off (src/llama-context.cpp llama_init_from_model). Search and
+    estimate both check it before reading anything."""
+    if flash_attn != "off":
+        return
+    if cache_type(type_v).quantized:
+        raise InvalidConfig("a quantized V cache needs flash attention (--flash-attn on)")
+    if type_v_draft is not None and cache_type(type_v_draft).quantized:
+        raise InvalidConfig("a quantized draft V cache needs flash attention")

@@ -19,8 +19,8 @@ from crawler.fit import (
     FitEstimate,
     MemoryCoefficients,
     RunConfig,
-    cache_type,
     cheapest_cache_for,
+    check_v_cache,
     command,
     estimate,
     max_ctx,
@@ -159,11 +159,7 @@ def check_options(
             )
     if cfg.flash_attn not in ("on", "off", "auto"):
         raise UsageError(f"-fa {cfg.flash_attn!r}: use on, off or auto")
-    # What llama.cpp refuses whatever the model (crawler/fit/estimate.py raises the same later).
-    if cfg.flash_attn == "off" and cache_type(cfg.type_v).quantized:
-        raise InvalidConfig("a quantized V cache needs flash attention (--flash-attn on)")
-    if cfg.flash_attn == "off" and cfg.mtp and cache_type(cfg.type_v_draft).quantized:
-        raise InvalidConfig("a quantized draft V cache needs flash attention")
+    check_v_cache(cfg.flash_attn, cfg.type_v, cfg.type_v_draft if cfg.mtp else None)
     if vram_gib is not None and vram_gib <= 0:
         raise UsageError("--vram must be positive")
     matches = resolve_gpus(gpus)

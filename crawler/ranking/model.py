@@ -12,7 +12,7 @@ from datetime import datetime
 from crawler.base.budget import DEFAULT_HEADROOM_GIB, usable_bytes
 from crawler.base.errors import UsageError
 from crawler.base.units import GIB
-from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig
+from crawler.fit import CACHE_TYPES, FitEstimate, MemoryCoefficients, RunConfig, check_v_cache
 from crawler.fit.devices import DeviceShare
 from crawler.fit.tiers import TIERS
 from crawler.profile.groups import GroupStats
@@ -189,6 +189,7 @@ class RunSpec:
             raise UsageError(f"--tier must be one of {', '.join(TIERS)}, not {self.tier!r}")
         if self.flash_attn not in ("on", "off", "auto"):
             raise UsageError(f"-fa must be on, off or auto, not {self.flash_attn!r}")
+        check_v_cache(self.flash_attn, self.type_v.lower())  # as estimate checks it
         if (self.parallel is not None and self.parallel < 1) or self.ubatch < 1:
             raise UsageError("-np must be -1 or at least 1, -ub at least 1")
         if self.n_cpu_moe < 0:

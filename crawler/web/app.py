@@ -25,7 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from crawler.base.budget import DEFAULT_HEADROOM_GIB
-from crawler.base.errors import CatalogError, NothingFits, QuantsError, UsageError
+from crawler.base.errors import CatalogError, InvalidConfig, NothingFits, QuantsError, UsageError
 from crawler.catalog.reader import Reader
 from crawler.web.params import BadParam, integer, parse_search, pick, search_values, text
 from crawler.web.params import ctx as ctx_param
@@ -239,7 +239,7 @@ def _search_page(site: Site, request: Request) -> Response:
             req = parse_search(query, headroom_gib=site.headroom_gib)
             with site.reader() as reader:
                 doc = search_view(reader, req)
-        except (NothingFits, UsageError) as exc:
+        except (NothingFits, UsageError, InvalidConfig) as exc:
             error = str(exc)
     return site.page("search.html", form=form, doc=doc, error=error, nav="search")
 

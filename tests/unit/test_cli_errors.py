@@ -275,6 +275,11 @@ def test_a_combination_llama_cpp_refuses_for_every_model_is_checked_before_any_r
                           "-fa", "off")  # fmt: skip
     assert code == 1 and "a quantized V cache needs flash attention" in err, err
     assert "Hub" not in err and connects == []
+    # search gives the same answer (it used to switch flash attention on behind the user's back)
+    code, _, err2 = quants(capsys, "search", "qwen 27b", "--vram", "24", "-c", "4096",
+                           "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "off")  # fmt: skip
+    assert code == 1 and err2.splitlines()[0] == err.splitlines()[0], (err, err2)
+    assert connects == []
     # The draft cache of MTP (library only: the CLI keeps llama.cpp's f16 default).
     with pytest.raises(InvalidConfig, match="draft V cache needs flash attention"):
         api.estimate("o/r:Q4_K_M", ctx=4096, mtp=True, cache_type_v_draft="q8_0",

@@ -72,6 +72,8 @@ def test_api_search_gpu_mtp_sort_and_limit(served: Served) -> None:
         ({"vram": 24, "flash_attn": "maybe"}, "flash_attn: one of"),
         ({"vram": 24, "tensor_split": "1,x"}, "-ts takes proportions"),
         ({"gpu": "2x 3090", "tier": "partial"}, "every layer on the GPUs"),
+        # refused as `quants search` and `quants estimate` refuse it
+        ({"vram": 24, "flash_attn": "off", "cache_type_v": "q4_0"}, "needs flash attention"),
     ],
 )
 def test_api_search_bad_parameters_are_400_with_a_message(served: Served, params, message):
