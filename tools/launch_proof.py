@@ -165,7 +165,7 @@ def server_argv(printed: str, model: Path, projector: Path | None) -> tuple[list
 
 def run(server: Path, plan_file: Path, out: Path, until: float, state: Path) -> None:
     """Start each planned row's printed command (``-hf`` -> ``-m``) and record what it did."""
-    from measure_server import _get, _post, gpu_mem, parse_log, rss
+    from measure_server import _get, _post, gpu_mem, parse_log, rss, wait_or_kill
 
     rows = [json.loads(line) for line in plan_file.read_text().splitlines()]
     repos = {r.repo_id: r for r in launch_world()}
@@ -247,11 +247,7 @@ def run(server: Path, plan_file: Path, out: Path, until: float, state: Path) -> 
             rec["gpu_after_request"] = gpu_mem()
             rec["rss"] = rss(proc.pid)
             proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        rec["killed"] = wait_or_kill(proc)
         rec["rc"] = proc.returncode
         rec["wall_s"] = round(time.monotonic() - t0, 2)
         text = log.read_text("utf-8", "replace")

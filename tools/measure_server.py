@@ -422,6 +422,17 @@ def _post(url: str, body: dict[str, Any], timeout: float = 120.0) -> tuple[int, 
         return 0, str(e)
 
 
+def wait_or_kill(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> bool:
+    """Wait for a server that was told to stop; kill it after ``timeout``. True if killed."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return True
+    return False
+
+
 def measure(
     server: Path, cfg: dict[str, Any], model: Path, mmproj: Path | None, port: int, log: Path
 ) -> dict[str, Any]:
@@ -472,11 +483,7 @@ def measure(
         row["server_pid"] = proc.pid
         row["rss"] = rss(proc.pid)
         proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    if wait_or_kill(proc):
         row["killed"] = True
     row["rc"] = proc.returncode
     row["wall_s"] = round(time.monotonic() - t0, 2)
