@@ -276,9 +276,9 @@ def finish(
     # split the estimate assumed (llama.cpp -ts, common/arg.cpp).
     # No command for a file mainline llama.cpp refuses to load (Ollama and LM Studio run
     # llama.cpp's loader too): a printed line that fails at start-up is a wrong answer.
-    runnable = c.loadable_by_mainline is not False
-    command = (
-        llama_server_command(
+    command = ollama = lm_studio = None
+    if c.loadable_by_mainline is not False:
+        command = llama_server_command(
             c.repo_id,
             c.path,
             c.quant_label,
@@ -287,16 +287,9 @@ def finish(
             mmproj=spec.vision,
             split=budget.split or (),
         )
-        if runnable
-        else None
-    )
-    return replace_ranked(
-        r,
-        rank=rank,
-        command=command,
-        ollama=ollama_command(c.repo_id, c.quant_label, cfg) if runnable else None,
-        lm_studio=lmstudio_command(c.repo_id, cfg) if runnable else None,
-    )
+        ollama = ollama_command(c.repo_id, c.quant_label, cfg)
+        lm_studio = lmstudio_command(c.repo_id, cfg)
+    return replace_ranked(r, rank=rank, command=command, ollama=ollama, lm_studio=lm_studio)
 
 
 def _speed(c: Candidate, est: FitEstimate, budget: Budget, spec: RunSpec) -> SpeedEstimate | None:
