@@ -98,6 +98,9 @@ def test_search_page_rows_commands_and_copy_buttons(served: Served) -> None:
     assert len(rows) == len(doc["results"]) >= 2
     assert html.count('class="copy"') >= len(rows)
     assert "llama-server -hf " in html
+    refused = [r for r in doc["results"] if r["loadable_by_mainline"] is False]
+    assert refused, [r["repo"] for r in doc["results"]]
+    assert html.count("no command: mainline llama.cpp cannot load this file") == len(refused)
     # A plain page load has the form and no results; a bad parameter is a 400 page.
     status, _, plain = served.get("/")
     assert status == 200 and 'form id="search"' in plain and '<tr class="result">' not in plain
