@@ -29,6 +29,23 @@ def serve(
             "required with one. Requests naming any other host get 400.",
         ),
     ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--header-timeout",
+            min=0.1,
+            help="Seconds a client has to send a request's headers, from its connection or its "
+            "previous response, before it is cut off (default: 10).",
+        ),
+    ] = None,
+    idle_timeout: Annotated[
+        int | None,
+        typer.Option(
+            "--idle-timeout",
+            min=1,
+            help="Seconds a kept-alive connection may stay idle (default: 5).",
+        ),
+    ] = None,
 ) -> None:
     """Serve a read-only web app over the catalog: search, models, quants, scans, with charts.
 
@@ -50,8 +67,8 @@ def serve(
     from crawler.web.limits import (
         IDLE_TIMEOUT_S,
         MAX_CONNECTIONS,
-        HeaderTimeoutH11,
         bind_address,
+        header_timeout_protocol,
         is_loopback,
     )
 
@@ -110,8 +127,8 @@ def serve(
             log_level="warning",
             access_log=False,
             lifespan="on",
-            http=HeaderTimeoutH11,
-            timeout_keep_alive=IDLE_TIMEOUT_S,
+            http=header_timeout_protocol(header_timeout),
+            timeout_keep_alive=IDLE_TIMEOUT_S if idle_timeout is None else idle_timeout,
             limit_concurrency=MAX_CONNECTIONS,
         )
     )

@@ -19,6 +19,7 @@ __all__ = [
     "MAX_CONNECTIONS",
     "HeaderTimeoutH11",
     "bind_address",
+    "header_timeout_protocol",
     "is_loopback",
 ]
 
@@ -93,3 +94,11 @@ class HeaderTimeoutH11(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()
         super().connection_lost(exc)
+
+
+def header_timeout_protocol(seconds: float | None = None) -> type[HeaderTimeoutH11]:
+    """HeaderTimeoutH11 with a header timeout of ``seconds`` (None: HEADER_TIMEOUT_S), for
+    ``quants serve --header-timeout``."""
+    if seconds is None or seconds == HEADER_TIMEOUT_S:
+        return HeaderTimeoutH11
+    return type("HeaderTimeoutH11", (HeaderTimeoutH11,), {"header_timeout": seconds})

@@ -99,9 +99,9 @@ def served(tmp_path_factory, crawled_world: CrawledWorld) -> Iterator[Served]:
 
 
 @contextmanager
-def serving(db: str, tmp: Path) -> Iterator[Served]:
-    """``quants serve`` on ``db`` for the duration of the block."""
-    proc, base, _ = start_server(db, tmp)
+def serving(db: str, tmp: Path, *args: str) -> Iterator[Served]:
+    """``quants serve --db DB ARGS`` for the duration of the block."""
+    proc, base, _ = start_server(db, tmp, *args)
     m = re.match(r"http://([\d.]+):(\d+)/", base)
     assert m
     try:

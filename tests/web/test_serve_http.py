@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -267,17 +269,48 @@ def test_every_loopback_spelling_keeps_the_host_check(served: Served, host: str)
         proc.communicate(timeout=10)
 
 
-def test_a_client_that_never_finishes_its_headers_is_cut_off(served: Served) -> None:
-    import socket
-    from urllib.parse import urlsplit
+#: Short timeouts for the tests that wait them out (the defaults, 10 s and 5 s, are checked
+#: below): the idle timeout shorter than the header timeout, so each test tells them apart.
+QUICK_HEADER_S = 3.0
+QUICK_IDLE_S = 1
 
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory, crawled_world) -> Iterator[Served]:
+    """``quants serve`` with --header-timeout QUICK_HEADER_S --idle-timeout QUICK_IDLE_S."""
+    from tests.web.conftest import serving
+
+    args = ("--header-timeout", str(QUICK_HEADER_S), "--idle-timeout", str(QUICK_IDLE_S))
+    with serving(crawled_world.db, tmp_path_factory.mktemp("serve-quick"), *args) as served:
+        yield served
+
+
+def test_the_timeouts_default_to_10_s_for_headers_and_5_s_idle() -> None:
     from crawler.web import limits
 
-    parts = urlsplit(served.base)
-    with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=30) as sock:
+    assert limits.HEADER_TIMEOUT_S == 10.0 and limits.IDLE_TIMEOUT_S == 5
+    assert limits.header_timeout_protocol() is limits.HeaderTimeoutH11
+    assert limits.HeaderTimeoutH11.header_timeout == limits.HEADER_TIMEOUT_S
+    quick = limits.header_timeout_protocol(QUICK_HEADER_S)
+    assert issubclass(quick, limits.HeaderTimeoutH11) and quick.header_timeout == QUICK_HEADER_S
+    out = run_quants("serve", "--help", env=clean_env(Path("/nonexistent")))
+    help_text = re.sub(r"\s+", " ", out.stdout)
+    assert "--header-timeout" in help_text and "(default: 10)" in help_text
+    assert "--idle-timeout" in help_text and "(default: 5)" in help_text
+
+
+def test_a_client_that_never_finishes_its_headers_is_cut_off(quick: Served) -> None:
+    import socket
+    import time
+
+    with socket.create_connection((quick.host, quick.port), timeout=30) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-        sock.settimeout(limits.HEADER_TIMEOUT_S + 15)
-        assert sock.recv(1) == b""  # the server closed the connection
+        started = time.monotonic()
+        sock.settimeout(QUICK_HEADER_S + 15)
+        assert sock.recv(1) == b""  # the server closed the connection ...
+        waited = time.monotonic() - started
+    # ... by the header timeout (the idle timeout is shorter: it would have closed it sooner)
+    assert QUICK_HEADER_S - 0.5 < waited < QUICK_HEADER_S + 10, waited
 
 
 def _raw_get(sock: Any, path: str = "/api/scans") -> bytes:
@@ -291,13 +324,11 @@ def _raw_get(sock: Any, path: str = "/api/scans") -> bytes:
     return head.split(b"\r\n", 1)[0]
 
 
-def test_an_idle_keep_alive_connection_is_closed(served: Served) -> None:
+def test_an_idle_keep_alive_connection_is_closed(quick: Served) -> None:
     import http.client
     import time
 
-    from crawler.web import limits
-
-    conn = http.client.HTTPConnection(served.host, served.port, timeout=30)
+    conn = http.client.HTTPConnection(quick.host, quick.port, timeout=30)
     try:
         conn.request("GET", "/api/scans")
         resp = conn.getresponse()
@@ -311,7 +342,7 @@ def test_an_idle_keep_alive_connection_is_closed(served: Served) -> None:
     finally:
         conn.close()
     # ... after the idle timeout, not the (longer) header timeout that also runs from there
-    assert limits.IDLE_TIMEOUT_S - 1 < idle < limits.HEADER_TIMEOUT_S - 1, idle
+    assert QUICK_IDLE_S - 0.5 < idle < QUICK_HEADER_S - 0.5, idle
 
 
 def test_connections_past_the_cap_get_503_then_the_server_recovers(served: Served) -> None:
