@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.cli import clean_env, start_quants
-from tests.fixtures.world import FAILING, analysable_quants, quant_key
+from tests.fixtures.world import FAILING, WORLD, FileCache, analysable_quants, populate, quant_key
 from tests.hub.snapshot import integrity_ok, snapshot, sqlite_path
 from tests.hub_emulator import Fault, HubEmulator
 from tests.schemas import checked
@@ -52,12 +54,42 @@ def crawl(emu: HubEmulator, db: str, tmp: Path) -> dict[str, Any]:
     return result
 
 
+@dataclass(frozen=True)
+class CleanCrawl:
+    """WORLD crawled once, uninterrupted, into a new catalog (read it; copy it to write)."""
+
+    db: str
+    summary: dict[str, Any]
+    requests: int  # Hub/CDN requests the crawl made
+    snapshot: dict[str, Any]
+
+    def copy(self, into: Path) -> str:
+        target = into / "catalog.sqlite"
+        shutil.copy(sqlite_path(self.db), target)
+        return f"sqlite:///{target}"
+
+
+@pytest.fixture(scope="module")
+def clean_crawl(world_cache: FileCache, tmp_path_factory: pytest.TempPathFactory) -> CleanCrawl:
+    """The module's one uninterrupted crawl, from an emulator of its own serving WORLD (the
+    tests' ``hub`` serves the same repos at the same commits: the recrawl below checks it)."""
+    tmp = tmp_path_factory.mktemp("clean-crawl")
+    db = f"sqlite:///{tmp / 'clean.sqlite'}"
+    emulator = HubEmulator()
+    populate(emulator.state, world_cache, WORLD)
+    with emulator:
+        summary = crawl(emulator, db, tmp)
+        total = len(emulator.requests())
+    return CleanCrawl(db, summary, total, snapshot(db))
+
+
 def test_crawl_then_sql_shows_every_verdict_and_recrawl_reads_nothing(
     hub: HubEmulator,
+    clean_crawl: CleanCrawl,
     tmp_path: Path,
 ) -> None:
-    db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
-    summary = crawl(hub, db, tmp_path)
+    db = clean_crawl.copy(tmp_path)
+    summary = clean_crawl.summary
     assert summary.keys() >= SUMMARY_KEYS
     assert summary["errors"] == 3 and summary["requests"] > 0 and summary["bytes_fetched"] > 0
     out = quants(
@@ -132,13 +164,18 @@ def _done_repos(db: str) -> set[str]:
 @pytest.mark.slow
 def test_sigkill_at_ten_points_then_resume_converges_to_an_uninterrupted_crawl(
     hub: HubEmulator,
+    clean_crawl: CleanCrawl,
     tmp_path: Path,
 ) -> None:
-    clean_db = f"sqlite:///{tmp_path / 'clean.sqlite'}"
-    hub.clear_log()
-    crawl(hub, clean_db, tmp_path)
-    total = len(hub.requests())
-    clean = snapshot(clean_db)
+    from crawler.catalog import Catalog
+
+    total, clean = clean_crawl.requests, clean_crawl.snapshot
+    # Each killed crawl starts on an empty catalog already at the schema head: the crawl opens
+    # (and on a new file migrates) its catalog before its first Hub request, so at every kill
+    # point below the catalog is as it would be from a new file (kills inside the migration:
+    # tests/reliability/test_crash_safety.py). It spares each run the migration.
+    empty = tmp_path / "empty.sqlite"
+    Catalog.open(f"sqlite:///{empty}").close()
     # Ten kill points spread over the whole pass: listing, trees, header reads, and (because
     # repos are written while others are read) in and around the catalog transactions.
     points = sorted({max(1, round(total * k / 11)) for k in range(1, 11)})
@@ -146,6 +183,7 @@ def test_sigkill_at_ten_points_then_resume_converges_to_an_uninterrupted_crawl(
     done_counts = []
     for n, point in enumerate(points):
         db = f"sqlite:///{tmp_path / f'killed-{n}.sqlite'}"
+        shutil.copy(empty, sqlite_path(db))
         hub.faults.clear()
         proc_box: list[subprocess.Popen[str]] = []
 
@@ -161,11 +199,8 @@ def test_sigkill_at_ten_points_then_resume_converges_to_an_uninterrupted_crawl(
         assert rule.fired == 1, f"kill point {point} never reached"
         assert proc.returncode == -signal.SIGKILL
         hub.faults.clear()
-        if sqlite_path(db).exists():
-            assert integrity_ok(db), f"kill at request {point}"
-            done = _done_repos(db)
-        else:
-            done = set()
+        assert integrity_ok(db), f"kill at request {point}"
+        done = _done_repos(db)
         done_counts.append(len(done))
         hub.clear_log()
         crawl(hub, db, tmp_path)
@@ -180,12 +215,12 @@ def test_sigkill_at_ten_points_then_resume_converges_to_an_uninterrupted_crawl(
 
 def test_reprofile_recomputes_from_stored_tables_without_the_network(
     hub: HubEmulator,
+    clean_crawl: CleanCrawl,
     tmp_path: Path,
 ) -> None:
     import sqlite3
 
-    db = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
-    crawl(hub, db, tmp_path)
+    db = clean_crawl.copy(tmp_path)
     before = snapshot(db)
     hub.clear_log()
     out = quants("reprofile", "--json", "--db", db, tmp=tmp_path)
