@@ -176,6 +176,12 @@ def _read_runs(
     *,
     hinted: bool,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
+    # PostgreSQL reads a stream through a server-side cursor: three round trips a read. Once a
+    # run has come back in under one chunk, the next runs are read with a plain query of at most
+    # one chunk (LIMIT; no parallel workers, as a cursor; planned for its own shapes, never a
+    # generic plan), and only a run that fills it streams the rest (OFFSET): the same rows in
+    # the same order. Long runs (a catalog of many copies) keep the stream alone.
+    short = heads = False
     for run in runs:
         marks, names = placeholders("shape", run)
         # The shapes' quants from their index first (SQLite keeps the left table of a CROSS
@@ -188,8 +194,30 @@ def _read_runs(
             " q.quality_score DESC NULLS LAST, q.size_bytes DESC, r.downloads DESC NULLS LAST,"
             " r.repo_id, q.path"
         )
-        for row in reader.stream(sql, {**w.params, **params, **names}, chunk=_STREAM_CHUNK):
+        args = {**w.params, **params, **names}
+        rows: Iterator[tuple[Any, ...]]
+        if short and reader.dialect == "postgresql":
+            if not heads:
+                reader.without_parallel_workers()  # a stream's cursor never starts any either
+                heads = True
+            rows = _head_then_rest(reader, sql, args)
+        else:
+            rows = reader.stream(sql, args, chunk=_STREAM_CHUNK)
+        read = 0
+        for row in rows:
+            read += 1
             yield row[:-1], (float(row[-1]) if hinted else None)
+        short = read < _STREAM_CHUNK
+
+
+def _head_then_rest(reader: Reader, sql: str, args: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``sql`` (totally ordered): one chunk by a plain query, then, only if it came
+    back full, the rest streamed."""
+    args = {**args, "run_head": _STREAM_CHUNK}
+    head = reader.rows(f"{sql} LIMIT :run_head", args, prepare=False)
+    yield from head
+    if len(head) == _STREAM_CHUNK:
+        yield from reader.stream(f"{sql} OFFSET :run_head", args, chunk=_STREAM_CHUNK)
 
 
 def _desc(value: Any) -> tuple[bool, float]:
