@@ -176,11 +176,11 @@ def _read_runs(
     *,
     hinted: bool,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
-    # PostgreSQL reads a stream through a server-side cursor: three round trips a read. Once a
-    # run has come back in under one chunk, the next runs are read with a plain query of at most
-    # one chunk (LIMIT; no parallel workers, as a cursor; planned for its own shapes, never a
-    # generic plan), and only a run that fills it streams the rest (OFFSET): the same rows in
-    # the same order. Long runs (a catalog of many copies) keep the stream alone.
+    # PostgreSQL reads a stream through a server-side cursor: three round trips a read, and a
+    # statement the driver cannot prepare. Once a run has come back in under one chunk, the next
+    # runs are read with a plain query of at most one chunk (LIMIT), and only a run that fills
+    # it streams the rest (OFFSET): the same rows in the same order. Long runs (a catalog of
+    # many copies) keep the stream alone.
     short = heads = False
     for run in runs:
         marks, names = placeholders("shape", run)
@@ -198,7 +198,7 @@ def _read_runs(
         rows: Iterator[tuple[Any, ...]]
         if short and reader.dialect == "postgresql":
             if not heads:
-                reader.without_parallel_workers()  # a stream's cursor never starts any either
+                reader.for_short_reads()
                 heads = True
             rows = _head_then_rest(reader, sql, args)
         else:
@@ -211,10 +211,11 @@ def _read_runs(
 
 
 def _head_then_rest(reader: Reader, sql: str, args: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``sql`` (totally ordered): one chunk by a plain query, then, only if it came
-    back full, the rest streamed."""
+    """The rows of ``sql``: one chunk by a plain query, then, only if it came back full, the
+    rest streamed. The order is total (it ends on repo and path, unique for a quant) and the read
+    transaction one snapshot, so OFFSET resumes exactly where LIMIT stopped."""
     args = {**args, "run_head": _STREAM_CHUNK}
-    head = reader.rows(f"{sql} LIMIT :run_head", args, prepare=False)
+    head = reader.rows(f"{sql} LIMIT :run_head", args)
     yield from head
     if len(head) == _STREAM_CHUNK:
         yield from reader.stream(f"{sql} OFFSET :run_head", args, chunk=_STREAM_CHUNK)
