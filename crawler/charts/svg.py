@@ -53,7 +53,10 @@ def svg_document(width: int, height: int, body: str, *, title: str, standalone: 
     return (
         f'{head}<svg xmlns="http://www.w3.org/2000/svg" class="qchart" role="img"'
         f' width="{width}" height="{height}" viewBox="0 0 {width} {height}"'
-        ' font-family="system-ui,sans-serif" font-size="12"'
+        # Named families before the generic one: on a machine with DejaVu but no Arial or
+        # Liberation fonts, resvg (the PNG) found no face for sans-serif and drew no labels.
+        " font-family=\"system-ui,'DejaVu Sans','Liberation Sans',Arial,Helvetica,sans-serif\""
+        ' font-size="12"'
         f' aria-label="{esc(title)}">{style}<title>{esc(title)}</title>{body}</svg>'
     )
 
