@@ -98,3 +98,29 @@ def test_the_refused_rows_are_the_declared_but_missing_mtp_file_and_now_say_so()
         assert "tensor 'blk.64.attn_norm.weight' not found" in run["log_tail"]
     # Every other row loaded; tests/unit/test_profile.py holds the fixed verdict.
     assert LOADED and all(p["mtp"]["state"] != "declared_missing" for p in LOADED)
+
+
+@pytest.mark.parametrize("plan", PLAN, ids=lambda p: f"{p['query']}-{p['rank']}")
+def test_the_recorded_command_is_what_quants_prints_today(plan: dict[str, Any]) -> None:
+    """The proof holds for today's emitter: the row's configuration, given to it again, prints
+    the command that ran (a change to any flag fails here until the proof is run again)."""
+    from crawler.fit import RunConfig
+    from crawler.ranking.commands import llama_server_command
+
+    cfg = RunConfig(
+        ctx=plan["ctx"],
+        type_k=plan["cache"]["type_k"],
+        type_v=plan["cache"]["type_v"],
+        flash_attn="on",
+        n_gpu_layers=plan["n_gpu_layers"],
+        cpu_moe=plan["tier"] == "experts_cpu",
+    )
+    # The repo's sibling files as the command names them (byte parts), else the file itself.
+    printed = plan["command"].split()
+    parts = [w for w in printed if ".gguf.part" in w]
+    siblings = sorted(set(parts)) or [plan["path"]]
+    again = llama_server_command(
+        plan["repo"], plan["path"], plan["quant_label"], cfg, siblings,
+        mmproj=plan["query"] == "vision",
+    )  # fmt: skip
+    assert again == plan["command"]
