@@ -126,18 +126,38 @@ def docs_env(world_cache: FileCache, tmp_path_factory: pytest.TempPathFactory
         yield tmp, env
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=[c.where for c in COMMANDS])
-def test_docs_command_exits_as_the_docs_say(
-    docs_env: tuple[Path, dict[str, str]], command: DocCommand
-) -> None:
-    """One command of the docs, in document order (earlier ones fill the catalog)."""
+class DocRunner:
+    """Runs the docs' commands in document order, each once, and keeps what each did: a test of
+    command N first runs the commands before it that this worker has not run (pytest-xdist may
+    give a worker any subset), since later commands use what earlier ones made (the crawled
+    catalog, a watch, an exported snapshot)."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.cwd, self.env = cwd, env
+        self.done: dict[int, subprocess.CompletedProcess[str]] = {}
+
+    def run_through(self, index: int) -> subprocess.CompletedProcess[str]:
+        for i in range(len(self.done) and max(self.done) + 1, index + 1):
+            if COMMANDS[i].skip is None and i not in self.done:
+                self.done[i] = subprocess.run(
+                    [sys.executable, "-m", "crawler", *COMMANDS[i].argv], capture_output=True,
+                    text=True, env=self.env, cwd=self.cwd, timeout=240, check=False,
+                )  # fmt: skip
+        return self.done[index]
+
+
+@pytest.fixture(scope="module")
+def doc_runner(docs_env: tuple[Path, dict[str, str]]) -> DocRunner:
+    return DocRunner(*docs_env)
+
+
+@pytest.mark.parametrize("index", range(len(COMMANDS)), ids=[c.where for c in COMMANDS])
+def test_docs_command_exits_as_the_docs_say(doc_runner: DocRunner, index: int) -> None:
+    """One command of the docs, after the ones before it (as a reader runs them)."""
+    command = COMMANDS[index]
     if command.skip is not None:
         pytest.skip(f"marked in the docs: {command.skip}")
-    cwd, env = docs_env
-    out = subprocess.run(
-        [sys.executable, "-m", "crawler", *command.argv], capture_output=True, text=True,
-        env=env, cwd=cwd, timeout=240, check=False,
-    )  # fmt: skip
+    out = doc_runner.run_through(index)
     assert out.returncode == command.exit_code, (
         f"quants {shlex.join(command.argv)} -> {out.returncode} (docs: {command.exit_code})\n"
         + out.stderr[-1500:]
