@@ -396,6 +396,7 @@ def check_log(
     from crawler.base.errors import UsageError
     from crawler.fit import coefficients
     from crawler.fit.llamalog import LogError, parse_log
+    from crawler.fit.speedlog import timing_lines
     from crawler.library import checklog
     from crawler.library.checklog import compare as compare_log
     from crawler.library.checklog import estimate_run, run_config
@@ -435,7 +436,7 @@ def check_log(
     report = compare_log(parsed, coeffs, estimate_run(coeffs, run), notes, estimated_from=source)
     lines = text if log is None else checklog.log_lines(Path(log))
     draft = checklog.draft_check(lines, header, source)
-    timing = text or "" if log is None else checklog.timing_text(checklog.log_lines(Path(log)))
+    timing = text or "" if log is None else timing_lines(checklog.log_lines(Path(log)))
     speed = checklog.speed_check(timing, coeffs, run, gpu, source)
     return CheckLogAnswer(
         report,

@@ -165,7 +165,7 @@ def server_argv(printed: str, model: Path, projector: Path | None) -> tuple[list
 
 def run(server: Path, plan_file: Path, out: Path, until: float, state: Path) -> None:
     """Start each planned row's printed command (``-hf`` -> ``-m``) and record what it did."""
-    from measure_server import _get, _post, gpu_mem, parse_log, rss, wait_or_kill
+    from measure_server import _post, gpu_mem, parse_log, rss, wait_or_kill, wait_ready
 
     rows = [json.loads(line) for line in plan_file.read_text().splitlines()]
     repos = {r.repo_id: r for r in launch_world()}
@@ -225,12 +225,7 @@ def run(server: Path, plan_file: Path, out: Path, until: float, state: Path) -> 
         with log.open("wb") as fh:
             proc = subprocess.Popen([str(server), *argv[1:]], cwd=work, stdout=fh,
                                     stderr=subprocess.STDOUT)  # fmt: skip
-        ready = False
-        while time.monotonic() - t0 < 400 and proc.poll() is None:
-            if _get("http://127.0.0.1:8080/health")[0] == 200:
-                ready = True
-                break
-            time.sleep(0.25)
+        ready = wait_ready(proc, "http://127.0.0.1:8080", t0 + 400)
         rec["ready"] = ready
         rec["load_s"] = round(time.monotonic() - t0, 2)
         if ready:

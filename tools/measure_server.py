@@ -422,6 +422,16 @@ def _post(url: str, body: dict[str, Any], timeout: float = 120.0) -> tuple[int, 
         return 0, str(e)
 
 
+def wait_ready(proc: subprocess.Popen[bytes], base: str, deadline: float) -> bool:
+    """Poll ``base``/health until the server answers 200 (True), exits or ``deadline``
+    (time.monotonic) passes (False)."""
+    while time.monotonic() < deadline and proc.poll() is None:
+        if _get(base + "/health")[0] == 200:
+            return True
+        time.sleep(0.25)
+    return False
+
+
 def wait_or_kill(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> bool:
     """Wait for a server that was told to stop; kill it after ``timeout``. True if killed."""
     try:
@@ -450,13 +460,7 @@ def measure(
         env = {**os.environ, "LLAMA_MEDIA_MARKER": MARKER}
         proc = subprocess.Popen([str(server), *args], stdout=fh, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
-    ready = False
-    while time.monotonic() - t0 < 300 and proc.poll() is None:
-        status, _ = _get(base + "/health")
-        if status == 200:
-            ready = True
-            break
-        time.sleep(0.25)
+    ready = wait_ready(proc, base, t0 + 300)
     row["ready"] = ready
     row["load_s"] = round(time.monotonic() - t0, 2)
     if ready:

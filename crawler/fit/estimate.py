@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from crawler.base.errors import InvalidConfig, NothingToEstimate, UnknownArchitecture
-from crawler.fit.cache import CUDA_ALIGNMENT, MATRIX_ROW_PADDING, CacheType, cache_type, pad
+from crawler.fit.cache import (
+    CUDA_ALIGNMENT,
+    MATRIX_ROW_PADDING,
+    CacheType,
+    cache_type,
+    check_v_cache,
+    pad,
+)
 from crawler.fit.coefficients import VOCAB_ONLY, KVGroup, MemoryCoefficients
 from crawler.fit.cuda import ComputeInputs, compute_bytes, host_context_bytes, overhead_bytes
 
@@ -169,9 +176,8 @@ def _check(c: MemoryCoefficients, cfg: RunConfig) -> tuple[CacheType, CacheType,
     # src/llama-context.cpp llama_init_from_model ~3835-3870: the order of llama.cpp's own checks.
     if c.mla and tk.name != tv.name:
         raise InvalidConfig(f"MLA models need equal K and V cache types ({tk.name} != {tv.name})")
+    check_v_cache(cfg.flash_attn, tv.name)
     fa = cfg.flash_attn != "off"
-    if tv.quantized and not fa:
-        raise InvalidConfig("a quantized V cache needs flash attention (--flash-attn on)")
     groups = c.kv_groups + (c.mtp_kv_groups if cfg.mtp else ())
     for t, attr in ((tk, "k_head"), (tv, "v_head")):
         if fa and t.quantized:

@@ -332,14 +332,6 @@ def _host_name(device: str) -> bool:
 # --- reading a log file, and what it says beyond memory ----------------------------------
 
 
-def timing_text(lines: Iterable[str]) -> str:
-    """The lines of a log that parse_timings reads: the last request's, so a long log's speed
-    check holds a few lines, not one per request."""
-    from crawler.fit.speedlog import timing_lines
-
-    return timing_lines(lines)
-
-
 def speed_check(
     text: str, coeffs: MemoryCoefficients, run: RunConfig, gpu: str | None, source: str = ""
 ) -> dict[str, Any] | None:

@@ -134,15 +134,18 @@ class DocRunner:
 
     def __init__(self, cwd: Path, env: dict[str, str]) -> None:
         self.cwd, self.env = cwd, env
+        self.next = 0  # the first command not run yet
         self.done: dict[int, subprocess.CompletedProcess[str]] = {}
 
     def run_through(self, index: int) -> subprocess.CompletedProcess[str]:
-        for i in range(len(self.done) and max(self.done) + 1, index + 1):
-            if COMMANDS[i].skip is None and i not in self.done:
-                self.done[i] = subprocess.run(
-                    [sys.executable, "-m", "crawler", *COMMANDS[i].argv], capture_output=True,
-                    text=True, env=self.env, cwd=self.cwd, timeout=240, check=False,
+        while self.next <= index:
+            if COMMANDS[self.next].skip is None:
+                self.done[self.next] = subprocess.run(
+                    [sys.executable, "-m", "crawler", *COMMANDS[self.next].argv],
+                    capture_output=True, text=True, env=self.env, cwd=self.cwd, timeout=240,
+                    check=False,
                 )  # fmt: skip
+            self.next += 1
         return self.done[index]
 
 

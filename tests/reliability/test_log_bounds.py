@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from crawler.fit.llamalog import MAX_LINE, LogError
-from crawler.fit.speedlog import LogTimings, parse_timings
+from crawler.fit.speedlog import LogTimings, parse_timings, timing_lines
 from crawler.library import checklog
 
 #: One ~300 KB line per pattern family: repeated partial matches that an unanchored or lazy
@@ -38,7 +38,7 @@ def read_like_check_log(path: Path) -> LogTimings | None:
     the refusal of a non-log), then the decode timings."""
     with contextlib.suppress(LogError):
         checklog.parse_log_file(path)
-    return parse_timings(checklog.timing_text(checklog.log_lines(path)))
+    return parse_timings(timing_lines(checklog.log_lines(path)))
 
 
 def test_the_hostile_lines_are_long() -> None:
@@ -129,4 +129,4 @@ def test_the_bounded_timing_lines_read_as_the_whole_log_would() -> None:
             )
             for _ in range(rng.randint(0, 12))
         ]
-        assert parse_timings(checklog.timing_text(lines)) == parse_timings("\n".join(lines)), lines
+        assert parse_timings(timing_lines(lines)) == parse_timings("\n".join(lines)), lines
