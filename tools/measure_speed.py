@@ -129,6 +129,9 @@ def jobs() -> list[dict[str, Any]]:
     for fill, est in ((65536, 50), (131072, 80)):
         mtp("qwen36-27b", MIX["qwen36-27b"], 0, None, ctx=262144, ck="q4_0", est=est, fill=fill)
         mtp("qwen36-27b", MIX["qwen36-27b"], 3, 0.789, ctx=262144, ck="q4_0", est=est, fill=fill)
+    # I. the draft and verify costs at depth apart from acceptance: acceptance 0 and 1 at 64K
+    for a in (0.0, 1.0):
+        mtp("qwen36-27b", MIX["qwen36-27b"], 3, a, ctx=262144, ck="q4_0", est=50, fill=65536)
     for i, j in enumerate(out):
         j["id"] = i
     return out
