@@ -75,9 +75,9 @@ def register(command: str | None) -> typer.Typer:
     modules = {m for name, m, _ in COMMANDS if name == command} or {m for _, m, _ in COMMANDS}
     for module in sorted(modules):
         import_module(f"crawler.cli.{module}")  # importing a command module registers it
-    from crawler.cli._app import app as typer_app
+    from crawler.cli._app import ready_app
 
-    return typer_app
+    return ready_app()
 
 
 def __getattr__(name: str) -> Any:
