@@ -135,6 +135,26 @@ def _command_name(argv: list[str] | None) -> str:
     return next((a for a in args if a in names), "COMMAND")
 
 
+#: Commands declared without typer (crawler.cli._options), whose plain argv is parsed without
+#: importing it (typer and pydantic are most of such a command's start-up).
+_TYPER_FREE = frozenset({"search"})
+
+
+def _run_without_typer(args: list[str]) -> None:
+    """Run ``quants COMMAND ARGS`` and exit, when COMMAND is declared without typer and its
+    parser reads ARGS exactly as typer would (crawler.cli._argv); else return, for typer."""
+    if not args or args[0] not in _TYPER_FREE or os.environ.get("_QUANTS_COMPLETE"):
+        return  # typer's shell completion is asked for by that variable, whatever the argv
+    from crawler.cli import _argv
+    from crawler.cli._options import DECLARED
+
+    import_module(f"crawler.cli.{next(m for name, m, _ in COMMANDS if name == args[0])}")
+    func = DECLARED[args[0]]
+    values = _argv.parse(func, args[1:])
+    if values is not None:
+        _argv.run(func, values)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; exit with the documented code."""
     args = sys.argv[1:] if argv is None else list(argv)
@@ -148,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = os.environ.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")
     command = next((a for a in args if not a.startswith("-")), None)
     try:
+        _run_without_typer(args)
         register(command)(args=args, prog_name="quants", standalone_mode=True)
     except QuantsError as exc:
         if debug:
