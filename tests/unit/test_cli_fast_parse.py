@@ -1,11 +1,15 @@
 """``quants search`` parses its argv without typer (crawler.cli._argv): for every argv below it
 gives exactly the values typer calls the command with, or leaves the argv to typer, whose error
-``quants`` then prints (in-process, against typer itself)."""
+``quants`` then prints; and the command prints the same either way (in-process, against typer).
+The catalog is bench/bench_search_hub.py's synthetic one."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import math
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +18,11 @@ import typer
 import typer.main
 from typer._click.exceptions import ClickException
 
+from bench.bench_search_hub import build
+from crawler import cli
 from crawler.cli import _argv, main
 from crawler.cli._app import typer_callback
+from crawler.cli._output import echo
 from crawler.cli.search_cmd import search
 
 # Parsed without typer: each must give typer's values exactly. Together with TYPER_ONLY they
@@ -211,3 +218,88 @@ def test_the_tables_use_every_flag() -> None:
     flags = {f for p in command.params for f in (*p.opts, *p.secondary_opts) if f.startswith("-")}
     used = {a.partition("=")[0] for argv in FAST for a in argv}
     assert len(flags) >= 40 and flags <= used, sorted(flags - used)
+
+
+# --- the whole command: the same output either way ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('fast-parse') / 'catalog.sqlite'}"
+    build(url, 200)
+    return url
+
+
+def quants(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
+    """``quants ARGV`` in process: (exit code, stdout, stderr with the search's ms masked)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    out = capsys.readouterr()
+    return int(exit_.value.code or 0), out.out, re.sub(r"\(\d+ ms\)", "(N ms)", out.err)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--vram", "24"],
+        ["--gpu", "rtx 4090", "--ctx", "32k", "--json"],
+        ["--gpu", "2x rtx 3090", "-c", "64k", "--limit", "3", "--sort", "speed"],
+        ["--vram", "24", "--cpu-moe", "--ram", "64", "--tier", "experts_cpu", "--no-mtp"],
+        ["--vram", "24", "--emit", "llama-swap"],
+        ["--vram", "24", "--emit", "ollama", "--out", "{tmp}/ollama"],
+        ["--vram", "24", "--emit", "bogus"],
+        ["--vram", "0.5"],
+        ["--ctx", "4096"],
+        ["qwen", "--vram", "24", "--gpu", "no such gpu"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_the_command_prints_what_it_prints_through_typer(
+    argv: list[str], catalog: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:  # fmt: skip
+    argv = ["search", *(a.format(tmp=tmp_path) for a in argv), "--offline", "--db", catalog]
+    assert _argv.parse(search, argv[1:]) is not None
+    fast = quants(capsys, argv)
+    monkeypatch.setattr(cli, "_TYPER_FREE", frozenset())  # the same argv through typer
+    assert quants(capsys, argv) == fast
+    assert fast[0] in (0, 2, 3) and (fast[1] or fast[2])
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (KeyboardInterrupt(), 130),
+        (EOFError(), 1),
+        (BrokenPipeError(errno.EPIPE, "Broken pipe"), 1),  # the reader of stdout went away
+    ],
+    ids=["ctrl-c", "eof", "epipe"],
+)
+def test_an_interrupted_command_ends_as_it_ends_through_typer(
+    error: BaseException, code: int, catalog: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import crawler.api
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:  # stands in for the search, stopped
+        raise error
+
+    monkeypatch.setattr(crawler.api, "search", interrupted)
+    for name in ("stdout", "stderr"):  # typer wraps both after a closed pipe: put them back after
+        monkeypatch.setattr(sys, name, getattr(sys, name))
+    argv = ["search", "--vram", "24", "--offline", "--db", catalog]
+    fast = quants(capsys, argv)
+    monkeypatch.setattr(cli, "_TYPER_FREE", frozenset())
+    assert quants(capsys, argv) == fast
+    assert fast[0] == code
+
+
+@pytest.mark.parametrize("text", ["plain", "ünïcode ✓", "", "two\nlines", "tab\there"])
+@pytest.mark.parametrize(("err", "nl"), [(False, True), (True, True), (False, False)])
+def test_echo_writes_what_typer_echo_writes(
+    text: str, err: bool, nl: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typer.echo(text, err=err, nl=nl)
+    want = capsys.readouterr()
+    echo(text, err=err, nl=nl)
+    assert capsys.readouterr() == want
