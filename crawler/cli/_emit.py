@@ -12,12 +12,13 @@ if TYPE_CHECKING:
 def check_emit(fmt: str | None, out: Path | None, as_json: bool) -> None:
     """Refuse a bad --emit / --out before anything is searched or looked up."""
     from crawler.base.errors import UsageError
-    from crawler.ranking.launchers import FORMATS
 
     if fmt is None:
         if out is not None:
             raise UsageError("--out goes with --emit FORMAT")
         return
+    from crawler.ranking.launchers import FORMATS
+
     if fmt not in FORMATS:
         raise UsageError(f"--emit {fmt!r}: one of {', '.join(FORMATS)}")
     if as_json and out is None:
