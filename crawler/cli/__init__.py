@@ -72,11 +72,12 @@ def root_help() -> str:
 def register(command: str | None) -> typer.Typer:
     """The typer app with ``command``'s module imported (every module when ``command`` is not
     a known command name: typer then answers with its usage error)."""
+    from crawler.cli._app import add_declared, ready_app
+
     modules = {m for name, m, _ in COMMANDS if name == command} or {m for _, m, _ in COMMANDS}
     for module in sorted(modules):
         import_module(f"crawler.cli.{module}")  # importing a command module registers it
-    from crawler.cli._app import ready_app
-
+        add_declared(f"crawler.cli.{module}")  # or declares it (crawler.cli._options.command)
     return ready_app()
 
 

@@ -105,13 +105,19 @@ def _convert(typer_app: typer.Typer) -> None:
             _convert(group.typer_instance)
 
 
-def ready_app() -> typer.Typer:
-    """The app with the commands declared so far (crawler.cli._options.command) registered and
-    every option in typer's form."""
+def add_declared(module: str | None = None) -> None:
+    """Register the commands declared (crawler.cli._options.command) in ``module`` (in any
+    module when None) that are not registered yet: called after each import, they keep the
+    place in typer's list that ``@app.command`` would give them."""
     registered = {info.name for info in app.registered_commands}
     for name, func in DECLARED.items():
-        if name not in registered:
+        if name not in registered and module in (None, func.__module__):
             app.command(name)(func)
+
+
+def ready_app() -> typer.Typer:
+    """The app with every declared command registered and every option in typer's form."""
+    add_declared()
     _convert(app)
     return app
 
