@@ -72,12 +72,13 @@ def root_help() -> str:
 def register(command: str | None) -> typer.Typer:
     """The typer app with ``command``'s module imported (every module when ``command`` is not
     a known command name: typer then answers with its usage error)."""
+    from crawler.cli._app import add_declared, ready_app
+
     modules = {m for name, m, _ in COMMANDS if name == command} or {m for _, m, _ in COMMANDS}
     for module in sorted(modules):
         import_module(f"crawler.cli.{module}")  # importing a command module registers it
-    from crawler.cli._app import app as typer_app
-
-    return typer_app
+        add_declared(f"crawler.cli.{module}")  # or declares it (crawler.cli._options.command)
+    return ready_app()
 
 
 def __getattr__(name: str) -> Any:
@@ -135,6 +136,26 @@ def _command_name(argv: list[str] | None) -> str:
     return next((a for a in args if a in names), "COMMAND")
 
 
+#: Commands declared without typer (crawler.cli._options), whose plain argv is parsed without
+#: importing it (typer and pydantic are most of such a command's start-up).
+_TYPER_FREE = frozenset({"search"})
+
+
+def _run_without_typer(args: list[str]) -> None:
+    """Run ``quants COMMAND ARGS`` and exit, when COMMAND is declared without typer and its
+    parser reads ARGS exactly as typer would (crawler.cli._argv); else return, for typer."""
+    if not args or args[0] not in _TYPER_FREE or os.environ.get("_QUANTS_COMPLETE"):
+        return  # typer's shell completion is asked for by that variable, whatever the argv
+    from crawler.cli import _argv
+    from crawler.cli._options import DECLARED
+
+    import_module(f"crawler.cli.{next(m for name, m, _ in COMMANDS if name == args[0])}")
+    func = DECLARED[args[0]]
+    values = _argv.parse(func, args[1:])
+    if values is not None:
+        _argv.run(func, values)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; exit with the documented code."""
     args = sys.argv[1:] if argv is None else list(argv)
@@ -148,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = os.environ.get("QUANTS_DEBUG", "") not in ("", "0", "false", "no")
     command = next((a for a in args if not a.startswith("-")), None)
     try:
+        _run_without_typer(args)
         register(command)(args=args, prog_name="quants", standalone_mode=True)
     except QuantsError as exc:
         if debug:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-
 if TYPE_CHECKING:
     from crawler.api import SearchAnswer
 
@@ -14,12 +12,13 @@ if TYPE_CHECKING:
 def check_emit(fmt: str | None, out: Path | None, as_json: bool) -> None:
     """Refuse a bad --emit / --out before anything is searched or looked up."""
     from crawler.base.errors import UsageError
-    from crawler.ranking.launchers import FORMATS
 
     if fmt is None:
         if out is not None:
             raise UsageError("--out goes with --emit FORMAT")
         return
+    from crawler.ranking.launchers import FORMATS
+
     if fmt not in FORMATS:
         raise UsageError(f"--emit {fmt!r}: one of {', '.join(FORMATS)}")
     if as_json and out is None:
@@ -34,20 +33,20 @@ def write_launchers(answer: SearchAnswer, fmt: str, out: Path | None) -> None:
     """The configs on stdout (out None), in the file (llama-swap) or one file per result in the
     folder ``out``; each thing a format cannot express is a note on stderr."""
     from crawler.base.errors import UsageError
-    from crawler.cli._output import safe_text
+    from crawler.cli._output import echo, safe_text
     from crawler.ranking.launchers import dump_yaml, render
 
     emitted = answer.launchers(fmt)
     for e in emitted:
         for note in e.notes:
-            typer.echo(safe_text(f"note: rank {e.rank} {e.id}: {note}"), err=True)
+            echo(safe_text(f"note: rank {e.rank} {e.id}: {note}"), err=True)
     if out is None:
-        typer.echo(render(fmt, emitted), nl=False)
+        echo(render(fmt, emitted), nl=False)
         return
     try:
         if fmt == "llama-swap":
             out.write_text(render(fmt, emitted), encoding="utf-8")
-            typer.echo(safe_text(f"wrote {out} ({len(emitted)} models)"), err=True)
+            echo(safe_text(f"wrote {out} ({len(emitted)} models)"), err=True)
             return
         out.mkdir(parents=True, exist_ok=True)
         written = 0
@@ -59,4 +58,4 @@ def write_launchers(answer: SearchAnswer, fmt: str, out: Path | None) -> None:
             written += 1
     except OSError as exc:
         raise UsageError(f"--out {out}: {exc.strerror}") from None
-    typer.echo(safe_text(f"wrote {written} file(s) into {out}"), err=True)
+    echo(safe_text(f"wrote {written} file(s) into {out}"), err=True)

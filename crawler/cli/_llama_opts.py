@@ -1,12 +1,12 @@
-"""llama.cpp's flags (and --gpu), declared once: names, short flags, help and bounds (spelled as
-in https://github.com/ggml-org/llama.cpp common/arg.cpp). Each alias is generic in its value
-type, so a command keeps its own default: ParallelOpt[int] = 1."""
+"""llama.cpp's flags (and --gpu), declared once without typer (crawler.cli._options): names, short
+flags, help and bounds as in https://github.com/ggml-org/llama.cpp common/arg.cpp. Each alias is
+generic in its value type, so a command keeps its own default: ParallelOpt[int] = 1."""
 
 from __future__ import annotations
 
 from typing import Annotated, TypeVar
 
-import typer
+from crawler.cli._options import Option
 
 __all__ = [
     "CacheTypeKOpt",
@@ -28,7 +28,7 @@ _CACHE_TYPES = "f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl"
 
 CacheTypeKOpt = Annotated[
     T,
-    typer.Option(
+    Option(
         "--cache-type-k",
         "-ctk",
         help=f"K cache type: {_CACHE_TYPES} (search: without it, per quant, see --auto-cache).",
@@ -36,7 +36,7 @@ CacheTypeKOpt = Annotated[
 ]
 CacheTypeVOpt = Annotated[
     T,
-    typer.Option(
+    Option(
         "--cache-type-v",
         "-ctv",
         help=f"V cache type: {_CACHE_TYPES} (search: without it, per quant, see --auto-cache).",
@@ -44,13 +44,11 @@ CacheTypeVOpt = Annotated[
 ]
 FlashAttnOpt = Annotated[
     T,
-    typer.Option(
-        "--flash-attn", "-fa", help="on, off or auto (llama.cpp -fa; auto is on with CUDA)."
-    ),
+    Option("--flash-attn", "-fa", help="on, off or auto (llama.cpp -fa; auto is on with CUDA)."),
 ]
 ParallelOpt = Annotated[
     T,
-    typer.Option(
+    Option(
         "--parallel",
         "-np",
         min=-1,
@@ -59,11 +57,11 @@ ParallelOpt = Annotated[
 ]
 UbatchOpt = Annotated[
     T,
-    typer.Option("--ubatch-size", "-ub", "--ubatch", min=1, help="Physical batch (llama.cpp -ub)."),
+    Option("--ubatch-size", "-ub", "--ubatch", min=1, help="Physical batch (llama.cpp -ub)."),
 ]
 SpecDraftNMaxOpt = Annotated[
     T,
-    typer.Option(
+    Option(
         "--spec-draft-n-max",
         min=0,
         help="MTP draft tokens per step (llama.cpp). search: without it, per result the length"
@@ -71,15 +69,15 @@ SpecDraftNMaxOpt = Annotated[
     ),
 ]
 CpuMoeOpt = Annotated[
-    T, typer.Option("--cpu-moe", help="All routed experts in host memory (llama.cpp flag).")
+    T, Option("--cpu-moe", help="All routed experts in host memory (llama.cpp flag).")
 ]
 NCpuMoeOpt = Annotated[
     T,
-    typer.Option("--n-cpu-moe", min=0, help="The experts of the first N layers in host memory."),
+    Option("--n-cpu-moe", min=0, help="The experts of the first N layers in host memory."),
 ]
 NGpuLayersOpt = Annotated[
     T,
-    typer.Option(
+    Option(
         "--n-gpu-layers",
         "-ngl",
         "--gpu-layers",
@@ -89,7 +87,7 @@ NGpuLayersOpt = Annotated[
 ]
 TensorSplitOpt = Annotated[
     T,
-    typer.Option(
+    Option(
         "--tensor-split",
         "-ts",
         help="Proportions per GPU, e.g. 3,1 (llama.cpp -ts); with --vram: --vram per device.",
@@ -97,7 +95,7 @@ TensorSplitOpt = Annotated[
 ]
 GpusOpt = Annotated[
     T,
-    typer.Option(
+    Option(
         "--gpu",
         help="GPU name (fuzzy): its memory is the budget (search: its bandwidth gives tok/s)."
         " Several GPUs (layer split, modelled from llama.cpp's source, not measured): repeat it"

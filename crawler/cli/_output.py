@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -23,6 +25,28 @@ def safe_text(value: object) -> str:
     """``str(value)`` with terminal control characters escaped (tabs and newlines become spaces)."""
     text = str(value).replace("\t", " ").replace("\n", " ")
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """``typer.echo(text)`` without importing typer: the text (and a newline) on stdout, or stderr
+    with ``err``, flushed. Where click's echo would change the text (an ANSI code to strip, an
+    ASCII stream it re-encodes as UTF-8, Windows' console) or a stream is missing, it is called."""
+    stream = sys.stderr if err else sys.stdout
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    if stream is None or "\x1b" in text or os.name == "nt" or _is_ascii(encoding):
+        import typer
+
+        typer.echo(text, err=err, nl=nl)
+        return
+    stream.write(text + "\n" if nl else text)
+    stream.flush()
+
+
+def _is_ascii(encoding: str) -> bool:
+    try:
+        return codecs.lookup(encoding).name == "ascii"
+    except LookupError:
+        return False
 
 
 def print_json(data: Any, out: TextIO | None = None) -> None:

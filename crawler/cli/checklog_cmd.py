@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from crawler.cli._app import JsonOpt, app
+from crawler.cli._app import app
 from crawler.cli._llama_opts import CpuMoeOpt, NCpuMoeOpt
+from crawler.cli._options import JsonOpt
 
 if TYPE_CHECKING:
     from crawler.library.checklog import CheckReport

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from crawler.cli._app import DbOpt, app
+from crawler.cli._app import app
+from crawler.cli._options import DbOpt
 
 db_app = typer.Typer(help="Create or migrate the catalog database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from crawler.cli._app import CtxOpt, HeadroomOpt, JsonOpt, VramOpt, app
+from crawler.cli._app import app
 from crawler.cli._llama_opts import (
     CacheTypeKOpt,
     CacheTypeVOpt,
@@ -21,6 +21,7 @@ from crawler.cli._llama_opts import (
     TensorSplitOpt,
     UbatchOpt,
 )
+from crawler.cli._options import CtxOpt, HeadroomOpt, JsonOpt, VramOpt
 
 if TYPE_CHECKING:
     from crawler.fit import MemoryCoefficients, RunConfig

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from crawler.cli._app import JsonOpt, app
+from crawler.cli._app import app
+from crawler.cli._options import JsonOpt
 
 if TYPE_CHECKING:
     from crawler.library.targets import HeaderRead

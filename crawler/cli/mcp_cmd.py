@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from crawler.cli._app import DbOpt, app
+from crawler.cli._app import app
+from crawler.cli._options import DbOpt
 
 
 @app.command("mcp")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from crawler.cli._app import DbOpt, JsonOpt, app
+from crawler.cli._app import app
+from crawler.cli._options import DbOpt, JsonOpt
 
 
 @app.command("reprofile")

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from crawler.cli._app import DbOpt, app
+from crawler.cli._app import app
+from crawler.cli._options import DbOpt
 
 if TYPE_CHECKING:
     from crawler.base.config import Settings

@@ -10,18 +10,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
-from crawler.cli._app import (
-    CtxOpt,
-    DbOpt,
-    HeadroomOpt,
-    JsonOpt,
-    LimitOpt,
-    VramOpt,
-    app,
-    gib_value,
-)
 from crawler.cli._emit import check_emit, write_launchers
 from crawler.cli._llama_opts import (
     CacheTypeKOpt,
@@ -37,6 +25,18 @@ from crawler.cli._llama_opts import (
     UbatchOpt,
 )
 from crawler.cli._ondemand import OfflineOpt
+from crawler.cli._options import (
+    Argument,
+    CtxOpt,
+    DbOpt,
+    HeadroomOpt,
+    JsonOpt,
+    LimitOpt,
+    Option,
+    VramOpt,
+    command,
+    gib_value,
+)
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 
 if TYPE_CHECKING:
@@ -48,11 +48,11 @@ _NOT_SEARCH = frozenset({"as_json", "db", "offline", "emit", "out"})
 _SORT_HELP = "quality | speed | size | margin | ctx | downloads | updated (best first)."
 
 
-@app.command("search")
+@command("search")
 def search(
     query: Annotated[
         str | None,
-        typer.Argument(
+        Argument(
             help="Free text matched fuzzily against repo, base model, file and architecture.",
             show_default=False,
         ),
@@ -65,13 +65,13 @@ def search(
     cache_type_v: CacheTypeVOpt[str | None] = None,
     auto_cache: Annotated[
         bool,
-        typer.Option(
+        Option(
             "--auto-cache", help="The default: per quant, the least lossy cache reaching --ctx."
         ),
     ] = False,
     mtp: Annotated[
         bool | None,
-        typer.Option(
+        Option(
             "--mtp/--no-mtp",
             help="--mtp: only quants that run with their MTP head (>= 6 bit); --no-mtp: never"
             " draft. Default: MTP on where the quant has a usable head and it still fits.",
@@ -80,7 +80,7 @@ def search(
     spec_draft_n_max: SpecDraftNMaxOpt[int | None] = None,
     mtp_acceptance: Annotated[
         float,
-        typer.Option(
+        Option(
             "--mtp-acceptance",
             min=0.0,
             max=1.0,
@@ -89,14 +89,14 @@ def search(
         ),
     ] = DEFAULT_ACCEPTANCE,
     min_attn_bits: Annotated[
-        float | None, typer.Option("--min-attn-bits", help="Attention weights at >= B bits.")
+        float | None, Option("--min-attn-bits", help="Attention weights at >= B bits.")
     ] = None,
-    arch: Annotated[str | None, typer.Option("--arch", help="GGUF architecture.")] = None,
-    author: Annotated[str | None, typer.Option("--author", help="Uploader.")] = None,
-    base: Annotated[str | None, typer.Option("--base", help="Base model id.")] = None,
-    label: Annotated[str | None, typer.Option("--label", help="Quant label, e.g. Q4_K_M.")] = None,
+    arch: Annotated[str | None, Option("--arch", help="GGUF architecture.")] = None,
+    author: Annotated[str | None, Option("--author", help="Uploader.")] = None,
+    base: Annotated[str | None, Option("--base", help="Base model id.")] = None,
+    label: Annotated[str | None, Option("--label", help="Quant label, e.g. Q4_K_M.")] = None,
     loadable: Annotated[
-        bool, typer.Option("--loadable", help="Only files mainline llama.cpp can load.")
+        bool, Option("--loadable", help="Only files mainline llama.cpp can load.")
     ] = False,
     cpu_moe: CpuMoeOpt[bool] = False,
     n_cpu_moe: NCpuMoeOpt[int] = 0,
@@ -107,7 +107,7 @@ def search(
     tensor_split: TensorSplitOpt[str | None] = None,
     vision: Annotated[
         bool,
-        typer.Option(
+        Option(
             "--vision/--no-mmproj",
             "--mmproj/",
             help="--vision (alias --mmproj): with the repo's vision projector; repos without one"
@@ -116,7 +116,7 @@ def search(
     ] = False,
     tier: Annotated[
         str,
-        typer.Option(
+        Option(
             "--tier",
             help="Highest tier: gpu (all on the GPU), experts_cpu (a MoE's experts in RAM),"
             " partial (-ngl auto). Each result says its tier.",
@@ -124,18 +124,16 @@ def search(
     ] = "gpu",
     ram: Annotated[
         float | None,
-        typer.Option(
-            "--ram", parser=gib_value, metavar="GIB", help="Host memory in GiB (--cpu-moe)."
-        ),
+        Option("--ram", parser=gib_value, metavar="GIB", help="Host memory in GiB (--cpu-moe)."),
     ] = None,
-    sort: Annotated[str, typer.Option("--sort", help=_SORT_HELP)] = "quality",
+    sort: Annotated[str, Option("--sort", help=_SORT_HELP)] = "quality",
     limit: LimitOpt = 20,
     as_json: JsonOpt = False,
     db: DbOpt = None,
     offline: OfflineOpt = False,
     emit: Annotated[
         str | None,
-        typer.Option(
+        Option(
             "--emit",
             help="Write the results as launcher configs: llama-swap | ollama | lmstudio"
             " (docs/launchers.md); stdout unless --out.",
@@ -143,7 +141,7 @@ def search(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(
+        Option(
             "--out",
             help="With --emit: the llama-swap config FILE, or the FOLDER that gets one"
             " Modelfile / model.yaml per result.",
@@ -157,7 +155,7 @@ def search(
     """
     from crawler import api
     from crawler.cli._ondemand import lookup_hooks
-    from crawler.cli._output import print_answer
+    from crawler.cli._output import echo, print_answer
 
     check_emit(emit, out, as_json)
     answer = api.search(
@@ -173,9 +171,7 @@ def search(
     res = answer.result
     if res.gpu is not None:
         n = len(res.budget.devices)
-        typer.echo(
-            res.gpu.describe() + (f"; {n} GPUs: {res.budget.gpu_name}" if n else ""), err=True
-        )
+        echo(res.gpu.describe() + (f"; {n} GPUs: {res.budget.gpu_name}" if n else ""), err=True)
     if emit is not None:
         write_launchers(answer, emit, out)
         if out is None:
@@ -183,8 +179,8 @@ def search(
     if as_json:
         print_answer(answer)
         return
-    typer.echo(_render(res))
-    typer.echo(_footer(res), err=True)
+    echo(_render(res))
+    echo(_footer(res), err=True)
 
 
 def search_options(argv: Sequence[str]) -> dict[str, Any]:
@@ -193,8 +189,7 @@ def search_options(argv: Sequence[str]) -> dict[str, Any]:
     (--json, --db, --offline, --emit, --out) are accepted and left out."""
     from crawler.base.errors import UsageError
 
-    command = typer.main.get_command(app)
-    sub = command.commands["search"]  # type: ignore[attr-defined]
+    sub = _click_command()
     try:
         ctx = sub.make_context("search", list(argv))
     except Exception as exc:  # the vendored click's UsageError / BadParameter
@@ -206,6 +201,15 @@ def search_options(argv: Sequence[str]) -> dict[str, Any]:
         for name, value in ctx.params.items()
         if name not in _NOT_SEARCH and _given(ctx.get_parameter_source(name))
     }
+
+
+def _click_command() -> Any:
+    """This command as typer builds it (typer is imported here, not to run a search)."""
+    import typer.main
+
+    from crawler.cli import register
+
+    return typer.main.get_command(register("search")).commands["search"]  # type: ignore[attr-defined]
 
 
 def _given(source: Any) -> bool:
@@ -226,8 +230,7 @@ def request_from_argv(argv: Sequence[str]) -> SearchRequest:
 def options_argv(options: Mapping[str, Any]) -> list[str]:
     """A watch's stored options as ``quants search`` arguments (the flags this command
     declares), to show them as they would be typed."""
-    command = typer.main.get_command(app)
-    params = {p.name: p for p in command.commands["search"].params}  # type: ignore[attr-defined]
+    params = {p.name: p for p in _click_command().params}
     argv: list[str] = []
     for name, value in options.items():
         param = params.get(name)

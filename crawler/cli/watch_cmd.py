@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from crawler.cli._app import DbOpt, JsonOpt, LimitOpt, app
+from crawler.cli._app import app
+from crawler.cli._options import DbOpt, JsonOpt, LimitOpt
 
 if TYPE_CHECKING:
     from crawler.catalog.watches import WatchHitRecord

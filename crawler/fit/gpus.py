@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
+from crawler.base.data import data_text
 from crawler.base.errors import UsageError
 from crawler.base.units import GIB
 
@@ -107,7 +107,7 @@ def _parse(text: str) -> tuple[GPU, ...]:
 @cache
 def load_gpus() -> tuple[GPU, ...]:
     """All rows of the shipped table, in file order (cached)."""
-    text = resources.files("crawler").joinpath("data/gpus.csv").read_text("utf-8")
+    text = data_text("gpus.csv")
     return _parse(text)
 
 

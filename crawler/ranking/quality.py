@@ -11,8 +11,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
+from crawler.base.data import data_text
 from crawler.profile.groups import GroupStats
 
 __all__ = [
@@ -35,7 +35,7 @@ UNFITTED_SENSITIVITY: Mapping[str, float] = {"router": 2.0, "norm": 1.0, "other"
 
 def _fitted_sensitivity(family: str = "all") -> dict[str, float]:
     """The ``family`` rows of crawler/data/sensitivity.csv (tools/derive_sensitivity.py)."""
-    text = resources.files("crawler").joinpath("data/sensitivity.csv").read_text("utf-8")
+    text = data_text("sensitivity.csv")
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     return {
         row["group"]: float(row["sensitivity"])

@@ -11,8 +11,8 @@ import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
-from importlib import resources
 
+from crawler.base.data import data_text
 from crawler.ranking.quality import kld_from_bits
 
 __all__ = ["HeldOutReport", "HeldOutRow", "heldout_report", "heldout_rows", "spearman"]
@@ -56,7 +56,7 @@ class HeldOutReport:
 
 def heldout_rows() -> tuple[HeldOutRow, ...]:
     """The published rows of crawler/data/kld_heldout.csv."""
-    text = resources.files("crawler").joinpath("data/kld_heldout.csv").read_text("utf-8")
+    text = data_text("kld_heldout.csv")
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     return tuple(
         HeldOutRow(

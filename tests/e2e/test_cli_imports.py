@@ -42,3 +42,13 @@ def test_search_imports_neither_sqlalchemy_nor_the_column_functions(tmp_path, sq
     assert "crawler.library.search" in names and "crawler.ranking.rank" in names
     for heavy in ("sqlalchemy", "crawler.ranking.columns", "crawler.profile.build", "pyarrow"):
         assert heavy not in names, heavy
+    # Its options are parsed without typer (crawler.cli._argv): neither typer nor pydantic.
+    assert not {n for n in names if n.split(".")[0] in ("typer", "click", "pydantic")}, names
+
+
+def test_search_help_and_a_refused_option_still_go_through_typer(tmp_path, sqlite_url):
+    env = clean_env(tmp_path)
+    code, names = _imported(["search", "--help"], env)
+    assert code == 0 and "typer" in names
+    code, names = _imported(["search", "--vram", "24x", "--db", sqlite_url], env)
+    assert code == 2 and "typer" in names
