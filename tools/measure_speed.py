@@ -132,6 +132,9 @@ def jobs() -> list[dict[str, Any]]:
     # I. the draft and verify costs at depth apart from acceptance: acceptance 0 and 1 at 64K
     for a in (0.0, 1.0):
         mtp("qwen36-27b", MIX["qwen36-27b"], 3, a, ctx=262144, ck="q4_0", est=50, fill=65536)
+    # J. the seed's context filled to its end (258,048 tokens and 256 to decode)
+    for k, a in ((0, None), (3, 0.789)):
+        mtp("qwen36-27b", MIX["qwen36-27b"], k, a, ctx=262144, ck="q4_0", est=200, fill=258048)
     for i, j in enumerate(out):
         j["id"] = i
     return out
