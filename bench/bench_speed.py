@@ -21,7 +21,7 @@ def _p90(xs: list[float]) -> float:
 def main(options: Sequence[str] = ()) -> None:
     """Print the tables."""
     del options
-    from tests.fixtures.llamacpp.speed import held_out, predict, rows
+    from tests.fixtures.llamacpp.speed import held_out, mtp_pairs, predict, rows
 
     print("| row | measured tok/s | predicted | error | set |")
     print("|---|---:|---:|---:|---|")
@@ -38,15 +38,11 @@ def main(options: Sequence[str] = ()) -> None:
     for kind, xs in errs.items():
         print(f"| {kind} | {len(xs)} | {statistics.median(xs):.1%} | {_p90(xs):.1%} |")
     print()
-    base = {(r.raw["model"], r.raw["ctk"], r.raw.get("ctx")): r for r in rows()
-            if r.server and r.k == 0 and r.raw["pass"] != 2}  # fmt: skip
     print("| MTP row (held out) | measured speed-up | predicted | error (points) |")
     print("|---|---:|---:|---:|")
-    for r in rows():
-        if r.k and r.alpha not in (0.0, 1.0):
-            b = base[(r.raw["model"], r.raw["ctk"], r.raw.get("ctx"))]
-            m, p = r.measured / b.measured, predict(r) / predict(b)
-            print(f"| {r.label} | {m:.2f}x | {p:.2f}x | {(p - m) * 100:+.0f} |")
+    for r, b in mtp_pairs():
+        m, p = r.measured / b.measured, predict(r) / predict(b)
+        print(f"| {r.label} | {m:.2f}x | {p:.2f}x | {(p - m) * 100:+.0f} |")
     _published()
 
 
