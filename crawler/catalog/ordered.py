@@ -10,6 +10,7 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 from crawler.catalog.candidates import CANDIDATE_COLUMNS, JOINED, Where, bounded, candidate_from_row
+from crawler.catalog.name_index import name_candidates
 from crawler.catalog.reader import Reader, placeholders
 from crawler.fit import MemoryCoefficients
 from crawler.ranking.bounds import bound_sql, ctx_bound_sql, margin_bound_sql, speed_bound_sql
@@ -21,6 +22,8 @@ from crawler.ranking.model import (
     Filters,
     RunSpec,
 )
+from crawler.ranking.order import pre_key
+from crawler.ranking.query import QueryMatcher
 
 __all__ = ["stream_candidates"]
 
@@ -59,12 +62,14 @@ def stream_candidates(
     sort: str,
     *,
     by_shape: bool = True,
+    by_name: bool = True,
 ) -> Generator[Candidate, None, None]:
     """Partial candidates in crawler.ranking.order.pre_key order, read lazily.
 
     Complete them with crawler.catalog.candidates.materializer; close the iterator when
     done. ``--sort speed`` needs ``budget.bandwidth_gb_s``. ``by_shape`` False reads quant by
-    quant also where shapes serve the sort (the tests compare both reads).
+    quant also where shapes serve the sort, ``by_name`` False never reads a name query's quants
+    through the name index (the tests compare the reads).
     """
     if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:
         raise ValueError(f"unknown sort {sort!r}")
@@ -72,6 +77,11 @@ def stream_candidates(
     w = bounded(filters, spec, budget)
     matcher = filters.matcher()
     reader.without_jit()
+    if matcher is not None and by_name:
+        found = _by_name(reader, w, matcher, spec, budget, sort)
+        if found is not None:
+            yield from found
+            return
     # With a name query `quality` walks its index testing the name on the entries: shape by
     # shape it would fetch every row of the best shapes to test it (slower at 1M quants). The
     # bounded sorts read shape by shape either way: per quant, each page computes the bound on
@@ -89,6 +99,39 @@ def stream_candidates(
         ):
             continue
         yield _partial(row, hint)
+
+
+#: Most quants a name query's index may find for the search to read them all and order them
+#: here (about 5 us a quant on SQLite); more, and it reads in the sort's order as without one.
+_BY_NAME_MAX = 4000
+
+
+def _by_name(
+    reader: Reader, w: Where, matcher: QueryMatcher, spec: RunSpec, budget: Budget, sort: str
+) -> list[Candidate] | None:
+    """The candidates of a name query in pre_key order (then repo and path, ranking's own
+    order), from the few quants the name index finds (crawler.catalog.name_index); None when it
+    finds too many or cannot serve the query.
+
+    They pass the same SQL (filters, memory bound, the LIKE test) and the matcher as on the
+    other reads; the bound of a bounded sort is computed on each of their rows."""
+    ids = name_candidates(reader, matcher, _BY_NAME_MAX)
+    if ids is None:
+        return None
+    hinted = sort in BOUNDED_SORTS
+    key, params = _BOUND_SQL[sort](spec, budget) if hinted else ("NULL", {})
+    found: list[Candidate] = []
+    for i in range(0, len(ids), _BY_NAME_MAX):
+        marks, names = placeholders("id", ids[i : i + _BY_NAME_MAX])
+        for row in reader.rows(
+            f"{_PARTIAL_COLUMNS}, {key} FROM {JOINED} WHERE q.id IN ({marks}) AND {w.sql}",
+            {**w.params, **params, **names},
+        ):
+            if matcher.matches_names(row[1], row[6], row[2], row[4], row[5]):
+                bound = None if not hinted or row[-1] is None else float(row[-1])
+                found.append(_partial(row[:-1], bound))
+    found.sort(key=lambda c: (pre_key(sort, c), c.repo_id, c.path))
+    return found
 
 
 def _walk(reader: Reader, w: Where, sort: str) -> Iterator[tuple[Any, ...]]:

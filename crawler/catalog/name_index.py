@@ -1,0 +1,76 @@
+"""The substring index of quants.search_text: the few quants a name query can match, found first.
+
+SQLite FTS5 trigrams or PostgreSQL pg_trgm (migration 0011): it pre-selects, the matcher decides.
+Details: docs/internals/catalog.md#name_index
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from crawler.catalog.candidates import escape_like
+from crawler.catalog.reader import Reader
+from crawler.ranking.query import QueryMatcher
+
+__all__ = ["INDEXED_MIN", "fts_query", "indexed_tokens", "name_candidates"]
+
+#: Shortest token the index can look up: a trigram index holds 3-character sequences, and
+#: "substrings consisting of fewer than 3 unicode characters do not match any rows when used
+#: with a full-text query" (https://sqlite.org/fts5.html#the_trigram_tokenizer); pg_trgm
+#: extracts no trigram from them (https://www.postgresql.org/docs/current/pgtrgm.html).
+INDEXED_MIN = 3
+
+
+def indexed_tokens(matcher: QueryMatcher) -> tuple[str, ...]:
+    """The query's tokens the index looks up: those that must occur in ``search_text``
+    (QueryMatcher.required_substrings, the tokens with digits) of 3 characters or more. The
+    shorter ones are left to the LIKE test and the matcher, as without the index."""
+    return tuple(t for t in matcher.required_substrings if len(t) >= INDEXED_MIN)
+
+
+def fts_query(tokens: Sequence[str]) -> str:
+    """An FTS5 query for rows holding every trigram of every token (each quoted as a string,
+    https://sqlite.org/fts5.html#fts5_strings). With ``detail=none`` the index knows which rows
+    hold a trigram, not where: a superset of the rows holding the token, which the search's
+    LIKE test on ``search_text`` then narrows exactly."""
+    grams = sorted({t[i : i + 3] for t in tokens for i in range(len(t) - 2)})
+    return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
+
+
+def _has_index(reader: Reader) -> bool:
+    """Whether migration 0011 could make the index on this database (FTS5 with trigrams,
+    pg_trgm): without it the search reads as before."""
+    if reader.dialect == "sqlite":
+        sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'quants_search'"
+    else:
+        sql = "SELECT 1 WHERE to_regclass('ix_quants_search_trgm') IS NOT NULL"
+    return bool(reader.rows(sql))
+
+
+def name_candidates(reader: Reader, matcher: QueryMatcher, cap: int) -> list[int] | None:
+    """Ids of every quant whose ``search_text`` may match ``matcher`` (each indexed token's
+    trigrams, or no stored text), in id order; None when no token can be looked up, the index is
+    missing, or more than ``cap`` quants hold the tokens (then the search reads by its sort
+    order, testing names as it goes). Vanished quants included: the caller's filters drop them.
+    """
+    tokens = indexed_tokens(matcher)
+    if not tokens or not _has_index(reader):
+        return None
+    params: dict[str, object] = {"cap": cap + 1}
+    if reader.dialect == "sqlite":
+        sql = "SELECT rowid FROM quants_search WHERE quants_search MATCH :fts LIMIT :cap"
+        params["fts"] = fts_query(tokens)
+    else:
+        # The search's own LIKE tests (crawler.catalog.candidates.filter_sql), served by the GIN
+        # index; exact after its recheck.
+        likes = []
+        for i, tok in enumerate(tokens):
+            likes.append(f"search_text LIKE :name{i} ESCAPE '\\'")
+            params[f"name{i}"] = "%" + escape_like(tok) + "%"
+        sql = f"SELECT id FROM quants WHERE {' AND '.join(likes)} LIMIT :cap"
+    ids = {int(r[0]) for r in reader.rows(sql, params)}
+    if len(ids) > cap:
+        return None
+    # Too long to store (crawler.catalog.search_index.search_text_sql): the matcher decides.
+    ids.update(int(r[0]) for r in reader.rows("SELECT id FROM quants WHERE search_text IS NULL"))
+    return sorted(ids) if len(ids) <= cap else None
