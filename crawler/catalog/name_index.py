@@ -6,6 +6,7 @@ Details: docs/internals/catalog.md#name_index
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from crawler.catalog.candidates import escape_like
@@ -16,16 +17,23 @@ __all__ = ["INDEXED_MIN", "fts_query", "indexed_tokens", "name_candidates"]
 
 #: Shortest token the index can look up: a trigram index holds 3-character sequences, and
 #: "substrings consisting of fewer than 3 unicode characters do not match any rows when used
-#: with a full-text query" (https://sqlite.org/fts5.html#the_trigram_tokenizer); pg_trgm
-#: extracts no trigram from them (https://www.postgresql.org/docs/current/pgtrgm.html).
+#: with a full-text query" (https://sqlite.org/fts5.html#the_trigram_tokenizer).
 INDEXED_MIN = 3
+#: pg_trgm takes trigrams from words, "ignoring non-word characters" (its word characters are
+#: alphanumerics), and "a pattern with no extractable trigrams will degenerate to a full-index
+#: scan" (https://www.postgresql.org/docs/current/pgtrgm.html): "3.6" has none.
+_PG_WORD = re.compile(r"[^\W_]{3}")
 
 
-def indexed_tokens(matcher: QueryMatcher) -> tuple[str, ...]:
+def indexed_tokens(matcher: QueryMatcher, dialect: str = "sqlite") -> tuple[str, ...]:
     """The query's tokens the index looks up: those that must occur in ``search_text``
-    (QueryMatcher.required_substrings, the tokens with digits) of 3 characters or more. The
-    shorter ones are left to the LIKE test and the matcher, as without the index."""
-    return tuple(t for t in matcher.required_substrings if len(t) >= INDEXED_MIN)
+    (QueryMatcher.required_substrings, the tokens with digits) of 3 characters or more; on
+    PostgreSQL, those with 3 alphanumerics in a row. The others are left to the LIKE test and
+    the matcher, as without the index."""
+    tokens = [t for t in matcher.required_substrings if len(t) >= INDEXED_MIN]
+    if dialect == "postgresql":
+        tokens = [t for t in tokens if _PG_WORD.search(t)]
+    return tuple(tokens)
 
 
 def fts_query(tokens: Sequence[str]) -> str:
@@ -53,7 +61,7 @@ def name_candidates(reader: Reader, matcher: QueryMatcher, cap: int) -> list[int
     missing, or more than ``cap`` quants hold the tokens (then the search reads by its sort
     order, testing names as it goes). Vanished quants included: the caller's filters drop them.
     """
-    tokens = indexed_tokens(matcher)
+    tokens = indexed_tokens(matcher, reader.dialect)
     if not tokens or not _has_index(reader):
         return None
     params: dict[str, object] = {"cap": cap + 1}
