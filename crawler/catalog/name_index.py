@@ -6,14 +6,16 @@ Details: docs/internals/catalog.md#name_index
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from crawler.catalog.candidates import escape_like
 from crawler.catalog.reader import Reader
 from crawler.ranking.query import QueryMatcher
 
-__all__ = ["INDEXED_MIN", "fts_query", "indexed_tokens", "name_candidates"]
+__all__ = ["INDEXED_MIN", "by_ids", "fts_query", "indexed_tokens", "name_candidates"]
 
 #: Shortest token the index can look up: a trigram index holds 3-character sequences, and
 #: "substrings consisting of fewer than 3 unicode characters do not match any rows when used
@@ -82,3 +84,19 @@ def name_candidates(reader: Reader, matcher: QueryMatcher, cap: int) -> list[int
     # Too long to store (crawler.catalog.search_index.search_text_sql): the matcher decides.
     ids.update(int(r[0]) for r in reader.rows("SELECT id FROM quants WHERE search_text IS NULL"))
     return sorted(ids) if len(ids) <= cap else None
+
+
+def by_ids(reader: Reader, joined: str, ids: Sequence[int]) -> tuple[str, str, dict[str, Any]]:
+    """``joined`` (a FROM clause with ``quants q``) read by id, the condition that ``q.id`` is
+    one of ``ids``, and its parameter ``name_ids``.
+
+    SQLite would otherwise walk an index led by ``live`` (every live quant); NOT INDEXED leaves
+    it the rowid (https://sqlite.org/lang_indexedby.html). The ids are one JSON parameter there
+    (an IN list of thousands of parameters compiles slowly), one array on PostgreSQL."""
+    if reader.dialect == "sqlite":
+        return (
+            joined.replace("quants q", "quants q NOT INDEXED", 1),
+            "q.id IN (SELECT value FROM json_each(:name_ids))",
+            {"name_ids": json.dumps(list(ids))},
+        )
+    return joined, "q.id = ANY(:name_ids)", {"name_ids": list(ids)}

@@ -6,12 +6,11 @@ Details: docs/internals/catalog.md#ordered
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator, Iterator
 from typing import Any
 
 from crawler.catalog.candidates import CANDIDATE_COLUMNS, JOINED, Where, bounded, candidate_from_row
-from crawler.catalog.name_index import name_candidates
+from crawler.catalog.name_index import by_ids, name_candidates
 from crawler.catalog.reader import Reader, placeholders
 from crawler.fit import MemoryCoefficients
 from crawler.ranking.bounds import bound_sql, ctx_bound_sql, margin_bound_sql, speed_bound_sql
@@ -127,20 +126,12 @@ def _by_name(
         key, params = "NULL", {}
         tie_breaks = ("quality", "size", "downloads")
         order = [_ORDER[k] for k in (sort, *(t for t in tie_breaks if t != sort))]
-    if reader.dialect == "sqlite":
-        # By id: SQLite would otherwise walk an index led by ``live`` (every live quant);
-        # NOT INDEXED leaves it the rowid (https://sqlite.org/lang_indexedby.html). The ids as
-        # one JSON parameter: an IN list of thousands of parameters compiles slowly.
-        joined = JOINED.replace("quants q", "quants q NOT INDEXED", 1)
-        in_ids = "q.id IN (SELECT value FROM json_each(:name_ids))"
-        ids_param: Any = json.dumps(ids)
-    else:
-        joined, in_ids, ids_param = JOINED, "q.id = ANY(:name_ids)", ids
+    joined, in_ids, id_params = by_ids(reader, JOINED, ids)
     sql = (
         f"{_PARTIAL_COLUMNS}, {key} AS name_key FROM {joined} WHERE {in_ids} AND {w.sql}"
         f" ORDER BY {', '.join(order)}, r.repo_id, q.path"
     )
-    rows = reader.stream(sql, {**w.params, **params, "name_ids": ids_param}, chunk=_STREAM_CHUNK)
+    rows = reader.stream(sql, {**w.params, **params, **id_params}, chunk=_STREAM_CHUNK)
     return ((row[:-1], float(row[-1]) if hinted and row[-1] is not None else None) for row in rows)
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import delete, select, text, update
 
 from bench.bench_search_hub import SORTS, TIERS, build
 from crawler.catalog import Catalog
-from crawler.catalog.candidates import materializer, sibling_lookup
+from crawler.catalog.candidates import count_left_out, materializer, sibling_lookup
 from crawler.catalog.name_index import name_candidates
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import Reader
@@ -106,6 +106,21 @@ def test_reads_through_the_index_equal_the_reads_without_it(hub_url):
                     assert new == _ranked(reader, req, by_name=False), argv
                     served += bool(new) and query in indexed
         assert served >= 60  # most indexed requests have results: that is what is compared
+
+
+def test_what_nothing_fits_counts_is_the_same_through_the_index(hub_url):
+    with Reader.open(hub_url) as reader:
+        counted = 0
+        for query in ("qwen3.6 27b", _one_base(reader), "27b q4", "a3b", "8b"):
+            for vram in ("1", "12"):
+                req = request_from_argv([query, "--vram", vram, "--ctx", "32768"])
+                budget, _, spec = validate_request(req)
+                with_index = count_left_out(reader, spec, budget, req.filters)
+                assert with_index == count_left_out(
+                    reader, spec, budget, req.filters, by_name=False
+                ), (query, vram)
+                counted += with_index[0] > 0
+        assert counted >= 5  # quants too big were counted: that is what is compared
 
 
 def _ids(url: str, query: str) -> set[int]:
