@@ -6,8 +6,10 @@ Details: docs/internals/catalog.md#name_index
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,10 +49,25 @@ def fts_query(tokens: Sequence[str]) -> str:
     return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
+@functools.cache
+def _sqlite_trigrams() -> bool:
+    """Whether the SQLite Python links has FTS5 and its trigram tokenizer (3.34.0,
+    https://sqlite.org/releaselog/3_34_0.html), as migration 0011 checks."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        options = {str(r[0]) for r in conn.execute("PRAGMA compile_options")}
+    finally:
+        conn.close()
+    return sqlite3.sqlite_version_info >= (3, 34, 0) and "ENABLE_FTS5" in options
+
+
 def _has_index(reader: Reader) -> bool:
     """Whether migration 0011 could make the index on this database (FTS5 with trigrams,
-    pg_trgm): without it the search reads as before."""
+    pg_trgm), and this SQLite can read it (a file made elsewhere): else the search reads as
+    before."""
     if reader.dialect == "sqlite":
+        if not _sqlite_trigrams():
+            return False
         sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'quants_search'"
     else:
         sql = "SELECT 1 WHERE to_regclass('ix_quants_search_trgm') IS NOT NULL"
