@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from crawler.catalog.name_index import by_ids, escape_like, name_candidates
 from crawler.catalog.reader import Reader, as_bool, as_datetime, placeholders
 from crawler.fit import MemoryCoefficients
 from crawler.profile.groups import GroupStats
@@ -23,6 +24,7 @@ __all__ = [
     "VERDICT_COLUMNS",
     "Where",
     "candidate_from_row",
+    "escape_like",
     "filter_sql",
     "load_groups",
     "materializer",
@@ -116,11 +118,6 @@ def filter_sql(filters: Filters) -> Where:
     return w
 
 
-def escape_like(text: str) -> str:
-    """``text`` as a literal inside a LIKE pattern with ``ESCAPE '\\'``."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def bounded(filters: Filters, spec: RunSpec, budget: Budget) -> Where:
     """The filters and the memory bound."""
     w = filter_sql(filters)
@@ -157,8 +154,6 @@ def count_left_out(
         )
         counts = {str(k): int(n) for k, n in rows}
     else:
-        from crawler.catalog.name_index import by_ids, name_candidates
-
         joined = JOINED
         id_params: dict[str, Any] = {}
         ids = name_candidates(reader, matcher, _COUNT_BY_NAME_MAX) if by_name else None

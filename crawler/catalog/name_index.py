@@ -13,11 +13,17 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from crawler.catalog.candidates import escape_like
 from crawler.catalog.reader import Reader
 from crawler.ranking.query import QueryMatcher
 
-__all__ = ["INDEXED_MIN", "by_ids", "fts_query", "indexed_tokens", "name_candidates"]
+__all__ = [
+    "INDEXED_MIN",
+    "by_ids",
+    "escape_like",
+    "fts_query",
+    "indexed_tokens",
+    "name_candidates",
+]
 
 #: Shortest token the index can look up: a trigram index holds 3-character sequences, and
 #: "substrings consisting of fewer than 3 unicode characters do not match any rows when used
@@ -38,6 +44,11 @@ def indexed_tokens(matcher: QueryMatcher, dialect: str = "sqlite") -> tuple[str,
     if dialect == "postgresql":
         tokens = [t for t in tokens if _PG_WORD.search(t)]
     return tuple(tokens)
+
+
+def escape_like(text: str) -> str:
+    """``text`` as a literal inside a LIKE pattern with ``ESCAPE '\\'``."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def fts_query(tokens: Sequence[str]) -> str:
