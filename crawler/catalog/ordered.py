@@ -76,21 +76,28 @@ def stream_candidates(
     w = bounded(filters, spec, budget)
     matcher = filters.matcher()
     reader.without_jit()
-    rows = None
-    if matcher is not None and by_name:  # the quants the name index finds, if few
-        rows = _by_name(reader, w, matcher, spec, budget, sort)
-    # Else, with a name query `quality` walks its index testing the name on the entries: shape by
+    named = _by_name(reader, w, matcher, spec, budget, sort) if matcher and by_name else None
+    if named is not None:  # the quants the name index finds, if few
+        yield from _matching(named, matcher)
+        return
+    # With a name query `quality` walks its index testing the name on the entries: shape by
     # shape it would fetch every row of the best shapes to test it (slower at 1M quants). The
     # bounded sorts read shape by shape either way: per quant, each page computes the bound on
     # every index entry.
     shaped = by_shape and sort in _SHAPE_SORTS and (matcher is None or sort in BOUNDED_SORTS)
-    if rows is None and shaped:
-        rows = _by_shape(reader, w, spec, budget, sort)
+    rows = _by_shape(reader, w, spec, budget, sort) if shaped else None
     if rows is None:
         if sort in BOUNDED_SORTS:
             rows = _computed_order(reader, w, spec, budget, sort)
         else:
             rows = ((row, None) for row in _walk(reader, w, sort))
+    yield from _matching(rows, matcher)
+
+
+def _matching(
+    rows: Iterator[tuple[tuple[Any, ...], float | None]], matcher: QueryMatcher | None
+) -> Iterator[Candidate]:
+    """Partial candidates of the (row, bound) pairs whose names the query's matcher accepts."""
     for row, hint in rows:
         if matcher is not None and not matcher.matches_names(
             row[1], row[6], row[2], row[4], row[5]
