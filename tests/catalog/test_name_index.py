@@ -251,3 +251,23 @@ def test_migration_down_and_up(catalog_url):
     assert n in _ids(catalog_url, "zz9x")
     assert _ids(catalog_url, "zz9x") == _holding(catalog_url, "zz9x")
     _check_fts(catalog_url)
+
+
+def test_a_catalog_without_the_index_reads_as_before(catalog_url):
+    """Where migration 0011 could make no index (no FTS5 trigrams, pg_trgm refused), name queries
+    read without it, with the same answers."""
+    build(catalog_url, 1200)
+    with Catalog.open(catalog_url) as catalog, catalog.engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            for name in sorted(_SQLITE_OBJECTS - {"quants_search"}):
+                conn.exec_driver_sql(f"DROP TRIGGER {name}")
+            conn.exec_driver_sql("DROP TABLE quants_search")
+        else:
+            conn.exec_driver_sql("DROP INDEX ix_quants_search_trgm")
+    assert not _has_index(catalog_url)
+    with Reader.open(catalog_url) as reader:
+        assert name_candidates(reader, QueryMatcher("qwen3.6 27b"), 100) is None
+        for sort in SORTS:
+            req = request_from_argv(["qwen3.6 27b", "--gpu", "rtx 4090", "--sort", sort])
+            found = _ranked(reader, req, by_name=True)
+            assert found and found == _ranked(reader, req, by_name=False), sort
