@@ -12,8 +12,10 @@ import pytest
 from sqlalchemy import delete, select, text, update
 
 from bench.bench_search_hub import SORTS, TIERS, build
+from crawler.base.errors import UsageError
 from crawler.catalog import Catalog
 from crawler.catalog.candidates import count_left_out, materializer, sibling_lookup
+from crawler.catalog.comparison import load_comparison
 from crawler.catalog.name_index import name_candidates
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import Reader
@@ -253,10 +255,25 @@ def test_migration_down_and_up(catalog_url):
     _check_fts(catalog_url)
 
 
+def _compared(reader: Reader, query: str) -> object:
+    """compare's answer: (base, quants) or its error message."""
+    try:
+        c = load_comparison(reader, query)
+    except UsageError as exc:
+        return str(exc)
+    return c.base_model, [(q.repo_id, q.path, q.quality) for q in c.quants]
+
+
 def test_a_catalog_without_the_index_reads_as_before(catalog_url):
     """Where migration 0011 could make no index (no FTS5 trigrams, pg_trgm refused), name queries
-    read without it, with the same answers."""
+    (search, compare) read without it, with the same answers as with it."""
     build(catalog_url, 1200)
+    with Reader.open(catalog_url) as reader:
+        queries = ["qwen3.6 27b", _one_base(reader), "a3b", "3.6 8b", "9z9"]
+        compared = [_compared(reader, q) for q in queries]
+    # One base's quants, and errors (several bases, none): both are compared below.
+    assert [isinstance(c, str) for c in compared] == [True, False, True, True, True]
+    assert "no quant" in str(compared[-1]) and "several" in str(compared[0])
     with Catalog.open(catalog_url) as catalog, catalog.engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             for name in sorted(_SQLITE_OBJECTS - {"quants_search"}):
@@ -271,3 +288,5 @@ def test_a_catalog_without_the_index_reads_as_before(catalog_url):
             req = request_from_argv(["qwen3.6 27b", "--gpu", "rtx 4090", "--sort", sort])
             found = _ranked(reader, req, by_name=True)
             assert found and found == _ranked(reader, req, by_name=False), sort
+        # `quants compare` (crawler.catalog.comparison): the same answers as with the index.
+        assert [_compared(reader, q) for q in queries] == compared
