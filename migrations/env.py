@@ -11,7 +11,7 @@ import os
 from alembic import context
 from sqlalchemy import create_engine
 
-from crawler.catalog.tables import Base
+from crawler.catalog.tables import Base, in_metadata
 
 config = context.config
 target_metadata = Base.metadata
@@ -24,6 +24,8 @@ def _configure(connection) -> None:
         # SQLite has almost no ALTER: batch mode rebuilds tables ("Running Batch Migrations").
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        # The name index's FTS5 table and GIN index are raw DDL (migration 0011).
+        include_name=in_metadata,
     )
     with context.begin_transaction():
         context.run_migrations()

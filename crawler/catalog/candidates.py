@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from crawler.catalog.name_index import by_ids, escape_like, name_candidates
 from crawler.catalog.reader import Reader, as_bool, as_datetime, placeholders
 from crawler.fit import MemoryCoefficients
 from crawler.profile.groups import GroupStats
@@ -23,6 +24,7 @@ __all__ = [
     "VERDICT_COLUMNS",
     "Where",
     "candidate_from_row",
+    "escape_like",
     "filter_sql",
     "load_groups",
     "materializer",
@@ -116,11 +118,6 @@ def filter_sql(filters: Filters) -> Where:
     return w
 
 
-def escape_like(text: str) -> str:
-    """``text`` as a literal inside a LIKE pattern with ``ESCAPE '\\'``."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def bounded(filters: Filters, spec: RunSpec, budget: Budget) -> Where:
     """The filters and the memory bound."""
     w = filter_sql(filters)
@@ -129,13 +126,18 @@ def bounded(filters: Filters, spec: RunSpec, budget: Budget) -> Where:
     return w
 
 
+#: Most quants a name query's index may find for count_left_out to read only those.
+_COUNT_BY_NAME_MAX = 20000
+
+
 def count_left_out(
-    reader: Reader, spec: RunSpec, budget: Budget, filters: Filters
+    reader: Reader, spec: RunSpec, budget: Budget, filters: Filters, *, by_name: bool = True
 ) -> tuple[int, int]:
     """(too big by the SQL bound, memory rules not modelled) among the filtered quants.
 
     A query's fuzzy part is not SQL: its rows are counted after the query's own matcher, so a
-    count never includes quants of another model.
+    count never includes quants of another model; those the name index finds (at most
+    _COUNT_BY_NAME_MAX; ``by_name`` False: never) are the only rows read.
     """
     w = filter_sql(filters)
     expr, params = bound_sql(spec, budget)
@@ -152,10 +154,16 @@ def count_left_out(
         )
         counts = {str(k): int(n) for k, n in rows}
     else:
+        joined = JOINED
+        id_params: dict[str, Any] = {}
+        ids = name_candidates(reader, matcher, _COUNT_BY_NAME_MAX) if by_name else None
+        if ids is not None:
+            joined, in_ids, id_params = by_ids(reader, JOINED, ids)
+            w.add(in_ids)
         names = "r.repo_id, COALESCE(q.base_model, r.base_model), q.path, q.quant_label"
         for k, repo_id, base, path, label, arch in reader.stream(
-            f"SELECT {kind}, {names}, q.architecture FROM {JOINED} WHERE {w.sql}",
-            {**w.params, **params},
+            f"SELECT {kind}, {names}, q.architecture FROM {joined} WHERE {w.sql}",
+            {**w.params, **params, **id_params},
         ):
             if matcher.matches_names(repo_id, base, path, label, arch):
                 counts[str(k)] = counts.get(str(k), 0) + 1

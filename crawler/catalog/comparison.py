@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.catalog.candidates import VERDICT_COLUMNS, escape_like, load_groups, verdicts
 from crawler.catalog.measured_rows import measured_values
+from crawler.catalog.name_index import by_ids, name_candidates
 from crawler.catalog.reader import Reader
 from crawler.profile.groups import GroupStats
 from crawler.profile.measured import MeasuredValue
@@ -62,6 +63,8 @@ _COLUMNS = (
 )
 _LIVE = "q.vanished_at IS NULL AND r.vanished_at IS NULL AND q.analysed_at IS NOT NULL"
 _NO_BASE = " (no base model recorded)"
+#: Most quants the name index may find for the fuzzy path to read only those.
+_BY_NAME_MAX = 20000
 
 
 def load_comparison(reader: Reader, query: str, *, groups: bool = True) -> Comparison:
@@ -121,13 +124,20 @@ def _compared(row: Sequence[Any], groups: tuple[GroupStats, ...]) -> ComparedQua
 def _fuzzy_rows(reader: Reader, matcher: QueryMatcher) -> list[Any]:
     """Every live analysed quant whose names match: the digit tokens filtered in SQL on
     ``quants.search_text`` (NULL only when too long to index: the matcher decides those),
-    the rest by the matcher, on the same names ``quants search`` matches."""
+    the rest by the matcher, on the same names ``quants search`` matches. Only the quants the
+    name index finds are read, where it finds at most _BY_NAME_MAX."""
     where = [f"q.live = TRUE AND {_LIVE}"]
     params: dict[str, Any] = {}
     for i, tok in enumerate(matcher.required_substrings):
         where.append(f"(q.search_text LIKE :tok{i} ESCAPE '\\' OR q.search_text IS NULL)")
         params[f"tok{i}"] = f"%{escape_like(tok)}%"
-    sql = f"SELECT {_COLUMNS} FROM quants q JOIN repos r ON r.id = q.repo_pk WHERE "
+    joined = "quants q JOIN repos r ON r.id = q.repo_pk"
+    ids = name_candidates(reader, matcher, _BY_NAME_MAX)
+    if ids is not None:
+        joined, in_ids, id_params = by_ids(reader, joined, ids)
+        where.append(in_ids)
+        params.update(id_params)
+    sql = f"SELECT {_COLUMNS} FROM {joined} WHERE "
     return [
         row
         for row in reader.rows(sql + " AND ".join(where), params)

@@ -364,6 +364,31 @@ class WatchHit(Base):
 
 
 Index("ix_quants_live", Quant.vanished_at, Quant.size_bytes)
+# Migration 0011: the quants a name query's substring index cannot see (search_text too long),
+# which the search always reads; and, outside this metadata (so Alembic's comparison leaves them
+# alone), the substring index itself (crawler.catalog.name_index).
+Index(
+    "ix_quants_search_text_null",
+    Quant.id,
+    sqlite_where=Quant.search_text.is_(None),
+    postgresql_where=Quant.search_text.is_(None),
+)
+#: Schema objects made by raw DDL in migration 0011: the SQLite FTS5 table and the shadow tables
+#: FTS5 keeps (https://sqlite.org/fts5.html#fts5_shadow_tables), the PostgreSQL GIN index.
+NAME_INDEX_OBJECTS = frozenset(
+    {
+        "quants_search",
+        *(f"quants_search_{part}" for part in ("data", "idx", "content", "docsize", "config")),
+        "ix_quants_search_trgm",
+    }
+)
+
+
+def in_metadata(name: str | None, type_: str, parent_names: Any) -> bool:
+    """Alembic's ``include_name`` hook: False for NAME_INDEX_OBJECTS (not declared here)."""
+    return name not in NAME_INDEX_OBJECTS
+
+
 #: What the memory bound reads (crawler.ranking.bounds.bound_sql), and the name test's text.
 _BOUND_COLUMNS = (
     Quant.fit_weights_bytes,
