@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import inspect
 
 from crawler.base.errors import QueryError, ReadOnlyViolation, SchemaOutOfDate, UsageError
 from crawler.catalog import Catalog, params_from_pairs, resource_dir
@@ -48,6 +50,24 @@ def test_migrations_match_models(catalog_url):
         ctx = MigrationContext.configure(conn, opts={"compare_type": True})
         assert compare_metadata(ctx, Base.metadata) == []
         assert catalog.current_revision() == catalog.head_revision()
+
+
+def test_search_shape_index_ends_on_size_and_downgrades(catalog_url):
+    """0011 puts size_bytes last in ix_quants_search_shape (the size read by shape); its
+    downgrade restores the 0010 index and a new upgrade redoes it."""
+
+    def columns(catalog: Catalog) -> list[str]:
+        found = inspect(catalog.engine).get_indexes("quants")
+        shape = [ix for ix in found if ix["name"] == "ix_quants_search_shape"]
+        return [str(c) for ix in shape for c in ix["column_names"]]
+
+    populate(catalog_url)
+    with Catalog.open(catalog_url) as catalog:
+        assert columns(catalog) == ["live", "search_shape", "size_bytes"]
+        command.downgrade(catalog._alembic_config(), "0010_search_shape")
+        assert columns(catalog) == ["live", "search_shape"]
+        assert catalog.upgrade() == catalog.head_revision() == "0011_search_shape_size"
+        assert columns(catalog) == ["live", "search_shape", "size_bytes"]
 
 
 def test_open_migrates_once_and_check_mode(catalog_url):

@@ -1,6 +1,7 @@
-"""Search by shape (quants.search_shape, migration 0009) against the per-quant reads and a full
-ranking, on a Hub-shaped catalog (bench/bench_search_hub.py: many base models, thousands of
-copies of one memory shape across uploaders, long-tailed downloads).
+"""Search by shape (quants.search_shape, migrations 0010 and 0011) against the per-quant reads
+and a full ranking, on a Hub-shaped catalog (bench/bench_search_hub.py: many base models,
+thousands of copies of one memory shape across uploaders, long-tailed downloads), on SQLite and
+PostgreSQL.
 
 For every sort read by shape, every tier, with and without a name query, the shape read, the
 per-quant read and a ranking of every quant without early stop must return the same rows in the
@@ -9,26 +10,43 @@ same order (the other sorts read per quant either way: tests/catalog/test_search
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from bench.bench_search_hub import TIERS, build
 from crawler.catalog import Catalog
-from crawler.catalog.candidates import materializer, sibling_lookup
-from crawler.catalog.ordered import stream_candidates
+from crawler.catalog.candidates import bounded, materializer, sibling_lookup
+from crawler.catalog.ordered import _SIZE_SHAPES, _size_by_shape, _walk, stream_candidates
 from crawler.catalog.reader import Reader
 from crawler.cli.search_cmd import request_from_argv
 from crawler.library.search import validate_request
+from crawler.ranking.bounds import bound_sql
 from crawler.ranking.model import BOUNDED_SORTS, Budget, Filters, RunSpec
 from crawler.ranking.rank import pre_key, rank_candidates
+from tests.pg import databases
 
 
-@pytest.fixture(scope="module")
-def hub_url(tmp_path_factory) -> str:
-    url = f"sqlite:///{tmp_path_factory.mktemp('hub') / 'hub.sqlite'}"
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def hub_url(request, tmp_path_factory) -> Iterator[str]:
+    """The Hub-shaped catalog, built once per module and database (the tests only read it)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('hub') / 'hub.sqlite'}"
+        _build(url)
+        yield url
+        return
+    with databases("quants_shapes") as new:
+        url = new()
+        _build(url)
+        yield url
+
+
+def _build(url: str) -> None:
     build(url, 1200)
     with Catalog.open(url):  # the schema check a real search does
         pass
-    return url
 
 
 def _ranked(reader, req, *, by_shape: bool) -> list[tuple[str, str]]:
@@ -64,7 +82,7 @@ def test_shape_reads_equal_per_quant_reads_and_a_full_ranking(hub_url):
         checked = 0
         for query in (None, "qwen3.6 27b"):
             for _tier, targs in TIERS:
-                for sort in ("quality", *BOUNDED_SORTS):
+                for sort in ("quality", "size", *BOUNDED_SORTS):
                     argv = ([query] if query else []) + [*targs, "--sort", sort, "--limit", "7"]
                     req = request_from_argv(argv)
                     # The stream's contract: every candidate the per-quant read sends, in
@@ -86,4 +104,29 @@ def test_shape_reads_equal_per_quant_reads_and_a_full_ranking(hub_url):
                     ).results
                     assert new == old == [(r.candidate.repo_id, r.candidate.path) for r in oracle]
                     checked += bool(new)
-        assert checked >= 16  # most requests have results
+        assert checked >= 20  # most requests have results
+
+
+def test_size_reads_only_the_shapes_that_pass_the_bound(hub_url):
+    """``--sort size`` without a name query is read by shape (not the size walk), and that read
+    sends the walk's rows in the walk's order under every tier."""
+    with Reader.open(hub_url) as reader:
+        for _tier, targs in TIERS:
+            req = request_from_argv([*targs, "--sort", "size"])
+            budget, _, spec = validate_request(req)
+            w = bounded(req.filters, spec, budget)
+            shaped = _size_by_shape(reader, w, spec, budget)
+            assert shaped is not None  # every live quant has a shape: the shape read serves it
+            by_shape = [row[0] for row, _hint in shaped]
+            walked = [row[0] for row in _walk(reader, w, "size")]
+            assert by_shape == walked
+            assert len(walked) > 20
+        # Under the gpu tier most shapes are too big: the shape read skips them unread.
+        req = request_from_argv([*TIERS[0][1], "--sort", "size"])
+        budget, _, spec = validate_request(req)
+        shapes = reader.rows("SELECT COUNT(DISTINCT search_shape) FROM quants WHERE live = TRUE")
+        expr, params = bound_sql(spec, budget)
+        passing = reader.rows(
+            _SIZE_SHAPES.format(bound=expr), {**params, "shape_limit": params["bound_limit"]}
+        )
+        assert 0 < len(passing) < shapes[0][0]

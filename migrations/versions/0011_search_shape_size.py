@@ -1,0 +1,31 @@
+"""search shape by size: ix_quants_search_shape ends on size_bytes, for --sort size by shape
+
+Revision ID: 0011_search_shape_size
+Revises: 0010_search_shape
+Create Date: 2026-12-06
+
+The memory bound reads only a quant's search shape, so ``--sort size`` reads the quants of the
+shapes that pass it, each from its largest quant down, merged by size
+(crawler.catalog.ordered). With ``size_bytes`` last the index serves that read (one seek a
+shape, then its entries in size order) and each shape's largest quant (one seek); the loose
+index scan over the distinct shapes reads it as before.
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0011_search_shape_size"
+down_revision: str | None = "0010_search_shape"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.drop_index("ix_quants_search_shape", table_name="quants")
+    op.create_index("ix_quants_search_shape", "quants", ["live", "search_shape", "size_bytes"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_quants_search_shape", table_name="quants")
+    op.create_index("ix_quants_search_shape", "quants", ["live", "search_shape"])
