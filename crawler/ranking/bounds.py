@@ -26,11 +26,13 @@ __all__ = [
     "BoundTerms",
     "bound_sql",
     "ctx_bound_sql",
+    "host_lower_bound_bytes",
     "ladder_savings_bytes",
     "lower_bound_bytes",
     "margin_bound_sql",
     "margin_upper_bound",
     "prefilter_terms",
+    "ram_may_fit",
     "speed_bound_sql",
 ]
 
@@ -61,6 +63,56 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     total += int(c.fixed_bytes_f16 * t.fixed_ratio)
     total += context_floor_per_ubatch(c) * t.ubatch
     return total + t.constant
+
+
+def host_lower_bound_bytes(c: MemoryCoefficients) -> int:
+    """A lower bound of the host bytes (FitEstimate.host_bytes) of any configuration that keeps
+    every routed expert of the trunk on the host (``--cpu-moe``).
+
+    crawler.fit.estimate adds each such layer's expert tensor bytes to the input embedding and
+    the pinned buffers. Those bytes are the layer's device bytes (``expert_bytes`` sums them)
+    less the CUDA buffer's row padding and alignment of each tensor
+    (crawler.fit.cache.cuda_alloc_bytes: at most 511 elements of row padding, under 512 B for
+    every quantized type, and 127 B of alignment; a layer has a few expert tensors), so
+    ``_HOST_EXPERT_SLACK`` a MoE layer covers it. Built from catalog columns (``fit_expert_bytes``,
+    ``fit_moe_layers``) so SQL can apply it; 0 where the coefficients list no expert layers
+    (the estimate then moves nothing to the host)."""
+    layers = sum(1 for il, _d, _h in c.expert_layers if il < c.n_layer)
+    if layers == 0:
+        return 0
+    return max(0, c.expert_bytes - layers * _HOST_EXPERT_SLACK)
+
+
+#: Per MoE layer, above the padding and alignment of its expert tensors' device bytes over their
+#: tensor bytes (host_lower_bound_bytes).
+_HOST_EXPERT_SLACK = 1 << 16
+
+
+def ram_may_fit(c: MemoryCoefficients, spec: RunSpec, budget: Budget) -> bool:
+    """False only when no configuration ``spec`` can resolve to is within ``--ram`` and the
+    device together (crawler.fit.tiers.choose_tier checks both): with ``--cpu-moe`` every one
+    keeps the experts on the host; under ``--tier experts_cpu`` a quant either fits the GPU
+    whole (the gpu tier's lower_bound_bytes) or runs with ``--cpu-moe``."""
+    rule = _ram_rule(spec, budget)
+    if rule is None or budget.ram_bytes is None:
+        return True
+    if host_lower_bound_bytes(c) <= budget.ram_bytes:
+        return True
+    whole = dataclasses.replace(spec, tier="gpu")
+    return rule == "experts_cpu" and lower_bound_bytes(c, whole) <= budget.device_bytes
+
+
+def _ram_rule(spec: RunSpec, budget: Budget) -> str | None:
+    """Which configurations the search may try when ``--ram`` can exclude some (else None):
+    "cpu_moe" (all keep every expert on the host) or "experts_cpu" (whole on the GPU, or with
+    --cpu-moe). Not for layer offload (--tier partial, -ngl N), --n-cpu-moe or several GPUs."""
+    if budget.ram_bytes is None or budget.devices or spec.n_gpu_layers is not None:
+        return None
+    if spec.n_cpu_moe or spec.tier == "partial":
+        return None
+    if spec.cpu_moe:
+        return "cpu_moe"
+    return "experts_cpu" if spec.tier == "experts_cpu" else None
 
 
 def margin_upper_bound(c: MemoryCoefficients, spec: RunSpec, budget: Budget) -> int:
@@ -190,12 +242,29 @@ def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
 
     Those are copies of ``memory_models``' scalar columns, NULL unless its status is "ok", so the
     comparison is not true for unmodelled quants and the search indexes cover it. Floats on
-    purpose: they keep SQLite and PostgreSQL integer rules out of the comparison.
+    purpose: they keep SQLite and PostgreSQL integer rules out of the comparison. Where ``--ram``
+    rules out every configuration of a quant (ram_may_fit), the expression is 1e300.
     """
     t = prefilter_terms(spec)
     fixed, per_token, params = _bound_terms(spec)
     params.update(bound_ctx=float(t.ctx), bound_limit=float(budget.device_bytes - t.constant))
-    return f"{fixed} + ({per_token}) * :bound_ctx", params
+    expr = f"{fixed} + ({per_token}) * :bound_ctx"
+    rule = _ram_rule(spec, budget)
+    if rule is None or budget.ram_bytes is None:
+        return expr, params
+    # ram_may_fit: a quant it excludes gets a bound no budget reaches.
+    layers = "COALESCE(q.fit_moe_layers, 0)"
+    host = (
+        f"(CASE WHEN {layers} > 0 THEN COALESCE(q.fit_expert_bytes, 0) - {layers} * :ram_slack"
+        " ELSE 0.0 END)"
+    )
+    params.update(ram_slack=float(_HOST_EXPERT_SLACK), ram_limit=float(budget.ram_bytes))
+    ok = f"{host} <= :ram_limit"
+    if rule == "experts_cpu":
+        g_fixed, g_per_token, g_params = _bound_terms(dataclasses.replace(spec, tier="gpu"), "_gpu")
+        params.update(g_params)
+        ok = f"({ok} OR {g_fixed} + ({g_per_token}) * :bound_ctx <= :bound_limit)"
+    return f"(CASE WHEN {ok} THEN {expr} ELSE 1e300 END)", params
 
 
 def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:

@@ -10,6 +10,7 @@ same order (the other sorts read per quant either way: tests/catalog/test_search
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -22,6 +23,7 @@ from crawler.catalog.reader import Reader
 from crawler.cli.search_cmd import request_from_argv
 from crawler.library.search import validate_request
 from crawler.ranking.bounds import bound_sql
+from crawler.ranking.evaluate import evaluate
 from crawler.ranking.model import BOUNDED_SORTS, Budget, Filters, RunSpec
 from crawler.ranking.rank import pre_key, rank_candidates
 from tests.pg import databases
@@ -130,3 +132,31 @@ def test_size_reads_only_the_shapes_that_pass_the_bound(hub_url):
             _SIZE_SHAPES.format(bound=expr), {**params, "shape_limit": params["bound_limit"]}
         )
         assert 0 < len(passing) < shapes[0][0]
+
+
+def test_ram_bound_prunes_only_quants_that_do_not_fit(hub_url):
+    """--tier experts_cpu with --ram: the quants the host-memory bound leaves out of the stream
+    (those the memory bound alone lets through) each fail the full estimate, and there are
+    some (MoE quants whose experts exceed --ram)."""
+    with Reader.open(hub_url) as reader:
+        for ram in ("64", "24"):
+            req = request_from_argv(
+                ["--gpu", "rtx 3060 12 gb", "--ram", ram, "--ctx", "32768", "--tier", "experts_cpu"]
+            )
+            budget, _, spec = validate_request(req)
+            no_ram = dataclasses.replace(budget, ram_bytes=None)
+            kept = {c.quant_id for c in _streamed_with(reader, spec, budget, req.filters)}
+            loose = _streamed_with(reader, spec, no_ram, req.filters)
+            pruned = [c for c in loose if c.quant_id not in kept]
+            assert len(pruned) > 0 and kept < {c.quant_id for c in loose}
+            for c in materializer(reader)(pruned):
+                cfg, _est = evaluate(c, spec, budget)
+                assert cfg is None, c.path
+
+
+def _streamed_with(reader, spec, budget, filters) -> list:
+    stream = stream_candidates(reader, spec, budget, filters, "size", by_shape=False)
+    try:
+        return list(stream)
+    finally:
+        stream.close()
