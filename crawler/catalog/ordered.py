@@ -13,7 +13,13 @@ from typing import Any
 from crawler.catalog.candidates import CANDIDATE_COLUMNS, JOINED, Where, bounded, candidate_from_row
 from crawler.catalog.reader import Reader, placeholders
 from crawler.fit import MemoryCoefficients
-from crawler.ranking.bounds import bound_sql, ctx_bound_sql, margin_bound_sql, speed_bound_sql
+from crawler.ranking.bounds import (
+    bound_sql,
+    ctx_bound_sql,
+    margin_bound_sql,
+    ram_bound_sql,
+    speed_bound_sql,
+)
 from crawler.ranking.model import (
     BOUNDED_SORTS,
     EARLY_STOP_SORTS,
@@ -136,7 +142,7 @@ _SHAPES = (
     " WHERE x.live = TRUE AND x.search_shape > s.k) FROM s WHERE s.k IS NOT NULL)"
     " SELECT q.search_shape, {key} AS shape_key, q.quality_score FROM s JOIN quants q ON q.id ="
     " (SELECT y.id FROM quants y WHERE y.live = TRUE AND y.search_shape = s.k LIMIT 1)"
-    " WHERE {bound} <= :bound_limit"
+    " WHERE {bound} <= :bound_limit{ram}"
 )
 
 
@@ -157,7 +163,8 @@ def _by_shape(
         ("q.quality_score", {}) if sort == "quality" else _BOUND_SQL[sort](spec, budget)
     )
     params = {**params, **key_params}
-    shapes = reader.rows(_SHAPES.format(key=key, bound=expr), params)
+    ram, ram_params = _ram_condition(spec, budget)
+    shapes = reader.rows(_SHAPES.format(key=key, bound=expr, ram=ram), {**params, **ram_params})
     shapes.sort(key=lambda s: (*_desc(s[1]), *_desc(s[2])))
     runs: list[list[str]] = []
     prev: tuple[Any, Any] | None = None
@@ -305,10 +312,23 @@ _SIZE_SHAPES = (
     " SELECT q.search_shape, (SELECT MAX(z.size_bytes) FROM quants z"
     " WHERE z.live = TRUE AND z.search_shape = s.k) FROM s JOIN quants q ON q.id ="
     " (SELECT y.id FROM quants y WHERE y.live = TRUE AND y.search_shape = s.k LIMIT 1)"
-    " WHERE {bound} <= :shape_limit"
+    " WHERE {bound} <= :shape_limit{ram}"
 )
 #: Relative slack of the per-shape bound test (SQLite writes 15 significant digits).
 _SHAPE_SLACK = 1e-9
+
+
+def _ram_condition(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
+    """(" AND condition", params) of crawler.ranking.bounds.ram_bound_sql for the shape
+    listings, or nothing. It reads shape columns only, so it is tested once per shape; the
+    per-quant reads leave it to the estimate (there it would read a column the walks' indexes
+    do not cover, on every entry)."""
+    found = ram_bound_sql(spec, budget)
+    if found is None:
+        return "", {}
+    return f" AND {found[0]}", found[1]
+
+
 #: Rows of a shape fetched at a time: most shapes opened by a size search give a few rows
 #: before another shape's quants are larger.
 _SIZE_HEAD = 16
@@ -329,10 +349,11 @@ def _size_by_shape(
         return None
     expr, params = bound_sql(spec, budget)
     limit = params["bound_limit"]
-    params = {**params, "shape_limit": limit + abs(limit) * _SHAPE_SLACK}
+    ram, ram_params = _ram_condition(spec, budget)
+    params = {**params, **ram_params, "shape_limit": limit + abs(limit) * _SHAPE_SLACK}
     shapes = [
         (str(s), int(m))
-        for s, m in reader.rows(_SIZE_SHAPES.format(bound=expr), params)
+        for s, m in reader.rows(_SIZE_SHAPES.format(bound=expr, ram=ram), params)
         if m is not None
     ]
     return ((row, None) for row in _merged_by_size(reader, w, shapes))
@@ -388,16 +409,10 @@ def _shape_by_size(reader: Reader, w: Where, shape: str) -> Generator[tuple[Any,
         " ORDER BY y.size_bytes DESC, q.quality_score DESC NULLS LAST,"
         " r.downloads DESC NULLS LAST, r.repo_id, q.path"
     )
-    args = {**w.params, "size_shape": shape, "size_head": _SIZE_HEAD}
-    if reader.dialect == "postgresql":
-        # A server-side cursor costs three round trips: a plain query for the head first.
-        head = reader.rows(f"{sql} LIMIT :size_head", args)
-        yield from head
-        if len(head) == _SIZE_HEAD:
-            yield from reader.stream(f"{sql} OFFSET :size_head", args, chunk=_STREAM_CHUNK)
-    else:
-        # SQLite steps the statement as rows are fetched: the read goes no further.
-        yield from reader.stream(sql, args, chunk=_SIZE_HEAD)
+    # One statement, fetched as the merge goes (a server-side cursor on PostgreSQL): a head
+    # read by LIMIT and the rest by OFFSET would sort a run of equal sizes (a shape's copies)
+    # twice.
+    yield from reader.stream(sql, {**w.params, "size_shape": shape}, chunk=_SIZE_HEAD)
 
 
 _BOUND_SQL = {"margin": margin_bound_sql, "ctx": ctx_bound_sql, "speed": speed_bound_sql}

@@ -32,6 +32,7 @@ __all__ = [
     "margin_bound_sql",
     "margin_upper_bound",
     "prefilter_terms",
+    "ram_bound_sql",
     "ram_may_fit",
     "speed_bound_sql",
 ]
@@ -242,29 +243,42 @@ def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
 
     Those are copies of ``memory_models``' scalar columns, NULL unless its status is "ok", so the
     comparison is not true for unmodelled quants and the search indexes cover it. Floats on
-    purpose: they keep SQLite and PostgreSQL integer rules out of the comparison. Where ``--ram``
-    rules out every configuration of a quant (ram_may_fit), the expression is 1e300.
+    purpose: they keep SQLite and PostgreSQL integer rules out of the comparison.
     """
     t = prefilter_terms(spec)
     fixed, per_token, params = _bound_terms(spec)
     params.update(bound_ctx=float(t.ctx), bound_limit=float(budget.device_bytes - t.constant))
-    expr = f"{fixed} + ({per_token}) * :bound_ctx"
+    return f"{fixed} + ({per_token}) * :bound_ctx", params
+
+
+def ram_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]] | None:
+    """(condition, params): ram_may_fit over the quants' ``fit_*`` columns, true for a quant
+    ``--ram`` may leave room for; None where it excludes nothing (no --ram, or a tier it does
+    not bound). It reads only search-shape columns: the catalog tests it once per shape."""
     rule = _ram_rule(spec, budget)
     if rule is None or budget.ram_bytes is None:
-        return expr, params
-    # ram_may_fit: a quant it excludes gets a bound no budget reaches.
+        return None
     layers = "COALESCE(q.fit_moe_layers, 0)"
     host = (
         f"(CASE WHEN {layers} > 0 THEN COALESCE(q.fit_expert_bytes, 0) - {layers} * :ram_slack"
         " ELSE 0.0 END)"
     )
-    params.update(ram_slack=float(_HOST_EXPERT_SLACK), ram_limit=float(budget.ram_bytes))
+    params: dict[str, Any] = {
+        "ram_slack": float(_HOST_EXPERT_SLACK),
+        "ram_limit": float(budget.ram_bytes),
+    }
     ok = f"{host} <= :ram_limit"
     if rule == "experts_cpu":
-        g_fixed, g_per_token, g_params = _bound_terms(dataclasses.replace(spec, tier="gpu"), "_gpu")
-        params.update(g_params)
-        ok = f"({ok} OR {g_fixed} + ({g_per_token}) * :bound_ctx <= :bound_limit)"
-    return f"(CASE WHEN {ok} THEN {expr} ELSE 1e300 END)", params
+        whole = dataclasses.replace(spec, tier="gpu")
+        fixed, per_token, whole_params = _bound_terms(whole, "_whole")
+        t = prefilter_terms(whole)
+        params.update(
+            whole_params,
+            ram_whole_ctx=float(t.ctx),
+            ram_whole_limit=float(budget.device_bytes - t.constant),
+        )
+        ok = f"({ok} OR {fixed} + ({per_token}) * :ram_whole_ctx <= :ram_whole_limit)"
+    return ok, params
 
 
 def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:

@@ -22,7 +22,7 @@ from crawler.catalog.ordered import _SIZE_SHAPES, _size_by_shape, _walk, stream_
 from crawler.catalog.reader import Reader
 from crawler.cli.search_cmd import request_from_argv
 from crawler.library.search import validate_request
-from crawler.ranking.bounds import bound_sql
+from crawler.ranking.bounds import bound_sql, ram_may_fit
 from crawler.ranking.evaluate import evaluate
 from crawler.ranking.model import BOUNDED_SORTS, Budget, Filters, RunSpec
 from crawler.ranking.rank import pre_key, rank_candidates
@@ -88,17 +88,21 @@ def test_shape_reads_equal_per_quant_reads_and_a_full_ranking(hub_url):
                     argv = ([query] if query else []) + [*targs, "--sort", sort, "--limit", "7"]
                     req = request_from_argv(argv)
                     # The stream's contract: every candidate the per-quant read sends, in
-                    # pre_key order (ranking's early stop relies on it).
+                    # pre_key order (ranking's early stop relies on it), less those --ram
+                    # rules out per shape (the per-quant reads leave them to the estimate).
                     shaped = _streamed(reader, req, by_shape=True)
                     keys = [pre_key(sort, c) for c in shaped]
                     assert keys == sorted(keys)
                     per_quant = _streamed(reader, req, by_shape=False)
-                    assert sorted(c.quant_id for c in shaped) == sorted(
-                        c.quant_id for c in per_quant
-                    )
+                    budget, _, spec = validate_request(req)
+                    ids = {c.quant_id for c in shaped}
+                    assert len(ids) == len(shaped) and ids <= {c.quant_id for c in per_quant}
+                    left = [c for c in per_quant if c.quant_id not in ids]
+                    assert not left or budget.ram_bytes is not None
+                    for c in materializer(reader)(left):
+                        assert not ram_may_fit(c.coefficients, spec, budget)
                     new = _ranked(reader, req, by_shape=True)
                     old = _ranked(reader, req, by_shape=False)
-                    budget, _, spec = validate_request(req)
                     # Every quant estimated (not presorted: no stream order, no early stop for
                     # the bounded sorts), only the head finished.
                     oracle = rank_candidates(
@@ -111,10 +115,12 @@ def test_shape_reads_equal_per_quant_reads_and_a_full_ranking(hub_url):
 
 def test_size_reads_only_the_shapes_that_pass_the_bound(hub_url):
     """``--sort size`` without a name query is read by shape (not the size walk), and that read
-    sends the walk's rows in the walk's order under every tier."""
+    sends the walk's rows in the walk's order under every tier (without --ram, which the shape
+    read alone applies: test_ram_bound_prunes_only_quants_that_do_not_fit)."""
     with Reader.open(hub_url) as reader:
         for _tier, targs in TIERS:
-            req = request_from_argv([*targs, "--sort", "size"])
+            argv = [a for a in targs if a not in ("--ram", "64")]
+            req = request_from_argv([*argv, "--sort", "size"])
             budget, _, spec = validate_request(req)
             w = bounded(req.filters, spec, budget)
             shaped = _size_by_shape(reader, w, spec, budget)
@@ -129,24 +135,25 @@ def test_size_reads_only_the_shapes_that_pass_the_bound(hub_url):
         shapes = reader.rows("SELECT COUNT(DISTINCT search_shape) FROM quants WHERE live = TRUE")
         expr, params = bound_sql(spec, budget)
         passing = reader.rows(
-            _SIZE_SHAPES.format(bound=expr), {**params, "shape_limit": params["bound_limit"]}
+            _SIZE_SHAPES.format(bound=expr, ram=""),
+            {**params, "shape_limit": params["bound_limit"]},
         )
         assert 0 < len(passing) < shapes[0][0]
 
 
 def test_ram_bound_prunes_only_quants_that_do_not_fit(hub_url):
-    """--tier experts_cpu with --ram: the quants the host-memory bound leaves out of the stream
-    (those the memory bound alone lets through) each fail the full estimate, and there are
-    some (MoE quants whose experts exceed --ram)."""
+    """--tier experts_cpu with --ram: the quants the host-memory bound leaves out of the shape
+    read (those the memory bound alone lets through) each fail the full estimate, and there are
+    some (MoE quants whose experts exceed --ram). Both size and quality read by shape."""
     with Reader.open(hub_url) as reader:
-        for ram in ("64", "24"):
+        for ram, sort in (("64", "size"), ("24", "quality")):
             req = request_from_argv(
                 ["--gpu", "rtx 3060 12 gb", "--ram", ram, "--ctx", "32768", "--tier", "experts_cpu"]
             )
             budget, _, spec = validate_request(req)
             no_ram = dataclasses.replace(budget, ram_bytes=None)
-            kept = {c.quant_id for c in _streamed_with(reader, spec, budget, req.filters)}
-            loose = _streamed_with(reader, spec, no_ram, req.filters)
+            kept = {c.quant_id for c in _streamed_with(reader, spec, budget, req.filters, sort)}
+            loose = _streamed_with(reader, spec, no_ram, req.filters, sort)
             pruned = [c for c in loose if c.quant_id not in kept]
             assert len(pruned) > 0 and kept < {c.quant_id for c in loose}
             for c in materializer(reader)(pruned):
@@ -154,8 +161,8 @@ def test_ram_bound_prunes_only_quants_that_do_not_fit(hub_url):
                 assert cfg is None, c.path
 
 
-def _streamed_with(reader, spec, budget, filters) -> list:
-    stream = stream_candidates(reader, spec, budget, filters, "size", by_shape=False)
+def _streamed_with(reader, spec, budget, filters, sort) -> list:
+    stream = stream_candidates(reader, spec, budget, filters, sort)
     try:
         return list(stream)
     finally:
