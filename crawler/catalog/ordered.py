@@ -329,8 +329,8 @@ def _ram_condition(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     return f" AND {found[0]}", found[1]
 
 
-#: Rows of a shape fetched at a time: most shapes opened by a size search give a few rows
-#: before another shape's quants are larger.
+#: Rows of a shape completed at first (then four times more a batch, up to _STREAM_CHUNK):
+#: most shapes opened by a size search give a few rows before another shape's are larger.
 _SIZE_HEAD = 16
 
 
@@ -399,20 +399,45 @@ def _size_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _shape_by_size(reader: Reader, w: Where, shape: str) -> Generator[tuple[Any, ...], None, None]:
-    """One shape's quants that pass ``w`` in size order: one seek of ix_quants_search_shape
-    (live, search_shape, size_bytes), then its entries from the largest down (SQLite keeps the
-    left table of a CROSS JOIN outermost)."""
+    """One shape's quants that pass ``w`` in size order.
+
+    Its ids first, from ix_quants_search_shape (live, search_shape, size_bytes, quality_score,
+    repo_pk) and each one's repo (SQLite keeps the left table of a CROSS JOIN outermost): a
+    shape's copies are often thousands of one size, whose order is their repos' downloads, and
+    sorting their ids is ~7 times cheaper than sorting their rows (19,438 copies at 1M quants:
+    7 ms, not 54). Then the rows, a batch at a time, each batch ending where the order's key
+    changes, so ties on (size, quality, downloads, repo) are completed and ordered here."""
+    ids = (
+        "SELECT y.id, y.size_bytes, y.quality_score, r.downloads, r.repo_id"
+        " FROM quants y CROSS JOIN repos r"
+        " WHERE y.live = TRUE AND y.search_shape = :size_shape AND r.id = y.repo_pk"
+        " ORDER BY y.size_bytes DESC, y.quality_score DESC NULLS LAST,"
+        " r.downloads DESC NULLS LAST, r.repo_id"
+    )
+    batch: list[tuple[Any, ...]] = []
+    size = _SIZE_HEAD
+    for item in reader.stream(ids, {"size_shape": shape}, chunk=_STREAM_CHUNK):
+        if len(batch) >= size and tuple(item[1:]) != tuple(batch[-1][1:]):
+            yield from _size_rows(reader, w, batch)
+            batch, size = [], min(size * 4, _STREAM_CHUNK)
+        batch.append(item)
+    yield from _size_rows(reader, w, batch)
+
+
+def _size_rows(reader: Reader, w: Where, batch: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """The rows of a batch of ids that pass ``w``, in the size read's order (the batch holds
+    every tie of its last key, so sorting it here keeps the order across batches)."""
+    if not batch:
+        return
+    marks, names = placeholders("size_id", [item[0] for item in batch])
+    # The ids outermost (a CROSS JOIN): with w's `q.live = TRUE` SQLite otherwise walks an
+    # index of every live quant (120 ms a batch at 1M quants).
     sql = (
         f"{_PARTIAL_COLUMNS} FROM quants y CROSS JOIN quants q"
         " JOIN repos r ON r.id = q.repo_pk JOIN memory_models m ON m.quant_id = q.id"
-        f" WHERE y.live = TRUE AND y.search_shape = :size_shape AND q.id = y.id AND {w.sql}"
-        " ORDER BY y.size_bytes DESC, q.quality_score DESC NULLS LAST,"
-        " r.downloads DESC NULLS LAST, r.repo_id, q.path"
+        f" WHERE y.id IN ({marks}) AND q.id = y.id AND {w.sql}"
     )
-    # One statement, fetched as the merge goes (a server-side cursor on PostgreSQL): a head
-    # read by LIMIT and the rest by OFFSET would sort a run of equal sizes (a shape's copies)
-    # twice.
-    yield from reader.stream(sql, {**w.params, "size_shape": shape}, chunk=_SIZE_HEAD)
+    yield from sorted(reader.rows(sql, {**w.params, **names}), key=_size_key)
 
 
 _BOUND_SQL = {"margin": margin_bound_sql, "ctx": ctx_bound_sql, "speed": speed_bound_sql}

@@ -396,8 +396,15 @@ Index(
 )
 Index("ix_repos_downloads", Repo.downloads)
 # The distinct shapes of live quants, one index seek each, and each shape's quants (0010), in
-# size order for --sort size (0011).
-Index("ix_quants_search_shape", Quant.live, Quant.search_shape, Quant.size_bytes)
+# size order with their repo for --sort size (0011).
+Index(
+    "ix_quants_search_shape",
+    Quant.live,
+    Quant.search_shape,
+    Quant.size_bytes,
+    Quant.quality_score,
+    Quant.repo_pk,
+)
 
 
 class RepoClaim(Base):
