@@ -420,8 +420,16 @@ Index(
     *_BOUND_COLUMNS,
 )
 Index("ix_repos_downloads", Repo.downloads)
-# The distinct shapes of live quants, one index seek each, and each shape's quants (0010).
-Index("ix_quants_search_shape", Quant.live, Quant.search_shape)
+# The distinct shapes of live quants, one index seek each, and each shape's quants (0010), in
+# size order with their repo for --sort size (0012).
+Index(
+    "ix_quants_search_shape",
+    Quant.live,
+    Quant.search_shape,
+    Quant.size_bytes,
+    Quant.quality_score,
+    Quant.repo_pk,
+)
 
 
 class RepoClaim(Base):

@@ -26,11 +26,14 @@ __all__ = [
     "BoundTerms",
     "bound_sql",
     "ctx_bound_sql",
+    "host_lower_bound_bytes",
     "ladder_savings_bytes",
     "lower_bound_bytes",
     "margin_bound_sql",
     "margin_upper_bound",
     "prefilter_terms",
+    "ram_bound_sql",
+    "ram_may_fit",
     "speed_bound_sql",
 ]
 
@@ -61,6 +64,56 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     total += int(c.fixed_bytes_f16 * t.fixed_ratio)
     total += context_floor_per_ubatch(c) * t.ubatch
     return total + t.constant
+
+
+def host_lower_bound_bytes(c: MemoryCoefficients) -> int:
+    """A lower bound of the host bytes (FitEstimate.host_bytes) of any configuration that keeps
+    every routed expert of the trunk on the host (``--cpu-moe``).
+
+    crawler.fit.estimate adds each such layer's expert tensor bytes to the input embedding and
+    the pinned buffers. Those bytes are the layer's device bytes (``expert_bytes`` sums them)
+    less the CUDA buffer's row padding and alignment of each tensor
+    (crawler.fit.cache.cuda_alloc_bytes: at most 511 elements of row padding, under 512 B for
+    every quantized type, and 127 B of alignment; a layer has a few expert tensors), so
+    ``_HOST_EXPERT_SLACK`` a MoE layer covers it. Built from catalog columns (``fit_expert_bytes``,
+    ``fit_moe_layers``) so SQL can apply it; 0 where the coefficients list no expert layers
+    (the estimate then moves nothing to the host)."""
+    layers = sum(1 for il, _d, _h in c.expert_layers if il < c.n_layer)
+    if layers == 0:
+        return 0
+    return max(0, c.expert_bytes - layers * _HOST_EXPERT_SLACK)
+
+
+#: Per MoE layer, above the padding and alignment of its expert tensors' device bytes over their
+#: tensor bytes (host_lower_bound_bytes).
+_HOST_EXPERT_SLACK = 1 << 16
+
+
+def ram_may_fit(c: MemoryCoefficients, spec: RunSpec, budget: Budget) -> bool:
+    """False only when no configuration ``spec`` can resolve to is within ``--ram`` and the
+    device together (crawler.fit.tiers.choose_tier checks both): with ``--cpu-moe`` every one
+    keeps the experts on the host; under ``--tier experts_cpu`` a quant either fits the GPU
+    whole (the gpu tier's lower_bound_bytes) or runs with ``--cpu-moe``."""
+    rule = _ram_rule(spec, budget)
+    if rule is None or budget.ram_bytes is None:
+        return True
+    if host_lower_bound_bytes(c) <= budget.ram_bytes:
+        return True
+    whole = dataclasses.replace(spec, tier="gpu")
+    return rule == "experts_cpu" and lower_bound_bytes(c, whole) <= budget.device_bytes
+
+
+def _ram_rule(spec: RunSpec, budget: Budget) -> str | None:
+    """Which configurations the search may try when ``--ram`` can exclude some (else None):
+    "cpu_moe" (all keep every expert on the host) or "experts_cpu" (whole on the GPU, or with
+    --cpu-moe). Not for layer offload (--tier partial, -ngl N), --n-cpu-moe or several GPUs."""
+    if budget.ram_bytes is None or budget.devices or spec.n_gpu_layers is not None:
+        return None
+    if spec.n_cpu_moe or spec.tier == "partial":
+        return None
+    if spec.cpu_moe:
+        return "cpu_moe"
+    return "experts_cpu" if spec.tier == "experts_cpu" else None
 
 
 def margin_upper_bound(c: MemoryCoefficients, spec: RunSpec, budget: Budget) -> int:
@@ -196,6 +249,36 @@ def bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     fixed, per_token, params = _bound_terms(spec)
     params.update(bound_ctx=float(t.ctx), bound_limit=float(budget.device_bytes - t.constant))
     return f"{fixed} + ({per_token}) * :bound_ctx", params
+
+
+def ram_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]] | None:
+    """(condition, params): ram_may_fit over the quants' ``fit_*`` columns, true for a quant
+    ``--ram`` may leave room for; None where it excludes nothing (no --ram, or a tier it does
+    not bound). It reads only search-shape columns: the catalog tests it once per shape."""
+    rule = _ram_rule(spec, budget)
+    if rule is None or budget.ram_bytes is None:
+        return None
+    layers = "COALESCE(q.fit_moe_layers, 0)"
+    host = (
+        f"(CASE WHEN {layers} > 0 THEN COALESCE(q.fit_expert_bytes, 0) - {layers} * :ram_slack"
+        " ELSE 0.0 END)"
+    )
+    params: dict[str, Any] = {
+        "ram_slack": float(_HOST_EXPERT_SLACK),
+        "ram_limit": float(budget.ram_bytes),
+    }
+    ok = f"{host} <= :ram_limit"
+    if rule == "experts_cpu":
+        whole = dataclasses.replace(spec, tier="gpu")
+        fixed, per_token, whole_params = _bound_terms(whole, "_whole")
+        t = prefilter_terms(whole)
+        params.update(
+            whole_params,
+            ram_whole_ctx=float(t.ctx),
+            ram_whole_limit=float(budget.device_bytes - t.constant),
+        )
+        ok = f"({ok} OR {fixed} + ({per_token}) * :ram_whole_ctx <= :ram_whole_limit)"
+    return ok, params
 
 
 def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import inspect
 
 from crawler.base.errors import QueryError, ReadOnlyViolation, SchemaOutOfDate, UsageError
 from crawler.catalog import Catalog, params_from_pairs, resource_dir
@@ -50,6 +52,25 @@ def test_migrations_match_models(catalog_url):
         )
         assert compare_metadata(ctx, Base.metadata) == []
         assert catalog.current_revision() == catalog.head_revision()
+
+
+def test_search_shape_index_ends_on_size_and_downgrades(catalog_url):
+    """0011 adds size, quality and repo to ix_quants_search_shape (the size read by shape);
+    its downgrade restores the 0010 index and a new upgrade redoes it."""
+
+    def columns(catalog: Catalog) -> list[str]:
+        found = inspect(catalog.engine).get_indexes("quants")
+        shape = [ix for ix in found if ix["name"] == "ix_quants_search_shape"]
+        return [str(c) for ix in shape for c in ix["column_names"]]
+
+    shape = ["live", "search_shape"]
+    populate(catalog_url)
+    with Catalog.open(catalog_url) as catalog:
+        assert columns(catalog) == [*shape, "size_bytes", "quality_score", "repo_pk"]
+        command.downgrade(catalog._alembic_config(), "0010_search_shape")
+        assert columns(catalog) == shape
+        assert catalog.upgrade() == catalog.head_revision()
+        assert columns(catalog) == [*shape, "size_bytes", "quality_score", "repo_pk"]
 
 
 def test_open_migrates_once_and_check_mode(catalog_url):

@@ -248,7 +248,7 @@ def test_migration_down_and_up(catalog_url):
         s.execute(update(Quant).values(search_text=Quant.search_text + " zz9x"))
         n = s.scalar(select(Quant.id).order_by(Quant.id).limit(1))
     with Catalog.open(catalog_url) as catalog:
-        assert catalog.current_revision() == "0011_search_trigrams"
+        assert catalog.current_revision() == catalog.head_revision()
     assert _has_index(catalog_url)
     assert n in _ids(catalog_url, "zz9x")
     assert _ids(catalog_url, "zz9x") == _holding(catalog_url, "zz9x")

@@ -7,24 +7,34 @@ the Python bound it copies.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 
 import pytest
 
+from crawler.fit import MemoryCoefficients
+from crawler.fit.coefficients import coefficients
+from crawler.fit.estimate import estimate
+from crawler.gguf.parse import parse_header_bytes
 from crawler.profile.analysis import MemoryRecord
 from crawler.ranking.bounds import (
     bound_sql,
     ctx_bound_sql,
+    host_lower_bound_bytes,
     lower_bound_bytes,
     margin_bound_sql,
     margin_upper_bound,
     prefilter_terms,
+    ram_bound_sql,
+    ram_may_fit,
     speed_bound_sql,
 )
 from crawler.ranking.columns import search_columns
+from crawler.ranking.evaluate import evaluate
 from crawler.ranking.model import Budget, RunSpec
 from crawler.ranking.speed import speed_bound
-from tests.unit.rank_helpers import dense_hybrid, groups, moe
+from tests import synth
+from tests.unit.rank_helpers import candidate, dense_hybrid, groups, moe
 
 COEFFICIENTS = {
     "dense_hybrid": dense_hybrid(16.0),
@@ -130,3 +140,103 @@ def test_speed_bound_sql_is_speed_bound(name, mtp):
 def test_speed_bound_sql_needs_the_bandwidth():
     with pytest.raises(ValueError, match="bandwidth"):
         speed_bound_sql(RunSpec(), Budget.from_gib(24))
+
+
+# --- --ram: the host-memory bound of --cpu-moe / --tier experts_cpu ----------------------------
+
+_MOE_ARCHS = ("qwen3moe", "qwen35moe", "glm4moe", "deepseek2")
+_RECIPES = {
+    "q4_k_m": synth.q4_k_m_like,
+    "q8_0": synth.q8_0,
+    "ud_q3_k_xl": synth.ud_q3_k_xl_like,
+    "bf16": synth.bf16,
+}
+
+
+def _real_coefficients(arch: str, size: str, recipe: str) -> MemoryCoefficients:
+    header = parse_header_bytes(synth.header_bytes(synth.preset(arch, size), _RECIPES[recipe]()))
+    co = coefficients(header)
+    assert co.status == "ok" and co.expert_bytes > 0
+    return co
+
+
+@pytest.mark.parametrize("recipe", sorted(_RECIPES))
+@pytest.mark.parametrize("size", ["tiny", "real"])
+@pytest.mark.parametrize("arch", _MOE_ARCHS)
+def test_host_lower_bound_is_below_every_cpu_moe_estimate(arch, size, recipe):
+    """The bound never exceeds the host bytes llama.cpp's layout gives the experts: tiny models
+    (their tensors' padding is largest next to their bytes) and real-sized ones, per recipe."""
+    co = _real_coefficients(arch, size, recipe)
+    bound = host_lower_bound_bytes(co)
+    trunk_host = sum(h for il, _d, h in co.expert_layers if il < co.n_layer)
+    assert 0 < bound <= trunk_host
+    for spec in (
+        RunSpec(ctx=512, cpu_moe=True, ubatch=1),
+        RunSpec(ctx=32768, cpu_moe=True, type_k="q4_0", type_v="q4_0"),
+        RunSpec(ctx=262144, cpu_moe=True, mtp=co.mtp_available),
+    ):
+        assert bound <= estimate(co, spec.base_config()).host_bytes
+
+
+def test_host_lower_bound_without_expert_layers_is_zero():
+    """Coefficients that list no expert layers: the estimate moves no expert to the host."""
+    co = dataclasses.replace(moe(2.0, 18.0), expert_layers=())
+    assert host_lower_bound_bytes(co) == 0
+    assert estimate(co, RunSpec(ctx=4096, cpu_moe=True).base_config()).host_bytes < 1 << 30
+
+
+_RAM_SPECS = [
+    RunSpec(ctx=32768, tier="experts_cpu"),
+    RunSpec(ctx=32768, tier="experts_cpu", auto_cache=True, mtp=True),
+    RunSpec(ctx=4096, cpu_moe=True),
+    RunSpec(ctx=4096, cpu_moe=True, tier="experts_cpu"),
+    RunSpec(ctx=32768, tier="partial"),  # layer offload: no host bound
+    RunSpec(ctx=32768, tier="experts_cpu", n_cpu_moe=10),  # some experts only: no host bound
+    RunSpec(ctx=32768),  # gpu tier, experts on the GPU: nothing on the host to bound
+]
+
+
+@pytest.mark.parametrize("name", sorted(COEFFICIENTS))
+@pytest.mark.parametrize("spec", _RAM_SPECS, ids=repr)
+@pytest.mark.parametrize("vram, ram", [(12, 8), (12, 24), (12, 64), (24, 8), (48, 16), (12, None)])
+def test_ram_bound_sql_is_ram_may_fit(name, spec, vram, ram):
+    co = COEFFICIENTS[name]
+    budget = Budget.from_gib(vram, ram_gib=ram)
+    found = ram_bound_sql(spec, budget)
+    if found is None:  # no --ram, or a tier the rule does not bound
+        assert ram_may_fit(co, spec, budget)
+        return
+    assert _sql_value(*found, _row(co)) == float(ram_may_fit(co, spec, budget))
+
+
+def test_ram_may_fit_never_excludes_a_quant_that_fits():
+    """Against the search's own choice (crawler.ranking.evaluate): a quant ram_may_fit excludes
+    has no configuration within the device and --ram (hand-made and header-built MoE
+    coefficients, every rule, budgets around their expert bytes); and it does exclude some."""
+    cases = [
+        *COEFFICIENTS.values(),
+        *(_real_coefficients(arch, "real", r) for arch in _MOE_ARCHS for r in ("q4_k_m", "q8_0")),
+    ]
+    excluded = 0
+    for spec in _RAM_SPECS:
+        for vram, ram in [(12, 8), (12, 17), (12, 19), (12, 64), (24, 8), (48, 16), (80, 300)]:
+            budget = Budget.from_gib(vram, ram_gib=ram)
+            for i, co in enumerate(cases):
+                if spec.mtp and not co.mtp_available:
+                    continue  # --mtp lists only quants with a head (Filters.mtp)
+                if not ram_may_fit(co, spec, budget):
+                    excluded += 1
+                    c = candidate(i, "Q4_K_M", 0.0, coefficients=co, mtp=co.mtp_available)
+                    cfg, _est = evaluate(c, spec, budget)
+                    assert cfg is None, (i, spec, vram, ram)
+    assert excluded >= 20
+
+
+def test_ram_may_fit_excludes_moe_beyond_the_host():
+    co = COEFFICIENTS["moe"]  # 18 GiB of experts, 2 GiB of the rest
+    spec = RunSpec(ctx=32768, tier="experts_cpu")
+    assert not ram_may_fit(co, spec, Budget.from_gib(12, ram_gib=16))
+    assert ram_may_fit(co, spec, Budget.from_gib(12, ram_gib=19))
+    assert ram_may_fit(co, spec, Budget.from_gib(48, ram_gib=16))  # fits the GPU whole
+    assert ram_may_fit(co, spec, Budget.from_gib(12))  # no --ram
+    assert not ram_may_fit(co, RunSpec(ctx=4096, cpu_moe=True), Budget.from_gib(48, ram_gib=16))
