@@ -87,3 +87,38 @@ def test_shape_reads_equal_per_quant_reads_and_a_full_ranking(hub_url):
                     assert new == old == [(r.candidate.repo_id, r.candidate.path) for r in oracle]
                     checked += bool(new)
         assert checked >= 16  # most requests have results
+
+
+def test_the_speed_bound_of_each_quants_weight_types_reads_fewer_quants(hub_url, tmp_path):
+    # The same catalog with fit_type_eff unknown (NULL: every byte at the fastest type's rate)
+    # gives the same results, after reading more quants. On an H200 the kernels set the pace,
+    # so the weight types decide the rate.
+    import shutil
+
+    from sqlalchemy import text, update
+
+    from crawler.catalog.search_index import search_shape_sql
+    from crawler.catalog.tables import Quant
+    from crawler.library.search import search
+
+    loose = f"sqlite:///{tmp_path / 'loose.sqlite'}"
+    shutil.copy(hub_url.removeprefix("sqlite:///"), loose.removeprefix("sqlite:///"))
+    with Catalog.open(loose) as catalog, catalog.session() as s:
+        s.execute(text("UPDATE quants SET fit_type_eff = NULL"))
+        s.execute(update(Quant).values(search_shape=search_shape_sql(Quant)))
+        s.commit()
+    reads = {}
+    for url in (hub_url, loose):
+        with Reader.open(url) as reader:
+            for gpu in ("h200 nvl", "rtx 4090"):
+                req = request_from_argv(["--gpu", gpu, "--ctx", "8192", "--sort", "speed"])
+                out = search(reader, req).outcome
+                reads[url, gpu] = (
+                    out.considered,
+                    [(r.candidate.path, r.rank) for r in out.results],
+                )
+    h200_tight, h200_loose = reads[hub_url, "h200 nvl"], reads[loose, "h200 nvl"]
+    assert h200_tight[1] == h200_loose[1] and h200_tight[1]
+    assert h200_tight[0] < h200_loose[0]
+    assert reads[hub_url, "rtx 4090"][1] == reads[loose, "rtx 4090"][1]
+    assert reads[hub_url, "rtx 4090"][0] <= reads[loose, "rtx 4090"][0]

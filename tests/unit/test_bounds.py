@@ -36,7 +36,6 @@ from crawler.ranking.speed import (
     MOE_LAYER_S,
     PLATFORM_MOE_LAYER_S,
     expected_tokens,
-    speed_bound,
 )
 from tests.unit.rank_helpers import candidate, dense_hybrid, groups, moe
 
