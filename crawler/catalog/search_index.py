@@ -85,6 +85,7 @@ SHAPE_COLUMNS = (
     "fit_draft_bytes",
     "fit_verify_experts",
     "fit_type_eff",
+    "fit_trunk_layers",
     "fit_ctx_train",
     "mtp_present",
     "mtp_preserved",

@@ -173,6 +173,8 @@ class Quant(Base):
     # guesses them (crawler.ranking.evaluate.weight_type_efficiency): the --sort speed bound
     # reads its bytes at that rate, not at the fastest type's (NULL: the fastest type's).
     fit_type_eff: Mapped[float | None] = mapped_column(Float)
+    # ... and the trunk layers (a platform's cost per layer: Metal's, in the same bound).
+    fit_trunk_layers: Mapped[int | None] = mapped_column(BigInteger)
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
@@ -420,6 +422,7 @@ Index(
     Quant.fit_draft_bytes,
     Quant.fit_verify_experts,
     Quant.fit_type_eff,
+    Quant.fit_trunk_layers,
     Quant.fit_ctx_train,
     Quant.quality_score,
     *_BOUND_COLUMNS,

@@ -325,7 +325,11 @@ def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict
         f"(CASE WHEN {kernel} < :speed_platform{sfx} THEN {kernel} ELSE :speed_platform{sfx} END)"
     )
     rate = f"(CASE WHEN {device} > :speed_host{sfx} THEN {device} ELSE :speed_host{sfx} END)"
-    seconds = f"({rb} / {rate} + {layers} * :speed_tau{sfx} + :speed_fixed{sfx})"
+    trunk = "COALESCE(q.fit_trunk_layers, 0)"
+    seconds = (
+        f"({rb} / {rate} + {layers} * :speed_tau{sfx} + {trunk} * :speed_layer{sfx}"
+        f" + :speed_fixed{sfx})"
+    )
     cost = (
         f"(:speed_base{sfx} + :speed_k{sfx} * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
         f" + :speed_verify{sfx} * COALESCE(q.fit_verify_experts, 0.0))"
@@ -340,6 +344,7 @@ def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict
         f"speed_eff{sfx}": FASTEST_TYPE_EFFICIENCY,
         f"speed_host{sfx}": b.host_bw,
         f"speed_tau{sfx}": b.moe_layer_seconds,
+        f"speed_layer{sfx}": b.layer_seconds,
         f"speed_fixed{sfx}": b.fixed_seconds,
         f"speed_base{sfx}": b.base_cost,
         f"speed_k{sfx}": float(b.draft_n_max),

@@ -31,7 +31,7 @@ __all__ = [
 #: The coefficients the search reads before the exact estimate, copied into scalar columns.
 SEARCH_SCALARS = ("n_expert", "n_expert_used", "n_embd", "n_vocab")
 
-#: The ``quants`` columns fit_extras fills (migration 0004; fit_type_eff: 0012).
+#: The ``quants`` columns fit_extras fills (migration 0004; fit_type_eff, fit_trunk_layers: 0012).
 FIT_EXTRAS = (
     "fit_mtp_kv_per_token",
     "fit_read_bytes",
@@ -41,6 +41,7 @@ FIT_EXTRAS = (
     "fit_draft_bytes",
     "fit_verify_experts",
     "fit_type_eff",
+    "fit_trunk_layers",
 )
 
 
@@ -123,6 +124,8 @@ def fit_extras(
         ),
         # The weight types' rate the speed estimate reads at (speed.SpeedBound.rate).
         "fit_type_eff": weight_type_efficiency(label, groups),
+        # The trunk layers estimate_speed charges a platform's per-layer cost for (Metal).
+        "fit_trunk_layers": co.n_layer,
     }
 
 

@@ -412,7 +412,8 @@ class SpeedBound:
     """The per-request factors of an upper bound of estimate_speed's ``tok_s``, built
     from a quant's stored scalars (``--sort speed`` orders the catalog by it in SQL)::
 
-        tok_s <= speedup / (read_bytes / rate + n_moe_layers * moe_layer_seconds + fixed_seconds)
+        tok_s <= speedup / (read_bytes / rate + n_moe_layers * moe_layer_seconds
+                            + n_layers * layer_seconds + fixed_seconds)
         rate = max(min(platform_bw, type_eff * kernel_bw), host_bw)
         speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1)
                               + verify_experts)
@@ -421,7 +422,8 @@ class SpeedBound:
     at most at the platform's share of the bandwidth and at its kernel's rate, so the mix at
     most at its harmonic efficiency ``type_eff`` (mix_efficiency; unknown: the fastest type's);
     experts possibly in host memory at most at the host's rate. ``moe_layer_seconds`` is the
-    fixed MoE cost, ``fixed_seconds`` the server's cost per step, ``expected`` the most tokens
+    fixed MoE cost, ``layer_seconds`` the platform's cost per trunk layer (0 where unknown),
+    ``fixed_seconds`` the server's cost per step, ``expected`` the most tokens
     a cycle yields at the acceptance in use (a cycle costs at least one target pass; the draft
     term is left at 0), ``verify_experts`` verify_experts_floor.
     """
@@ -430,6 +432,7 @@ class SpeedBound:
     kernel_bw: float  # bytes/s at type efficiency 1
     host_bw: float  # bytes/s; 0 when every expert is on the GPU
     moe_layer_seconds: float
+    layer_seconds: float
     fixed_seconds: float
     expected: float
     base_cost: float
@@ -448,11 +451,13 @@ class SpeedBound:
         draft_bytes: int,
         verify_experts: float = 0.0,
         type_eff: float | None = None,
+        n_layers: int = 0,
     ) -> float:
         """The bound for one quant (what ``crawler.ranking.bounds.speed_bound_sql`` computes)."""
         seconds = (
             read_bytes / self.rate(type_eff)
             + n_moe_layers * self.moe_layer_seconds
+            + n_layers * self.layer_seconds
             + self.fixed_seconds
         )
         cost = self.base_cost + self.draft_n_max * draft_bytes / (read_bytes + 1)
@@ -499,23 +504,27 @@ def speed_bound(
 ) -> SpeedBound:
     """The SpeedBound for one GPU and configuration (arguments: estimate_speed) on
     ``platform`` (None: any platform: the larger share of the bandwidth, the smaller MoE layer
-    cost); no per-layer cost (no column holds the layers). ``experts_on_host``: the routed
+    cost, no cost per layer). ``experts_on_host``: the routed
     experts may be in host memory (read at the host's rate, no MoE layer cost), or not.
 
     With MTP the draft length may be chosen per quant, so ``expected`` is the largest of
     DRAFT_N_CHOICES and ``draft_n_max``, and a cycle costs at least one target pass."""
+    layer = 0.0
     if platform is None:
         share = max(PLATFORM_EFFICIENCY.values())
         moe = min(MOE_LAYER_S, *PLATFORM_MOE_LAYER_S.values())
+    elif _measured(bandwidth_gb_s, platform):  # decode_seconds: the H200's own terms
+        share, moe = PLATFORM_EFFICIENCY[platform], MOE_LAYER_S
     else:
-        share = PLATFORM_EFFICIENCY[platform]
-        moe = MOE_LAYER_S if _measured(bandwidth_gb_s, platform) else PLATFORM_MOE_LAYER_S[platform]
+        share, moe = PLATFORM_EFFICIENCY[platform], PLATFORM_MOE_LAYER_S[platform]
+        layer = PLATFORM_LAYER_S[platform]
     ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
     return SpeedBound(
         platform_bw=share * bandwidth_gb_s * GB,
         kernel_bw=MEASURED_GPU_BANDWIDTH_GB_S * GB,
         host_bw=HOST_EFF * host_bandwidth_gb_s * GB if experts_on_host else 0.0,
         moe_layer_seconds=0.0 if experts_on_host else moe,
+        layer_seconds=layer,
         # decode_seconds adds llama-server's cost to every step (estimate_speed's server=True)
         fixed_seconds=SERVER_S,
         expected=max(expected_tokens(acceptance, n) for n in ks),

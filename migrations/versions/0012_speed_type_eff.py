@@ -5,15 +5,17 @@ Revises: 0011_search_trigrams
 Create Date: 2026-12-06
 
 ``quants.fit_type_eff`` is the harmonic efficiency of the quant's weight types as the speed
-estimate guesses them from its label (else its bits per weight), computed by
+estimate guesses them from its label (else its bits per weight), and ``quants.fit_trunk_layers``
+its trunk layers (a platform's cost per layer, Metal's), computed by
 ``crawler.ranking.columns.fit_extras``, the function the crawl uses. The ``--sort speed`` bound
-reads a quant's bytes at that rate instead of the fastest type's, so far fewer quants beat the
-last result and get estimated. This revision only adds the column (NULL: the bound falls back to
-the fastest type, as before): a migration never calls live model code. ``Catalog.upgrade``
+reads a quant's bytes at that rate instead of the fastest type's and adds the layers' cost, so
+far fewer quants beat the last result and get estimated. This revision only adds the columns
+(NULL: the bound falls back to the fastest type and no layer cost, as before): a migration never
+calls live model code. ``Catalog.upgrade``
 fills it after migrating a catalog from below this revision
 (``crawler.catalog.search_index.refresh_search_columns``, in the same transaction, which also
-rewrites ``search_shape``). ``search_shape`` gains the column (rewritten here too, so the shapes
-are never stale), and ``ix_quants_search_computed`` covers it again.
+rewrites ``search_shape``). ``search_shape`` gains the columns (rewritten here too, so the shapes
+are never stale), and ``ix_quants_search_computed`` covers them again.
 """
 
 from __future__ import annotations
@@ -43,12 +45,14 @@ _SHAPE = (
     "fit_draft_bytes",
     "fit_verify_experts",
     "fit_type_eff",
+    "fit_trunk_layers",
     "fit_ctx_train",
     "mtp_present",
     "mtp_preserved",
 )
 # Migration 0010's list (what the shapes are made of below this revision).
-_OLD_SHAPE = tuple(c for c in _SHAPE if c != "fit_type_eff")
+_NEW = ("fit_type_eff", "fit_trunk_layers")
+_OLD_SHAPE = tuple(c for c in _SHAPE if c not in _NEW)
 # ix_quants_search_computed (migration 0004), with and without the new column.
 _BOUND = (
     "fit_weights_bytes",
@@ -67,11 +71,12 @@ _COMPUTED = (
     "fit_draft_bytes",
     "fit_verify_experts",
     "fit_type_eff",
+    "fit_trunk_layers",
     "fit_ctx_train",
     "quality_score",
     *_BOUND,
 )
-_OLD_COMPUTED = tuple(c for c in _COMPUTED if c != "fit_type_eff")
+_OLD_COMPUTED = tuple(c for c in _COMPUTED if c not in _NEW)
 
 
 def _shape_sql(quants: Any, names: tuple[str, ...]) -> Any:
@@ -91,6 +96,7 @@ def _rewrite_shapes(names: tuple[str, ...]) -> None:
 def upgrade() -> None:
     # Plain DDL (no batch mode: SQLite refuses to recreate tables the 0002 views refer to).
     op.add_column("quants", sa.Column("fit_type_eff", sa.Float(), nullable=True))
+    op.add_column("quants", sa.Column("fit_trunk_layers", sa.BigInteger(), nullable=True))
     _rewrite_shapes(_SHAPE)
     op.drop_index("ix_quants_search_computed", table_name="quants")
     op.create_index("ix_quants_search_computed", "quants", list(_COMPUTED))
@@ -98,6 +104,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_quants_search_computed", table_name="quants")
-    op.execute("ALTER TABLE quants DROP COLUMN fit_type_eff")
+    for name in _NEW:
+        op.execute(f"ALTER TABLE quants DROP COLUMN {name}")
     _rewrite_shapes(_OLD_SHAPE)
     op.create_index("ix_quants_search_computed", "quants", list(_OLD_COMPUTED))

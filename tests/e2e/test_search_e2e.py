@@ -617,7 +617,7 @@ _SEARCH_COLUMNS = (
     " q.fit_mtp_bytes, q.fit_kv_per_token, q.fit_fixed_bytes, m.n_expert, m.n_expert_used,"
     " m.n_embd, m.n_vocab, m.mtp_available, q.search_text, q.fit_mtp_kv_per_token,"
     " q.fit_read_bytes, q.fit_moe_layers, q.fit_ctx_train, q.fit_ubatch_bytes, q.fit_draft_bytes,"
-    " q.fit_verify_experts, q.fit_type_eff"
+    " q.fit_verify_experts, q.fit_type_eff, q.fit_trunk_layers"
     " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id ORDER BY q.id"
 )
 
@@ -673,10 +673,10 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
             assert (row[3], row[6]) == (weights, kv) and row[3] is not None
             head = draft_head_bytes(heads.get(qid, []))
             extras = fit_extras(coefficients[qid], head, label=label, groups=stats.get(qid, []))
-            assert row[14:22] == tuple(extras.values())
+            assert row[14:23] == tuple(extras.values())
             assert row[21] is not None  # the speed bound's weight rate (fit_type_eff)
         else:
-            assert row[3:8] == (None,) * 5 and row[14:22] == (None,) * 8
+            assert row[3:8] == (None,) * 5 and row[14:23] == (None,) * 9
 
 
 def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_path):

@@ -141,13 +141,15 @@ def test_speed_bound_sql_is_speed_bound(name, mtp, label, tier, gpu):
         draft_bytes=row["fit_draft_bytes"],
         verify_experts=row["fit_verify_experts"],
         type_eff=row["fit_type_eff"],
+        n_layers=row["fit_trunk_layers"],
     )
     assert _sql_value(expr, params, row) == pytest.approx(expected, rel=1e-12)
     # A quant whose type efficiency is not stored (NULL) gets the fastest type's rate.
     unknown = speed_bound_for(spec, budget).tok_s(
         row["fit_read_bytes"], row["fit_moe_layers"], row["fit_draft_bytes"]
     )
-    assert _sql_value(expr, params, {**row, "fit_type_eff": None}) == pytest.approx(unknown)
+    null = {**row, "fit_type_eff": None, "fit_trunk_layers": None}
+    assert _sql_value(expr, params, null) == pytest.approx(unknown)
     assert unknown >= expected
 
 
