@@ -303,15 +303,17 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
 
 
 def speed_bound_for(spec: RunSpec, budget: Budget) -> SpeedBound:
-    """The SpeedBound of a search: the GPU's platform (as crawler.ranking.evaluate.speed_of
-    estimates), and the experts possibly in host memory wherever a configuration ``spec``
-    resolves to may keep them there (--cpu-moe, or a tier above gpu: crawler.fit.tiers)."""
+    """The SpeedBound of a search: the GPU's platform and the MTP acceptance (as
+    crawler.ranking.evaluate.speed_of estimates), and the experts possibly in host memory
+    wherever a configuration ``spec`` resolves to may keep them there (--cpu-moe, or a tier
+    above gpu: crawler.fit.tiers)."""
     assert budget.bandwidth_gb_s is not None
     return speed_bound(
         budget.bandwidth_gb_s,
         mtp=spec.mtp,
         draft_n_max=spec.spec_draft_n_max,
         experts_on_host=spec.cpu_moe or spec.tier != "gpu",
+        acceptance=spec.mtp_acceptance,
         platform=gpu_platform(budget.gpu_name),
     )
 
@@ -334,10 +336,11 @@ def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict
         f"(:speed_base{sfx} + :speed_k{sfx} * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
         f" + :speed_verify{sfx} * COALESCE(q.fit_verify_experts, 0.0))"
     )
-    expr = (
-        f"CASE WHEN {seconds} <= 0 THEN 1e300"
-        f" ELSE (:speed_expected{sfx} / {cost}) / {seconds} * :speed_slack{sfx} END"
-    )
+    tok = f"(:speed_expected{sfx} / {cost}) / ({seconds} + :speed_cycle{sfx})"
+    if b.plain:  # MTP may also run undrafted (--spec-draft-n-max 0): the larger of both
+        plain = f"(:speed_plain{sfx} / {seconds})"
+        tok = f"(CASE WHEN {plain} > {tok} THEN {plain} ELSE {tok} END)"
+    expr = f"CASE WHEN {seconds} <= 0 THEN 1e300 ELSE {tok} * :speed_slack{sfx} END"
     return expr, {
         f"speed_platform{sfx}": b.platform_bw,
         f"speed_kernel{sfx}": b.kernel_bw,
@@ -350,6 +353,8 @@ def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict
         f"speed_k{sfx}": float(b.draft_n_max),
         f"speed_verify{sfx}": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
         f"speed_expected{sfx}": b.expected,
+        f"speed_cycle{sfx}": b.cycle_seconds,
+        **({f"speed_plain{sfx}": b.plain} if b.plain else {}),
         f"speed_slack{sfx}": SPEED_BOUND_SLACK,
     }
 

@@ -412,8 +412,9 @@ class SpeedBound:
     """The per-request factors of an upper bound of estimate_speed's ``tok_s``, built
     from a quant's stored scalars (``--sort speed`` orders the catalog by it in SQL)::
 
-        tok_s <= speedup / (read_bytes / rate + n_moe_layers * moe_layer_seconds
-                            + n_layers * layer_seconds + fixed_seconds)
+        tok_s <= max(plain / seconds, speedup / (seconds + cycle_seconds))
+        seconds = read_bytes / rate + n_moe_layers * moe_layer_seconds
+                  + n_layers * layer_seconds + fixed_seconds
         rate = max(min(platform_bw, type_eff * kernel_bw), host_bw)
         speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1)
                               + verify_experts)
@@ -423,9 +424,12 @@ class SpeedBound:
     most at its harmonic efficiency ``type_eff`` (mix_efficiency; unknown: the fastest type's);
     experts possibly in host memory at most at the host's rate. ``moe_layer_seconds`` is the
     fixed MoE cost, ``layer_seconds`` the platform's cost per trunk layer (0 where unknown),
-    ``fixed_seconds`` the server's cost per step, ``expected`` the most tokens
-    a cycle yields at the acceptance in use (a cycle costs at least one target pass; the draft
-    term is left at 0), ``verify_experts`` verify_experts_floor.
+    ``fixed_seconds`` the server's cost per step (``seconds``: at most one target pass).
+    With MTP, a cycle of draft length k >= 1 yields ``expected_tokens(a, k)`` tokens and costs at
+    least the target pass, k drafts' fixed cost and the accepted tokens' (mtp_cycle_seconds):
+    ``expected`` is the most tokens of any k the estimate may take, ``cycle_seconds`` the least
+    of those costs; ``plain`` is 1 where the estimate may run without drafting (k = 0), else 0.
+    The draft term is left at 0, ``verify_experts`` is verify_experts_floor.
     """
 
     platform_bw: float  # bytes/s
@@ -437,6 +441,8 @@ class SpeedBound:
     expected: float
     base_cost: float
     draft_n_max: int
+    cycle_seconds: float = 0.0
+    plain: float = 0.0
 
     def rate(self, type_eff: float | None = None) -> float:
         """Bytes/s: the fastest a weight byte of a quant of harmonic efficiency ``type_eff``
@@ -463,7 +469,10 @@ class SpeedBound:
         cost = self.base_cost + self.draft_n_max * draft_bytes / (read_bytes + 1)
         if self.draft_n_max >= VERIFY_EXPERTS_K:
             cost += verify_experts
-        return math.inf if seconds <= 0 else (self.expected / cost) / seconds * SPEED_BOUND_SLACK
+        if seconds <= 0:
+            return math.inf
+        tok = (self.expected / cost) / (seconds + self.cycle_seconds)
+        return max(tok, self.plain / seconds) * SPEED_BOUND_SLACK
 
 
 #: The draft length verify_experts_floor is computed for (llama.cpp's default).
@@ -507,8 +516,9 @@ def speed_bound(
     cost, no cost per layer). ``experts_on_host``: the routed
     experts may be in host memory (read at the host's rate, no MoE layer cost), or not.
 
-    With MTP the draft length may be chosen per quant, so ``expected`` is the largest of
-    DRAFT_N_CHOICES and ``draft_n_max``, and a cycle costs at least one target pass."""
+    With MTP the draft length may be chosen per quant (DRAFT_N_CHOICES) or be ``draft_n_max``:
+    ``expected`` is the most tokens a cycle of any of them yields at ``acceptance``, and a cycle
+    costs at least one target pass and the least fixed cost of any of them."""
     layer = 0.0
     if platform is None:
         share = max(PLATFORM_EFFICIENCY.values())
@@ -519,6 +529,12 @@ def speed_bound(
         share, moe = PLATFORM_EFFICIENCY[platform], PLATFORM_MOE_LAYER_S[platform]
         layer = PLATFORM_LAYER_S[platform]
     ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
+    drafted = [k for k in ks if k > 0]
+    # mtp_cycle_seconds: k drafts cost at least k * DRAFT_S, the accepted tokens ACCEPT_S each
+    cycle = min(
+        (k * DRAFT_S + (expected_tokens(acceptance, k) - 1.0) * ACCEPT_S for k in drafted),
+        default=0.0,
+    )
     return SpeedBound(
         platform_bw=share * bandwidth_gb_s * GB,
         kernel_bw=MEASURED_GPU_BANDWIDTH_GB_S * GB,
@@ -527,9 +543,11 @@ def speed_bound(
         layer_seconds=layer,
         # decode_seconds adds llama-server's cost to every step (estimate_speed's server=True)
         fixed_seconds=SERVER_S,
-        expected=max(expected_tokens(acceptance, n) for n in ks),
+        expected=max(expected_tokens(acceptance, n) for n in drafted or ks),
         base_cost=1.0,
         # no draft cost: the stored draft bytes count an MoE MTP block's idle experts, which a
         # draft pass does not read
         draft_n_max=0,
+        cycle_seconds=cycle,
+        plain=1.0 if drafted and 0 in ks else 0.0,
     )

@@ -165,6 +165,7 @@ def test_speed_bound_sql_needs_the_bandwidth():
 SPEED_SHAPES = {
     "dense_27b": lambda: dense_hybrid(16.0),
     "dense_small": lambda: dense_hybrid(1.5, mtp=False),
+    "dense_small_mtp": lambda: dense_hybrid(2.5),
     "moe": lambda: moe(2.0, 18.0),
     "moe_tiny_experts": lambda: moe(6.0, 0.4),
 }
@@ -181,6 +182,9 @@ SPEED_SPECS = (
     RunSpec(ctx=8192, cpu_moe=True),
     RunSpec(ctx=65536, mtp=True),
     RunSpec(ctx=8192, mtp=True, spec_draft_n_max=1, mtp_acceptance=1.0),
+    RunSpec(ctx=8192, mtp=True, spec_draft_n_max=5, mtp_acceptance=1.0),
+    RunSpec(ctx=8192, mtp=True, spec_draft_n_max=0),
+    RunSpec(ctx=8192, mtp_auto=True, spec_draft_auto=True, mtp_acceptance=0.95),
     RunSpec(ctx=32768, auto_cache=True, mtp_auto=True, spec_draft_auto=True),
     RunSpec(ctx=16384, type_k="q8_0", type_v="q8_0"),
 )
