@@ -33,6 +33,7 @@ from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.fit import KVGroup, MemoryCoefficients
 from crawler.library.search import SearchRequest, search
+from crawler.profile.groups import GroupStats
 from crawler.ranking.columns import draft_head_bytes, fit_extras, quality_score_of, search_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +163,10 @@ def build(path: Path | str, n_quants: int, seed: int = 6) -> float:
                                      for g in co["kv_groups"]),
                 fit_fixed_bytes=co["recurrent_layers"]
                 * (co["recurrent_r"] + co["recurrent_s"]) * 4,
-                **fit_extras(co, draft_head_bytes((g["group_name"], g["n_bytes"]) for g in mine)),
+                **fit_extras(co, draft_head_bytes((g["group_name"], g["n_bytes"]) for g in mine),
+                             label=label, groups=[GroupStats(*row) for row in sorted(
+                                 (g["group_name"], g["n_params"], g["n_bytes"], g["bpw"])
+                                 for g in mine)]),
             )  # fmt: skip
             quants[-1]["quality_score"] = quality_score_of(
                 sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in mine),

@@ -69,6 +69,7 @@ from crawler.catalog.reader import Reader
 from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.library.search import search
+from crawler.profile.groups import GroupStats
 from crawler.ranking.columns import draft_head_bytes, fit_extras, quality_score_of, search_scalars
 
 #: Uploader styles: (share of uploaders, quant labels a repo of theirs holds).
@@ -116,6 +117,12 @@ def plan(n_quants: int, seed: int = 27) -> Iterator[tuple[str, str, str, int, li
             done += len(labels)
 
 
+def _stats(groups: list[dict[str, Any]]) -> list[GroupStats]:
+    """The groups as ranking loads them (name order)."""
+    rows = sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in groups)
+    return [GroupStats(*row) for row in rows]
+
+
 def _template_rows(fam_i: int, label: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict]:
     """The quant, tensor-group and memory-model columns every copy of (family, label) shares
     (computed once: the crawl's own search-column functions)."""
@@ -142,7 +149,8 @@ def _template_rows(fam_i: int, label: str) -> tuple[dict[str, Any], list[dict[st
         "fit_weights_bytes": co["weights_bytes"], "fit_expert_bytes": co["expert_bytes"],
         "fit_mtp_bytes": co["mtp_weights_bytes"], "fit_kv_per_token": kv,
         "fit_fixed_bytes": fixed,
-        **fit_extras(co, draft_head_bytes((g["group_name"], g["n_bytes"]) for g in groups)),
+        **fit_extras(co, draft_head_bytes((g["group_name"], g["n_bytes"]) for g in groups),
+                     label=label, groups=_stats(groups)),
         "quality_score": quality_score_of(
             sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in groups), co
         ),
@@ -314,7 +322,7 @@ def main(argv: list[str]) -> None:
                 for tier, targs in TIERS:
                     for sort in SORTS:
                         if (tier, sort) in skip:
-                            rows.append((query or "-", tier, sort, "skipped", "skipped", "-"))
+                            rows.append((query or "-", tier, sort, "skipped", "skipped", "-", "-"))
                             continue
                         qargs = ([query] if query else []) + [*targs, "--sort", sort]
                         req = _request([*qargs, "--limit", "20"])
@@ -322,7 +330,7 @@ def main(argv: list[str]) -> None:
                         try:
                             res: Any = search(catalog, req)  # warm: statement compilation
                         except NothingFits:
-                            rows.append((query or "-", tier, sort, "-", "-", "0"))
+                            rows.append((query or "-", tier, sort, "-", "-", "0", "0"))
                             continue
                         warm = [(time.perf_counter() - t) * 1000]
                         times = []
@@ -332,10 +340,12 @@ def main(argv: list[str]) -> None:
                             times.append((time.perf_counter() - t) * 1000)
                         times = times or warm  # past the cap: the one (warm-up) run
                         rows.append((query or "-", tier, sort, f"{statistics.median(times):.0f}",
-                                     f"{_p95(times):.0f}", str(res.outcome.fitting)))  # fmt: skip
-    print(f"{'query':<18} {'tier':<12} {'sort':<10} {'median ms':>9} {'p95 ms':>7} {'fit':>7}")
-    for q, tier, sort, med, p95, n in rows:
-        print(f"{q:<18} {tier:<12} {sort:<10} {med:>9} {p95:>7} {n:>7}")
+                                     f"{_p95(times):.0f}", str(res.outcome.fitting),
+                                     str(res.outcome.considered)))  # fmt: skip
+    print(f"{'query':<18} {'tier':<12} {'sort':<10} {'median ms':>9} {'p95 ms':>7} {'fit':>7}"
+          f" {'read':>7}")  # fmt: skip
+    for q, tier, sort, med, p95, n, read in rows:
+        print(f"{q:<18} {tier:<12} {sort:<10} {med:>9} {p95:>7} {n:>7} {read:>7}")
     worst = max((float(r[4]) for r in rows if r[4] not in ("-", "skipped")), default=0.0)
     print(json.dumps({"worst_p95_ms": worst, "targets_ms": {"sqlite": 100, "postgresql": 150}}))
 

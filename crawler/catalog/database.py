@@ -41,8 +41,9 @@ __all__ = ["Catalog", "catalog_identity", "params_from_pairs", "redact_url", "re
 #: The revision from which the search columns hold the current model's values; a catalog migrated
 #: from below it gets them computed (crawler.catalog.search_index.refresh_search_columns). 0004
 #: added the columns; 0008 came with the refitted quality sensitivities
-#: (crawler/ranking/quality.py), so scores stored before it are recomputed once.
-_SEARCH_COLUMNS_REVISION = "0008_measured_quality"
+#: (crawler/ranking/quality.py), so scores stored before it are recomputed once; 0013 added
+#: ``fit_type_eff`` (the --sort speed bound's weight rate).
+_SEARCH_COLUMNS_REVISION = "0013_speed_type_eff"
 # SQLite waits this long for a writer's lock before "database is locked" (WAL readers never wait).
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Upper bound on rows `quants sql` materialises, so a cross join cannot exhaust memory.

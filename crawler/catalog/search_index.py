@@ -28,10 +28,11 @@ __all__ = [
 _BATCH = 5000
 
 #: One stored quant's search columns from its tensor_groups rows (name, n_params, n_bytes, bpw;
-#: in name order), its memory model's status and coefficient JSON. The catalog computes none:
-#: the caller passes the function the crawl uses (crawler.ranking.columns.stored_columns).
+#: in name order), its memory model's status and coefficient JSON, and its quant label. The
+#: catalog computes none: the caller passes the function the crawl uses
+#: (crawler.ranking.columns.stored_columns).
 ColumnsFn = Callable[
-    [Sequence[tuple[str, int, int, float | None]], str, Mapping[str, Any] | None],
+    [Sequence[tuple[str, int, int, float | None]], str, Mapping[str, Any] | None, str | None],
     Mapping[str, Any],
 ]
 
@@ -68,8 +69,8 @@ def search_text_sql(quants: Any, repos: Any) -> Any:
 
 #: The columns a quant's search shape is made of: the stored quality score and every column a
 #: memory or sort bound reads (crawler.ranking.bounds: the ``fit_*`` copies, and the MTP verdicts
-#: the speed bound tests). Quants with equal values get one shape (migration 0010 keeps its own
-#: copy of this list).
+#: the speed bound tests). Quants with equal values get one shape (migrations 0010 and 0013 keep
+#: their own copies of this list).
 SHAPE_COLUMNS = (
     "quality_score",
     "fit_weights_bytes",
@@ -83,6 +84,8 @@ SHAPE_COLUMNS = (
     "fit_moe_layers",
     "fit_draft_bytes",
     "fit_verify_experts",
+    "fit_type_eff",
+    "fit_trunk_layers",
     "fit_ctx_train",
     "mtp_present",
     "mtp_preserved",
@@ -146,9 +149,11 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
     for i in range(0, len(ids), _BATCH):
         chunk = ids[i : i + _BATCH]
         memory = {
-            qid: (status, co)
-            for qid, status, co in conn.execute(
-                select(m.c.quant_id, m.c.status, m.c.coefficients).where(m.c.quant_id.in_(chunk))
+            qid: (status, co, label)
+            for qid, status, co, label in conn.execute(
+                select(m.c.quant_id, m.c.status, m.c.coefficients, q.c.quant_label)
+                .join(q, q.c.id == m.c.quant_id)
+                .where(m.c.quant_id.in_(chunk))
             )
         }
         groups: dict[int, list[tuple[str, int, int, float | None]]] = {}

@@ -169,6 +169,12 @@ class Quant(Base):
     fit_draft_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # ... and the MoE verify pass's extra experts (crawler.ranking.speed.verify_experts_floor).
     fit_verify_experts: Mapped[float | None] = mapped_column(Float)
+    # Migration 0013: the harmonic efficiency of the quant's weight types as the speed estimate
+    # guesses them (crawler.ranking.evaluate.weight_type_efficiency): the --sort speed bound
+    # reads its bytes at that rate, not at the fastest type's (NULL: the fastest type's).
+    fit_type_eff: Mapped[float | None] = mapped_column(Float)
+    # ... and the trunk layers (a platform's cost per layer: Metal's, in the same bound).
+    fit_trunk_layers: Mapped[int | None] = mapped_column(BigInteger)
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
@@ -415,6 +421,8 @@ Index(
     Quant.fit_moe_layers,
     Quant.fit_draft_bytes,
     Quant.fit_verify_experts,
+    Quant.fit_type_eff,
+    Quant.fit_trunk_layers,
     Quant.fit_ctx_train,
     Quant.quality_score,
     *_BOUND_COLUMNS,

@@ -29,12 +29,13 @@ def _stored_columns(
     groups: Sequence[tuple[str, int, int, float | None]],
     status: str,
     coefficients: Mapping[str, Any] | None,
+    label: str | None,
 ) -> Mapping[str, Any]:
     """crawler.ranking.columns.stored_columns, imported when a migration calls it (it pulls in
     the profile and quality modules, which a search of a current catalog never needs)."""
     from crawler.ranking.columns import stored_columns
 
-    return stored_columns(groups, status, coefficients)
+    return stored_columns(groups, status, coefficients, label)
 
 
 @contextmanager

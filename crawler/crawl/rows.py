@@ -17,6 +17,6 @@ def finished_row(analysis: QuantAnalysis) -> QuantRow:
     """The row the catalog stores for ``analysis``."""
     return QuantRow(
         analysis,
-        search_columns(analysis.profile.groups, analysis.memory),
+        search_columns(analysis.profile.groups, analysis.memory, analysis.profile.quant_label),
         search_scalars(analysis.memory.coefficients),
     )

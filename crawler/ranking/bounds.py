@@ -20,7 +20,14 @@ from crawler.fit.cuda import (
     context_floor_per_ubatch,
 )
 from crawler.ranking.model import MIN_CTX, Budget, RunSpec
-from crawler.ranking.speed import MOE_BOUND_SLACK, VERIFY_EXPERTS_K, speed_bound
+from crawler.ranking.speed import (
+    FASTEST_TYPE_EFFICIENCY,
+    SPEED_BOUND_SLACK,
+    VERIFY_EXPERTS_K,
+    SpeedBound,
+    gpu_platform,
+    speed_bound,
+)
 
 __all__ = [
     "BoundTerms",
@@ -34,6 +41,7 @@ __all__ = [
     "prefilter_terms",
     "ram_bound_sql",
     "ram_may_fit",
+    "speed_bound_for",
     "speed_bound_sql",
 ]
 
@@ -377,33 +385,60 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
     return _speed_bound_sql(spec, budget, "")
 
 
-def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict[str, Any]]:
+def speed_bound_for(spec: RunSpec, budget: Budget) -> SpeedBound:
+    """The SpeedBound of a search: the GPU's platform and the MTP acceptance (as
+    crawler.ranking.evaluate.speed_of estimates), and the experts possibly in host memory
+    wherever a configuration ``spec`` resolves to may keep them there (--cpu-moe, or a tier
+    above gpu: crawler.fit.tiers)."""
     assert budget.bandwidth_gb_s is not None
-    b = speed_bound(
+    return speed_bound(
         budget.bandwidth_gb_s,
         mtp=spec.mtp,
         draft_n_max=spec.spec_draft_n_max,
-        experts_on_host=spec.cpu_moe,
+        experts_on_host=spec.cpu_moe or spec.tier != "gpu",
+        acceptance=spec.mtp_acceptance,
+        platform=gpu_platform(budget.gpu_name),
     )
+
+
+def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict[str, Any]]:
+    b = speed_bound_for(spec, budget)
     rb, layers = "COALESCE(q.fit_read_bytes, 0)", "COALESCE(q.fit_moe_layers, 0)"
-    seconds = f"({rb} / :speed_bw{sfx} + {layers} * :speed_tau{sfx})"
+    # SpeedBound.rate: max(min(platform, type_eff * kernel), host); NULL type_eff: the fastest.
+    kernel = f"COALESCE(q.fit_type_eff, :speed_eff{sfx}) * :speed_kernel{sfx}"
+    device = (
+        f"(CASE WHEN {kernel} < :speed_platform{sfx} THEN {kernel} ELSE :speed_platform{sfx} END)"
+    )
+    rate = f"(CASE WHEN {device} > :speed_host{sfx} THEN {device} ELSE :speed_host{sfx} END)"
+    trunk = "COALESCE(q.fit_trunk_layers, 0)"
+    seconds = (
+        f"({rb} / {rate} + {layers} * :speed_tau{sfx} + {trunk} * :speed_layer{sfx}"
+        f" + :speed_fixed{sfx})"
+    )
     cost = (
         f"(:speed_base{sfx} + :speed_k{sfx} * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
         f" + :speed_verify{sfx} * COALESCE(q.fit_verify_experts, 0.0))"
     )
-    slack = f"CASE WHEN {layers} > 0 THEN :speed_slack{sfx} ELSE 1.0 END"
-    expr = (
-        f"CASE WHEN {seconds} <= 0 THEN 1e300"
-        f" ELSE (:speed_expected{sfx} / {cost}) / {seconds} * {slack} END"
-    )
+    tok = f"(:speed_expected{sfx} / {cost}) / ({seconds} + :speed_cycle{sfx})"
+    if b.plain:  # MTP may also run undrafted (--spec-draft-n-max 0): the larger of both
+        plain = f"(:speed_plain{sfx} / {seconds})"
+        tok = f"(CASE WHEN {plain} > {tok} THEN {plain} ELSE {tok} END)"
+    expr = f"CASE WHEN {seconds} <= 0 THEN 1e300 ELSE {tok} * :speed_slack{sfx} END"
     return expr, {
-        f"speed_bw{sfx}": b.bw,
+        f"speed_platform{sfx}": b.platform_bw,
+        f"speed_kernel{sfx}": b.kernel_bw,
+        f"speed_eff{sfx}": FASTEST_TYPE_EFFICIENCY,
+        f"speed_host{sfx}": b.host_bw,
         f"speed_tau{sfx}": b.moe_layer_seconds,
+        f"speed_layer{sfx}": b.layer_seconds,
+        f"speed_fixed{sfx}": b.fixed_seconds,
         f"speed_base{sfx}": b.base_cost,
         f"speed_k{sfx}": float(b.draft_n_max),
         f"speed_verify{sfx}": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
         f"speed_expected{sfx}": b.expected,
-        f"speed_slack{sfx}": MOE_BOUND_SLACK,
+        f"speed_cycle{sfx}": b.cycle_seconds,
+        **({f"speed_plain{sfx}": b.plain} if b.plain else {}),
+        f"speed_slack{sfx}": SPEED_BOUND_SLACK,
     }
 
 

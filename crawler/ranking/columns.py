@@ -13,6 +13,7 @@ from crawler.fit import MemoryCoefficients
 from crawler.fit.cuda import context_floor_per_ubatch
 from crawler.profile.analysis import MemoryRecord
 from crawler.profile.groups import GroupStats
+from crawler.ranking.evaluate import weight_type_efficiency
 from crawler.ranking.quality import QualityInputs, estimate_quality
 from crawler.ranking.speed import read_bytes_floor, verify_experts_floor
 
@@ -30,7 +31,7 @@ __all__ = [
 #: The coefficients the search reads before the exact estimate, copied into scalar columns.
 SEARCH_SCALARS = ("n_expert", "n_expert_used", "n_embd", "n_vocab")
 
-#: The ``quants`` columns fit_extras fills (migration 0004).
+#: The ``quants`` columns fit_extras fills (migration 0004; fit_type_eff, fit_trunk_layers: 0013).
 FIT_EXTRAS = (
     "fit_mtp_kv_per_token",
     "fit_read_bytes",
@@ -39,6 +40,8 @@ FIT_EXTRAS = (
     "fit_ubatch_bytes",
     "fit_draft_bytes",
     "fit_verify_experts",
+    "fit_type_eff",
+    "fit_trunk_layers",
 )
 
 
@@ -92,10 +95,15 @@ def draft_head_bytes(groups: Iterable[tuple[str, int]]) -> int:
 
 
 def fit_extras(
-    coefficients: Mapping[str, Any] | None, draft_head: int = 0
+    coefficients: Mapping[str, Any] | None,
+    draft_head: int = 0,
+    *,
+    label: str | None,
+    groups: Iterable[GroupStats],
 ) -> dict[str, float | None]:
-    """FIT_EXTRAS from a memory model's coefficient JSON and draft_head_bytes
-    (None for all when there is no JSON: memory rules not modelled)."""
+    """FIT_EXTRAS from a memory model's coefficient JSON, draft_head_bytes, the quant label and
+    its tensor groups in name order (None for all when there is no JSON: memory rules not
+    modelled)."""
     if not coefficients:
         return dict.fromkeys(FIT_EXTRAS)
     co = MemoryCoefficients.from_json(dict(coefficients))
@@ -114,6 +122,10 @@ def fit_extras(
         "fit_verify_experts": verify_experts_floor(
             read, co.expert_bytes, co.n_expert, co.n_expert_used
         ),
+        # The weight types' rate the speed estimate reads at (speed.SpeedBound.rate).
+        "fit_type_eff": weight_type_efficiency(label, groups),
+        # The trunk layers estimate_speed charges a platform's per-layer cost for (Metal).
+        "fit_trunk_layers": co.n_layer,
     }
 
 
@@ -121,22 +133,26 @@ def stored_columns(
     groups: Sequence[tuple[str, int, int, float | None]],
     status: str,
     coefficients: Mapping[str, Any] | None,
+    label: str | None,
 ) -> dict[str, Any]:
     """``quality_score`` and FIT_EXTRAS of a stored quant, from its ``tensor_groups`` rows
-    (name, n_params, n_bytes, bpw; in name order) and its memory model: what the catalog's
-    upgrade back-fills after the migrations that add these columns."""
+    (name, n_params, n_bytes, bpw; in name order), its memory model and its quant label: what
+    the catalog's upgrade back-fills after the migrations that add these columns."""
     head = draft_head_bytes((name, n_bytes) for name, _p, n_bytes, _b in groups)
+    stats = [GroupStats(name, n_params, n_bytes, bpw) for name, n_params, n_bytes, bpw in groups]
     return {
         "quality_score": quality_score_of(groups, coefficients),
-        **fit_extras(coefficients if status == "ok" else None, head),
+        **fit_extras(coefficients if status == "ok" else None, head, label=label, groups=stats),
     }
 
 
-def search_columns(groups: Sequence[GroupStats], memory: MemoryRecord) -> dict[str, Any]:
+def search_columns(
+    groups: Sequence[GroupStats], memory: MemoryRecord, label: str | None
+) -> dict[str, Any]:
     """Every ``quants`` search column of one analysed quant: ``quality_score`` and ``fit_*``.
 
-    ``groups`` are its tensor groups (any order); the ``fit_*`` copies of the prefilter terms
-    are NULL unless the memory rules are modelled (status "ok").
+    ``groups`` are its tensor groups (any order), ``label`` its quant label; the ``fit_*``
+    copies of the prefilter terms are NULL unless the memory rules are modelled (status "ok").
     """
     ordered = sorted(groups, key=lambda g: g.name)
     ok = memory.status == "ok"
@@ -150,5 +166,5 @@ def search_columns(groups: Sequence[GroupStats], memory: MemoryRecord) -> dict[s
         "fit_mtp_bytes": memory.mtp_weights_bytes if ok else None,
         "fit_kv_per_token": memory.kv_bytes_per_token_f16 if ok else None,
         "fit_fixed_bytes": memory.fixed_bytes_f16 if ok else None,
-        **fit_extras(memory.coefficients if ok else None, head),
+        **fit_extras(memory.coefficients if ok else None, head, label=label, groups=ordered),
     }

@@ -6,7 +6,7 @@ Details: docs/internals/ranking.md#evaluate
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crawler.base.errors import EstimateError
@@ -22,6 +22,7 @@ from crawler.fit.devices import (
 from crawler.fit.offload import estimate_offload
 from crawler.fit.tiers import choose_pinned_layers, choose_tier
 from crawler.fit.vision import projector_bytes
+from crawler.profile.groups import GroupStats
 from crawler.ranking.commands import llama_server_command, lmstudio_command, ollama_command
 from crawler.ranking.model import Budget, Candidate, Ranked, RunSpec
 from crawler.ranking.quality import QualityEstimate, QualityInputs, estimate_quality
@@ -33,6 +34,7 @@ from crawler.ranking.speed import (
     estimate_speed,
     gpu_platform,
     label_type_mix,
+    mix_efficiency,
 )
 
 __all__ = [
@@ -46,6 +48,8 @@ __all__ = [
     "replace_ranked",
     "speed_inputs",
     "speed_of",
+    "weight_bits",
+    "weight_type_efficiency",
     "with_max_ctx",
 ]
 
@@ -81,14 +85,11 @@ def speed_of(
         return None
     cfg = est.config
     out = c.group("output") or c.group("token_embd")
-    known = [g for g in c.groups if g.bits is not None and g.n_params > 0]
-    params = sum(g.n_params for g in known)
-    bits = sum(g.n_bytes for g in known) * 8 / params if params else None
     x = speed_inputs(
         c.coefficients,
         cfg,
         output_bytes=out.n_bytes if out else 0,
-        bits=bits,
+        bits=weight_bits(c.groups),
         label=c.quant_label,
     )
     x = dataclasses.replace(x, kv_bytes_full=est.kv + est.mtp_kv)
@@ -100,6 +101,20 @@ def speed_of(
         platform=gpu_platform(budget.gpu_name),
     )
     return speed if cfg.n_gpu_layers is None else _partial_speed(c, est, speed)
+
+
+def weight_bits(groups: Iterable[GroupStats]) -> float | None:
+    """Storage bits per weight over the groups whose bits are known (in the order given: the
+    catalog's group_name order, so the stored fit_type_eff sums alike); None without any."""
+    known = [g for g in groups if g.bits is not None and g.n_params > 0]
+    params = sum(g.n_params for g in known)
+    return sum(g.n_bytes for g in known) * 8 / params if params else None
+
+
+def weight_type_efficiency(label: str | None, groups: Iterable[GroupStats]) -> float:
+    """The harmonic efficiency of the weight types speed_inputs gives a quant (its label's mix,
+    else its bits' class): what quants.fit_type_eff stores for the --sort speed bound."""
+    return mix_efficiency(label_type_mix(label), weight_bits(groups))
 
 
 def speed_inputs(

@@ -15,12 +15,13 @@ __all__ = [
     "DEFAULT_ACCEPTANCE",
     "DEFAULT_HOST_BANDWIDTH_GB_S",
     "DRAFT_N_CHOICES",
+    "FASTEST_TYPE_EFFICIENCY",
     "MEASURED_GPU_BANDWIDTH_GB_S",
-    "MOE_BOUND_SLACK",
     "PLATFORM_EFFICIENCY",
     "PLATFORM_LAYER_S",
     "PLATFORM_MOE_LAYER_S",
     "PUBLISHED_ROWS",
+    "SPEED_BOUND_SLACK",
     "TYPE_EFFICIENCY",
     "VERIFY_EXPERTS_K",
     "SpeedBound",
@@ -31,6 +32,7 @@ __all__ = [
     "expected_tokens",
     "gpu_platform",
     "label_type_mix",
+    "mix_efficiency",
     "mtp_cycle_seconds",
     "per_token_acceptance",
     "read_bytes_floor",
@@ -72,6 +74,8 @@ TYPE_EFFICIENCY: dict[str, float] = {
 #: kernels (lookup-table and 3-bit K-quants), else the median of the 4- to 6-bit types.
 LOW_BIT_EFFICIENCY = 0.155
 MID_BIT_EFFICIENCY = 0.283
+#: The fastest type's efficiency: the --sort speed bound's for a quant whose mix is not stored.
+FASTEST_TYPE_EFFICIENCY = max(TYPE_EFFICIENCY.values())
 #: Fixed cost per MoE layer, seconds (router, expert gather: fitted).
 MOE_LAYER_S = 6.895e-5
 #: Attention at depth, seconds per (token of depth x query-head element) per attention layer on
@@ -144,6 +148,17 @@ def type_efficiency(type_name: str | None, bits_per_weight: float | None = None)
     return MID_BIT_EFFICIENCY
 
 
+def mix_efficiency(
+    type_mix: tuple[tuple[str, float], ...], bits_per_weight: float | None = None
+) -> float:
+    """The harmonic mean efficiency of a type mix (``1 / sum(share / efficiency)``), else of the
+    bits-per-weight class: the kernels' rate weight_seconds_per_byte can at best reach, stored
+    per quant (``quants.fit_type_eff``) for the --sort speed bound (SpeedBound)."""
+    if type_mix:
+        return 1.0 / sum(share / type_efficiency(t) for t, share in type_mix)
+    return type_efficiency(None, bits_per_weight)
+
+
 @dataclass(frozen=True, slots=True)
 class SpeedInputs:
     """What one token reads and runs, for one quant in one configuration."""
@@ -187,6 +202,12 @@ class SpeedInputs:
         if self.type_mix:
             return sum(share / rate(type_efficiency(t)) for t, share in self.type_mix)
         return 1.0 / rate(type_efficiency(None, self.bits_per_weight))
+
+    @property
+    def type_efficiency(self) -> float:
+        """mix_efficiency of this quant's weights (a mix's shares add up to 1, so
+        weight_seconds_per_byte >= 1 / min(share * bandwidth, this * the measured bandwidth))."""
+        return mix_efficiency(self.type_mix, self.bits_per_weight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,32 +412,67 @@ class SpeedBound:
     """The per-request factors of an upper bound of estimate_speed's ``tok_s``, built
     from a quant's stored scalars (``--sort speed`` orders the catalog by it in SQL)::
 
-        tok_s <= speedup / (read_bytes / bw + n_moe_layers * moe_layer_seconds)
+        tok_s <= max(plain / seconds, speedup / (seconds + cycle_seconds))
+        seconds = read_bytes / rate + n_moe_layers * moe_layer_seconds
+                  + n_layers * layer_seconds + fixed_seconds
+        rate = max(min(platform_bw, type_eff * kernel_bw), host_bw)
         speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1)
                               + verify_experts)
 
-    ``bw`` is the fastest rate a weight byte is read at (every byte costs at least that),
-    ``moe_layer_seconds`` the fixed MoE cost, ``expected`` the most tokens a cycle yields at
-    the acceptance in use (a cycle costs at least one target pass; the draft term is left at 0),
-    ``verify_experts`` verify_experts_floor.
+    ``rate`` is the fastest a weight byte of this quant is read at: every type of its mix
+    at most at the platform's share of the bandwidth and at its kernel's rate, so the mix at
+    most at its harmonic efficiency ``type_eff`` (mix_efficiency; unknown: the fastest type's);
+    experts possibly in host memory at most at the host's rate. ``moe_layer_seconds`` is the
+    fixed MoE cost, ``layer_seconds`` the platform's cost per trunk layer (0 where unknown),
+    ``fixed_seconds`` the server's cost per step (``seconds``: at most one target pass).
+    With MTP, a cycle of draft length k >= 1 yields ``expected_tokens(a, k)`` tokens and costs at
+    least the target pass, k drafts' fixed cost and the accepted tokens' (mtp_cycle_seconds):
+    ``expected`` is the most tokens of any k the estimate may take, ``cycle_seconds`` the least
+    of those costs; ``plain`` is 1 where the estimate may run without drafting (k = 0), else 0.
+    The draft term is left at 0, ``verify_experts`` is verify_experts_floor.
     """
 
-    bw: float  # bytes/s
+    platform_bw: float  # bytes/s
+    kernel_bw: float  # bytes/s at type efficiency 1
+    host_bw: float  # bytes/s; 0 when every expert is on the GPU
     moe_layer_seconds: float
+    layer_seconds: float
+    fixed_seconds: float
     expected: float
     base_cost: float
     draft_n_max: int
+    cycle_seconds: float = 0.0
+    plain: float = 0.0
+
+    def rate(self, type_eff: float | None = None) -> float:
+        """Bytes/s: the fastest a weight byte of a quant of harmonic efficiency ``type_eff``
+        is read at (None: of any quant)."""
+        eff = FASTEST_TYPE_EFFICIENCY if type_eff is None else type_eff
+        return max(min(self.platform_bw, eff * self.kernel_bw), self.host_bw)
 
     def tok_s(
-        self, read_bytes: int, n_moe_layers: int, draft_bytes: int, verify_experts: float = 0.0
+        self,
+        read_bytes: int,
+        n_moe_layers: int,
+        draft_bytes: int,
+        verify_experts: float = 0.0,
+        type_eff: float | None = None,
+        n_layers: int = 0,
     ) -> float:
         """The bound for one quant (what ``crawler.ranking.bounds.speed_bound_sql`` computes)."""
-        seconds = read_bytes / self.bw + n_moe_layers * self.moe_layer_seconds
+        seconds = (
+            read_bytes / self.rate(type_eff)
+            + n_moe_layers * self.moe_layer_seconds
+            + n_layers * self.layer_seconds
+            + self.fixed_seconds
+        )
         cost = self.base_cost + self.draft_n_max * draft_bytes / (read_bytes + 1)
         if self.draft_n_max >= VERIFY_EXPERTS_K:
             cost += verify_experts
-        slack = MOE_BOUND_SLACK if n_moe_layers > 0 else 1.0
-        return math.inf if seconds <= 0 else (self.expected / cost) / seconds * slack
+        if seconds <= 0:
+            return math.inf
+        tok = (self.expected / cost) / (seconds + self.cycle_seconds)
+        return max(tok, self.plain / seconds) * SPEED_BOUND_SLACK
 
 
 #: The draft length verify_experts_floor is computed for (llama.cpp's default).
@@ -440,9 +496,9 @@ def verify_experts_floor(
     return share * (distinct - 1.0)
 
 
-#: Relative slack of SpeedBound for MoE quants (far above float rounding, far below
-#: any difference the ranking shows).
-MOE_BOUND_SLACK = 1.0 + 1e-9
+#: Relative slack of SpeedBound (far above float rounding, far below any difference the ranking
+#: shows): with the quant's own rate the bound is within float rounding of the estimate.
+SPEED_BOUND_SLACK = 1.0 + 1e-9
 
 
 def speed_bound(
@@ -453,27 +509,45 @@ def speed_bound(
     experts_on_host: bool = False,
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     acceptance: float = DEFAULT_ACCEPTANCE,
+    platform: str | None = None,
 ) -> SpeedBound:
-    """The SpeedBound for one GPU and configuration (arguments: estimate_speed), for any
-    platform (the larger share of the bandwidth, the smaller MoE layer cost, no layer cost).
+    """The SpeedBound for one GPU and configuration (arguments: estimate_speed) on
+    ``platform`` (None: any platform: the larger share of the bandwidth, the smaller MoE layer
+    cost, no cost per layer). ``experts_on_host``: the routed
+    experts may be in host memory (read at the host's rate, no MoE layer cost), or not.
 
-    With MTP the draft length may be chosen per quant, so ``expected`` is the largest of
-    DRAFT_N_CHOICES and ``draft_n_max``, and a cycle costs at least one target pass."""
-    fastest = min(
-        max(PLATFORM_EFFICIENCY.values()) * bandwidth_gb_s,
-        max(TYPE_EFFICIENCY.values()) * MEASURED_GPU_BANDWIDTH_GB_S,
-    )
-    if experts_on_host:
-        fastest = max(fastest, HOST_EFF * host_bandwidth_gb_s)
+    With MTP the draft length may be chosen per quant (DRAFT_N_CHOICES) or be ``draft_n_max``:
+    ``expected`` is the most tokens a cycle of any of them yields at ``acceptance``, and a cycle
+    costs at least one target pass and the least fixed cost of any of them."""
+    layer = 0.0
+    if platform is None:
+        share = max(PLATFORM_EFFICIENCY.values())
+        moe = min(MOE_LAYER_S, *PLATFORM_MOE_LAYER_S.values())
+    elif _measured(bandwidth_gb_s, platform):  # decode_seconds: the H200's own terms
+        share, moe = PLATFORM_EFFICIENCY[platform], MOE_LAYER_S
+    else:
+        share, moe = PLATFORM_EFFICIENCY[platform], PLATFORM_MOE_LAYER_S[platform]
+        layer = PLATFORM_LAYER_S[platform]
     ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
+    drafted = [k for k in ks if k > 0]
+    # mtp_cycle_seconds: k drafts cost at least k * DRAFT_S, the accepted tokens ACCEPT_S each
+    cycle = min(
+        (k * DRAFT_S + (expected_tokens(acceptance, k) - 1.0) * ACCEPT_S for k in drafted),
+        default=0.0,
+    )
     return SpeedBound(
-        bw=fastest * GB,
-        moe_layer_seconds=0.0
-        if experts_on_host
-        else min(MOE_LAYER_S, *PLATFORM_MOE_LAYER_S.values()),
-        expected=max(expected_tokens(acceptance, n) for n in ks),
+        platform_bw=share * bandwidth_gb_s * GB,
+        kernel_bw=MEASURED_GPU_BANDWIDTH_GB_S * GB,
+        host_bw=HOST_EFF * host_bandwidth_gb_s * GB if experts_on_host else 0.0,
+        moe_layer_seconds=0.0 if experts_on_host else moe,
+        layer_seconds=layer,
+        # decode_seconds adds llama-server's cost to every step (estimate_speed's server=True)
+        fixed_seconds=SERVER_S,
+        expected=max(expected_tokens(acceptance, n) for n in drafted or ks),
         base_cost=1.0,
         # no draft cost: the stored draft bytes count an MoE MTP block's idle experts, which a
         # draft pass does not read
         draft_n_max=0,
+        cycle_seconds=cycle,
+        plain=1.0 if drafted and 0 in ks else 0.0,
     )

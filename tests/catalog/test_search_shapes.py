@@ -10,6 +10,7 @@ same order (the other sorts read per quant either way: tests/catalog/test_search
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterator
 
@@ -175,3 +176,44 @@ def _streamed_with(reader, spec, budget, filters, sort) -> list:
         return list(stream)
     finally:
         stream.close()
+
+
+def test_the_speed_bound_of_each_quants_weight_types_reads_fewer_quants(hub_url, tmp_path):
+    # The same catalog with fit_type_eff unknown (NULL: every byte at the fastest type's rate)
+    # gives the same results, after reading more quants. On an H200 the kernels set the pace,
+    # so the weight types decide the rate.
+    with contextlib.ExitStack() as stack:
+        if hub_url.startswith("sqlite"):
+            loose = f"sqlite:///{tmp_path / 'loose.sqlite'}"
+        else:
+            loose = stack.enter_context(databases("quants_loose"))()
+        _build(loose)  # the same catalog (the build is seeded)
+        _fewer_reads(hub_url, loose)
+
+
+def _fewer_reads(hub_url: str, loose: str) -> None:
+    from sqlalchemy import text, update
+
+    from crawler.catalog.search_index import search_shape_sql
+    from crawler.catalog.tables import Quant
+    from crawler.library.search import search
+
+    with Catalog.open(loose) as catalog, catalog.session() as s:
+        s.execute(text("UPDATE quants SET fit_type_eff = NULL"))
+        s.execute(update(Quant).values(search_shape=search_shape_sql(Quant)))
+        s.commit()
+    reads = {}
+    for url in (hub_url, loose):
+        with Reader.open(url) as reader:
+            for gpu in ("h200 nvl", "rtx 4090"):
+                req = request_from_argv(["--gpu", gpu, "--ctx", "8192", "--sort", "speed"])
+                out = search(reader, req).outcome
+                reads[url, gpu] = (
+                    out.considered,
+                    [(r.candidate.path, r.rank) for r in out.results],
+                )
+    h200_tight, h200_loose = reads[hub_url, "h200 nvl"], reads[loose, "h200 nvl"]
+    assert h200_tight[1] == h200_loose[1] and h200_tight[1]
+    assert h200_tight[0] < h200_loose[0]
+    assert reads[hub_url, "rtx 4090"][1] == reads[loose, "rtx 4090"][1]
+    assert reads[hub_url, "rtx 4090"][0] <= reads[loose, "rtx 4090"][0]

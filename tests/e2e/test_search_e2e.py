@@ -617,7 +617,7 @@ _SEARCH_COLUMNS = (
     " q.fit_mtp_bytes, q.fit_kv_per_token, q.fit_fixed_bytes, m.n_expert, m.n_expert_used,"
     " m.n_embd, m.n_vocab, m.mtp_available, q.search_text, q.fit_mtp_kv_per_token,"
     " q.fit_read_bytes, q.fit_moe_layers, q.fit_ctx_train, q.fit_ubatch_bytes, q.fit_draft_bytes,"
-    " q.fit_verify_experts"
+    " q.fit_verify_experts, q.fit_type_eff, q.fit_trunk_layers"
     " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id ORDER BY q.id"
 )
 
@@ -636,6 +636,7 @@ def _copy(catalog_db, tmp_path: Path) -> str:
 
 
 def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
+    from crawler.profile.groups import GroupStats
     from crawler.ranking.columns import draft_head_bytes, fit_extras
 
     rows = _search_columns(catalog_db[0])
@@ -647,10 +648,13 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
             )[1]
         }
         heads: dict[int, list[tuple[str, int]]] = {}
-        for qid, name, n_bytes in catalog.query_readonly(
-            "SELECT quant_id, group_name, n_bytes FROM tensor_groups"
+        stats: dict[int, list[GroupStats]] = {}
+        for qid, name, n_params, n_bytes, bpw in catalog.query_readonly(
+            "SELECT quant_id, group_name, n_params, n_bytes, bpw FROM tensor_groups"
+            " ORDER BY quant_id, group_name"
         )[1]:
             heads.setdefault(qid, []).append((name, n_bytes))
+            stats.setdefault(qid, []).append(GroupStats(name, n_params, n_bytes, bpw))
         _, truth = catalog.query_readonly(
             "SELECT q.id, q.vanished_at IS NULL AND r.vanished_at IS NULL, m.status,"
             " m.weights_bytes, m.kv_bytes_per_token_f16, r.repo_id,"
@@ -662,14 +666,17 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
     assert len(rows) == len(truth) > 10
     assert any(t[2] == "ok" for t in truth)
     for row, (qid, live, status, weights, kv, *names) in zip(rows, truth, strict=True):
+        label = names[3]
         assert row[0] == qid and bool(row[1]) == bool(live)
         assert row[13] == " ".join((n or "").lower() for n in names)
         if status == "ok":
             assert (row[3], row[6]) == (weights, kv) and row[3] is not None
             head = draft_head_bytes(heads.get(qid, []))
-            assert row[14:21] == tuple(fit_extras(coefficients[qid], head).values())
+            extras = fit_extras(coefficients[qid], head, label=label, groups=stats.get(qid, []))
+            assert row[14:23] == tuple(extras.values())
+            assert row[21] is not None  # the speed bound's weight rate (fit_type_eff)
         else:
-            assert row[3:8] == (None,) * 5 and row[14:21] == (None,) * 7
+            assert row[3:8] == (None,) * 5 and row[14:23] == (None,) * 9
 
 
 def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_path):
@@ -686,6 +693,34 @@ def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_pat
     with open_catalog(db):  # migrated back to head as every command opens it
         pass
     assert _search_columns(db) == expected
+
+
+def test_migration_0013_fills_the_speed_type_efficiency(catalog_db, tmp_path):
+    # A catalog at 0012 has no fit_type_eff; opened as every command opens it, it gets the
+    # crawl's values and shapes that carry them.
+    from alembic import command
+
+    from crawler.catalog.search_index import SHAPE_COLUMNS
+
+    db = _copy(catalog_db, tmp_path)
+    expected = _search_columns(db)
+    with Catalog.open(db) as catalog:
+        command.downgrade(catalog._alembic_config(), "0012_search_shape_size")
+        assert catalog.current_revision() == "0012_search_shape_size"
+    from crawler.crawl.catalogs import open_catalog
+
+    with open_catalog(db) as catalog:
+        _, shapes = catalog.query_readonly(
+            "SELECT search_shape, fit_type_eff FROM quants WHERE fit_type_eff IS NOT NULL"
+        )
+    assert _search_columns(db) == expected
+    at = SHAPE_COLUMNS.index("fit_type_eff")
+    assert shapes and all(
+        # (the database writes 15 significant digits)
+        len(shape.split("|")) == len(SHAPE_COLUMNS)
+        and float(shape.split("|")[at]) == pytest.approx(eff, rel=1e-13)
+        for shape, eff in shapes
+    )
 
 
 def test_reprofile_recomputes_the_search_columns(catalog_db, tmp_path):

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import statistics
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from crawler.base.errors import EstimateError
 from crawler.fit import MemoryCoefficients
 from crawler.fit.coefficients import coefficients
 from crawler.fit.estimate import estimate
+from crawler.fit.gpus import load_gpus
 from crawler.gguf.parse import parse_header_bytes
 from crawler.profile.analysis import MemoryRecord
 from crawler.ranking.bounds import (
@@ -27,12 +32,18 @@ from crawler.ranking.bounds import (
     prefilter_terms,
     ram_bound_sql,
     ram_may_fit,
+    speed_bound_for,
     speed_bound_sql,
 )
 from crawler.ranking.columns import search_columns
-from crawler.ranking.evaluate import evaluate
+from crawler.ranking.evaluate import evaluate, speed_inputs, speed_of, weight_bits
 from crawler.ranking.model import Budget, RunSpec
-from crawler.ranking.speed import speed_bound
+from crawler.ranking.speed import (
+    DRAFT_N_CHOICES,
+    MOE_LAYER_S,
+    PLATFORM_MOE_LAYER_S,
+    expected_tokens,
+)
 from tests import synth
 from tests.unit.rank_helpers import candidate, dense_hybrid, groups, moe
 
@@ -51,7 +62,7 @@ SPECS = [
 ]
 
 
-def _row(co):
+def _row(co, label="Q4_K_M", gs=None):
     memory = MemoryRecord(
         status="ok",
         weights_bytes=co.weights_bytes,
@@ -61,7 +72,7 @@ def _row(co):
         fixed_bytes_f16=co.fixed_bytes_f16,
         coefficients=co.to_json(),
     )
-    return search_columns(groups(6.5, 4.5), memory)
+    return search_columns(groups(6.5, 4.5) if gs is None else gs, memory, label)
 
 
 def _sql_value(expr: str, params: dict, row: dict) -> float:
@@ -121,20 +132,33 @@ def test_ctx_bound_sql_caps_at_the_trained_context(name):
 
 @pytest.mark.parametrize("name", sorted(COEFFICIENTS))
 @pytest.mark.parametrize("mtp", [False, True])
-def test_speed_bound_sql_is_speed_bound(name, mtp):
+@pytest.mark.parametrize("label", ["Q4_K_M", "UD-Q3_K_XL", "Q8_0", None])
+@pytest.mark.parametrize("tier", ["gpu", "experts_cpu"])
+@pytest.mark.parametrize(
+    "gpu", [("GeForce RTX 4090", 1008.0), ("H200 SXM", 4890.0), ("Apple M4 Max", 546.0)]
+)
+def test_speed_bound_sql_is_speed_bound(name, mtp, label, tier, gpu):
     co = COEFFICIENTS[name]
-    spec = RunSpec(ctx=8192, mtp=mtp)
-    budget = Budget.from_gib(24, bandwidth_gb_s=1008.0)
-    row = _row(co)
+    spec = RunSpec(ctx=8192, mtp=mtp, tier=tier)
+    budget = Budget.from_gib(24, bandwidth_gb_s=gpu[1], gpu_name=gpu[0])
+    row = _row(co, label)
     expr, params = speed_bound_sql(spec, budget)
-    b = speed_bound(1008.0, mtp=mtp, draft_n_max=spec.spec_draft_n_max, experts_on_host=False)
-    expected = b.tok_s(
+    expected = speed_bound_for(spec, budget).tok_s(
         read_bytes=row["fit_read_bytes"],
         n_moe_layers=row["fit_moe_layers"],
         draft_bytes=row["fit_draft_bytes"],
         verify_experts=row["fit_verify_experts"],
+        type_eff=row["fit_type_eff"],
+        n_layers=row["fit_trunk_layers"],
     )
-    assert _sql_value(expr, params, row) == pytest.approx(expected, rel=1e-9)
+    assert _sql_value(expr, params, row) == pytest.approx(expected, rel=1e-12)
+    # A quant whose type efficiency is not stored (NULL) gets the fastest type's rate.
+    unknown = speed_bound_for(spec, budget).tok_s(
+        row["fit_read_bytes"], row["fit_moe_layers"], row["fit_draft_bytes"]
+    )
+    null = {**row, "fit_type_eff": None, "fit_trunk_layers": None}
+    assert _sql_value(expr, params, null) == pytest.approx(unknown)
+    assert unknown >= expected
 
 
 def test_speed_bound_sql_needs_the_bandwidth():
@@ -240,3 +264,137 @@ def test_ram_may_fit_excludes_moe_beyond_the_host():
     assert ram_may_fit(co, spec, Budget.from_gib(48, ram_gib=16))  # fits the GPU whole
     assert ram_may_fit(co, spec, Budget.from_gib(12))  # no --ram
     assert not ram_may_fit(co, RunSpec(ctx=4096, cpu_moe=True), Budget.from_gib(48, ram_gib=16))
+
+
+# --- --sort speed: the stored bound against the estimate ranking makes -----------------------
+
+#: Quants of every kind the speed estimate tells apart: dense (hybrid, with and without an MTP
+#: head), MoE with large and with tiny active experts (where the host's rate matters).
+SPEED_SHAPES = {
+    "dense_27b": lambda: dense_hybrid(16.0),
+    "dense_small": lambda: dense_hybrid(1.5, mtp=False),
+    "dense_small_mtp": lambda: dense_hybrid(2.5),
+    "moe": lambda: moe(2.0, 18.0),
+    "moe_tiny_experts": lambda: moe(6.0, 0.4),
+}
+#: Labels with a type mix (plain, _S/_M/_L, _XL and UD- mixes, IQ types) and without one (the
+#: bits class decides).
+SPEED_LABELS = (
+    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "IQ4_XS", "IQ3_XXS", "UD-Q3_K_XL",
+    "UD-Q2_K_XL", "Q2_K", "Q3_K_L", "IQ1_S", "IQ4_NL", "BF16", "F16", "mxfp4", None,
+)  # fmt: skip
+SPEED_SPECS = (
+    RunSpec(ctx=8192),
+    RunSpec(ctx=32768, tier="experts_cpu"),
+    RunSpec(ctx=32768, tier="partial"),
+    RunSpec(ctx=8192, cpu_moe=True),
+    RunSpec(ctx=65536, mtp=True),
+    RunSpec(ctx=8192, mtp=True, spec_draft_n_max=1, mtp_acceptance=1.0),
+    RunSpec(ctx=8192, mtp=True, spec_draft_n_max=5, mtp_acceptance=1.0),
+    RunSpec(ctx=8192, mtp=True, spec_draft_n_max=0),
+    RunSpec(ctx=8192, mtp_auto=True, spec_draft_auto=True, mtp_acceptance=0.95),
+    RunSpec(ctx=32768, auto_cache=True, mtp_auto=True, spec_draft_auto=True),
+    RunSpec(ctx=16384, type_k="q8_0", type_v="q8_0"),
+)
+_GPUS = load_gpus()
+
+
+def _speed_case(shape, label, ffn_bits, spec, gpu, mtp_bits=8.5):
+    """(SQL bound, the estimate's tok/s, the bound before fit_type_eff) for one quant, or None
+    when it does not fit."""
+    co = SPEED_SHAPES[shape]()
+    c = candidate(1, label or "model", 16.0, coefficients=co, ffn_bits=ffn_bits,
+                  mtp=co.mtp_available, mtp_bits=mtp_bits)  # fmt: skip
+    c = dataclasses.replace(c, quant_label=label)
+    budget = Budget.from_gib(
+        gpu.memory_gib, ram_gib=64, bandwidth_gb_s=gpu.bandwidth_gb_s, gpu_name=gpu.name
+    )
+    try:
+        cfg, est = evaluate(c, spec, budget)
+    except EstimateError:  # llama.cpp would refuse the configuration (ranking skips it)
+        return None
+    if cfg is None or est is None:
+        return None
+    speed = speed_of(c, est, budget, acceptance=spec.mtp_acceptance,
+                     choose_draft=spec.spec_draft_auto)  # fmt: skip
+    assert speed is not None
+    row = {**_row(co, label, c.groups), "mtp_present": c.mtp_present,
+           "mtp_preserved": c.mtp_preserved}  # fmt: skip
+    # The stored efficiency is the one of the estimate's own inputs.
+    x = speed_inputs(co, cfg, bits=weight_bits(c.groups), label=label)
+    assert row["fit_type_eff"] == x.type_efficiency
+    bound = _sql_value(*speed_bound_sql(spec, budget), row)
+    return bound, speed.tok_s, _bound_before(row, spec, budget)
+
+
+def _bound_before(row, spec, budget):
+    """The --sort speed bound before fit_type_eff (any platform, the fastest type)."""
+
+    def one(mtp):
+        fastest = min(0.82 * budget.bandwidth_gb_s, 0.394 * 4890.0)
+        if spec.cpu_moe:
+            fastest = max(fastest, 0.629 * 60.0)
+        tau = 0.0 if spec.cpu_moe else min(MOE_LAYER_S, *PLATFORM_MOE_LAYER_S.values())
+        ks = (*DRAFT_N_CHOICES, spec.spec_draft_n_max) if mtp else (0,)
+        expected = max(expected_tokens(spec.mtp_acceptance, n) for n in ks)
+        seconds = row["fit_read_bytes"] / (fastest * 1e9) + row["fit_moe_layers"] * tau
+        return expected / seconds * (1 + 1e-9 if row["fit_moe_layers"] else 1.0)
+
+    if spec.mtp_auto and not spec.mtp and row["mtp_present"] and row["mtp_preserved"]:
+        return max(one(True), one(False))
+    return one(spec.mtp)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shape=st.sampled_from(sorted(SPEED_SHAPES)),
+    label=st.sampled_from(SPEED_LABELS),
+    ffn_bits=st.sampled_from([2.6, 3.5, 4.5, 6.6, 8.5, 16.0]),
+    spec=st.sampled_from(SPEED_SPECS),
+    gpu=st.sampled_from(_GPUS),
+)
+def test_the_stored_speed_bound_is_never_below_the_estimate(shape, label, ffn_bits, spec, gpu):
+    # --sort speed stops reading the catalog on this bound: whatever the quant, its label and
+    # bits, the configuration and the GPU (its platform and bandwidth), it never undercuts the
+    # tok/s ranking estimates, computed the way ranking does (evaluate, speed_of).
+    case = _speed_case(shape, label, ffn_bits, spec, gpu)
+    if case is not None:
+        bound, estimate, _ = case
+        assert bound >= estimate
+
+
+def test_the_stored_speed_bound_is_tighter_than_the_fastest_type_bound():
+    # Every quant on every fourth GPU, by default and with MTP: the bound with the quant's own
+    # weight rate and the GPU's platform is never looser than the one before it, and much
+    # closer to the estimate (the search estimates fewer quants).
+    before, after = [], []
+    for shape in SPEED_SHAPES:
+        for label in SPEED_LABELS:
+            for spec in (RunSpec(ctx=8192), RunSpec(ctx=65536, mtp=True)):
+                for gpu in _GPUS[::4]:
+                    case = _speed_case(shape, label, 4.5, spec, gpu)
+                    if case is None:
+                        continue
+                    bound, estimate, old = case
+                    assert estimate <= bound <= old
+                    before.append(old / estimate)
+                    after.append(bound / estimate)
+    assert len(after) > 500
+    assert statistics.median(after) < 1.1 < 1.3 < statistics.median(before)
+
+
+def test_experts_that_may_stay_in_host_memory_are_bounded_at_the_host_rate():
+    # A MoE with tiny routed experts that only fits with them in RAM (--tier experts_cpu): the
+    # estimate reads them at the host's rate and pays no MoE layer cost, which the bound before
+    # (experts on the GPU, with the MoE layer cost) undercut.
+    # On an H200 (Q8_0 reads at the same rate in both bounds) with 8 GiB the experts must go.
+    gpu = dataclasses.replace(next(g for g in _GPUS if g.name == "H200 NVL"), memory_gib=8.0)
+    spec = RunSpec(ctx=32768, tier="experts_cpu")
+    case = _speed_case("moe_tiny_experts", "Q8_0", 8.5, spec, gpu)
+    assert case is not None
+    bound, estimate, old = case
+    assert old < estimate <= bound
+    roomy = _speed_case(
+        "moe_tiny_experts", "Q8_0", 8.5, spec, dataclasses.replace(gpu, memory_gib=9.0)
+    )
+    assert roomy is not None and roomy[1] < estimate <= roomy[0]  # experts on the GPU: slower

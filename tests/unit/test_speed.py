@@ -16,6 +16,7 @@ from crawler.ranking.speed import (
     SpeedInputs,
     estimate_speed,
     expected_tokens,
+    label_type_mix,
     mtp_cycle_seconds,
     read_bytes_floor,
     speed_bound,
@@ -109,10 +110,18 @@ def test_mtp_cycle_costs_grow_with_the_draft_length_and_moe_pays_extra_experts()
     k=st.integers(0, 8),
     bandwidth=st.floats(50, 8000),
     platform=st.sampled_from(["cuda", "metal"]),
+    label=st.sampled_from(
+        ["Q4_K_M", "UD-Q3_K_XL", "Q2_K_S", "IQ4_XS", "Q8_0", "Q6_K", "F16", None]
+    ),
+    bits=st.one_of(st.none(), st.floats(1.0, 32.0)),
+    host_maybe=st.booleans(),
+    n_layer=st.integers(0, 128),
+    acceptance=st.floats(0.0, 1.0),
+    choose=st.booleans(),
 )
 def test_the_sort_bound_is_never_below_the_estimate(
     dense, experts, n_expert, used, layers, recurrent, mtp_bytes, output_bytes, mtp, on_host, k,
-    bandwidth, platform,
+    bandwidth, platform, label, bits, host_maybe, n_layer, acceptance, choose,
 ):  # fmt: skip
     # --sort speed stops reading the catalog on this bound: it must never undercut the estimate.
     moe = n_expert > 0 and experts > 0
@@ -128,10 +137,22 @@ def test_the_sort_bound_is_never_below_the_estimate(
         mtp_bytes=mtp_bytes,
         output_bytes=output_bytes,
         draft_n_max=k,
+        type_mix=label_type_mix(label),
+        bits_per_weight=bits,
+        n_layer=n_layer,
     )
-    est = estimate_speed(x, bandwidth, platform=platform)
+    est = estimate_speed(
+        x, bandwidth, platform=platform, acceptance=acceptance, choose_draft=choose
+    )
     read = read_bytes_floor(dense, x.expert_bytes, x.n_expert, x.n_expert_used, recurrent)
-    b = speed_bound(bandwidth, mtp=mtp, draft_n_max=k, experts_on_host=x.experts_on_host)
     verify = verify_experts_floor(read, x.expert_bytes, x.n_expert, x.n_expert_used)
-    bound = b.tok_s(read, x.n_moe_layers, mtp_bytes + output_bytes, verify)
-    assert bound >= est.tok_s
+    # experts_on_host: they may be in host memory (the bound then holds either way)
+    host = x.experts_on_host or host_maybe
+    for where in (None, platform):  # any platform, and the GPU's own
+        b = speed_bound(bandwidth, mtp=mtp, draft_n_max=k, experts_on_host=host,
+                        acceptance=acceptance, platform=where)  # fmt: skip
+        # the quant's own weight rate, and the fastest type's (its type mix not stored)
+        draft = mtp_bytes + output_bytes
+        own = b.tok_s(read, x.n_moe_layers, draft, verify, x.type_efficiency, n_layer)
+        fastest = b.tok_s(read, x.n_moe_layers, draft, verify)
+        assert fastest >= own >= est.tok_s
