@@ -92,8 +92,10 @@ def test_reads_through_the_index_equal_the_reads_without_it(hub_url):
         for query in indexed + plain:
             ids = name_candidates(reader, QueryMatcher(query), 4000)
             assert (ids is not None) == (query in indexed), query
+        # A query the index does not serve reads the same way either way: only the served ones
+        # are compared.
         served = 0
-        for query in indexed + plain:
+        for query in indexed:
             for _tier, targs in TIERS:
                 for sort in SORTS:
                     argv = [query, *targs, "--sort", sort, "--limit", "7"]
@@ -107,7 +109,7 @@ def test_reads_through_the_index_equal_the_reads_without_it(hub_url):
                     ), argv
                     new = _ranked(reader, req, by_name=True)
                     assert new == _ranked(reader, req, by_name=False), argv
-                    served += bool(new) and query in indexed
+                    served += bool(new)
         assert served >= 60  # most indexed requests have results: that is what is compared
 
 
