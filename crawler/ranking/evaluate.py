@@ -46,6 +46,7 @@ __all__ = [
     "projector_device_bytes",
     "quality_of",
     "replace_ranked",
+    "speed_file_inputs",
     "speed_inputs",
     "speed_of",
     "weight_bits",
@@ -84,14 +85,8 @@ def speed_of(
     if budget.bandwidth_gb_s is None:
         return None
     cfg = est.config
-    out = c.group("output") or c.group("token_embd")
-    x = speed_inputs(
-        c.coefficients,
-        cfg,
-        output_bytes=out.n_bytes if out else 0,
-        bits=weight_bits(c.groups),
-        label=c.quant_label,
-    )
+    output_bytes, bits, label = speed_file_inputs(c)
+    x = speed_inputs(c.coefficients, cfg, output_bytes=output_bytes, bits=bits, label=label)
     x = dataclasses.replace(x, kv_bytes_full=est.kv + est.mtp_kv)
     speed = estimate_speed(
         x,
@@ -101,6 +96,14 @@ def speed_of(
         platform=gpu_platform(budget.gpu_name),
     )
     return speed if cfg.n_gpu_layers is None else _partial_speed(c, est, speed)
+
+
+def speed_file_inputs(c: Candidate) -> tuple[int, float | None, str | None]:
+    """What speed_of reads of a quant besides its memory model and estimate: the bytes of the
+    head a token reads (``output``, else the tied ``token_embd``), the bits per weight and the
+    label (ranking memoises speed_of by them and the estimate)."""
+    out = c.group("output") or c.group("token_embd")
+    return (out.n_bytes if out else 0, weight_bits(c.groups), c.quant_label)
 
 
 def weight_bits(groups: Iterable[GroupStats]) -> float | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from crawler.base.errors import EstimateError, UsageError
-from crawler.fit import MemoryCoefficients, RunConfig
+from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig
 from crawler.ranking.evaluate import (
     Outcome,
     evaluate,
@@ -20,6 +20,7 @@ from crawler.ranking.evaluate import (
     mtp_usable,
     quality_of,
     replace_ranked,
+    speed_file_inputs,
     speed_of,
     with_max_ctx,
 )
@@ -36,6 +37,7 @@ from crawler.ranking.model import (
 )
 from crawler.ranking.order import beaten, optimistic_key, pre_key, sort_key
 from crawler.ranking.quality import QualityEstimate
+from crawler.ranking.speed import SpeedEstimate
 
 __all__ = ["Materialize", "count_fitting", "pre_key", "rank_candidates", "sort_key"]
 
@@ -256,6 +258,7 @@ class _Tally:
         self.evaluations: dict[tuple[int, bool, int | None], tuple[MemoryCoefficients, Outcome]]
         self.evaluations = {}
         self.max_ctxs: dict[tuple[int, RunConfig, int], tuple[MemoryCoefficients, int]] = {}
+        self.speeds: dict[tuple[Any, ...], tuple[FitEstimate, SpeedEstimate | None]] = {}
         self.unknown = self.invalid = self.too_big = self.estimated = self.fitting = 0
         self.smallest: int | None = None
 
@@ -301,18 +304,29 @@ class _Tally:
             # The catalog's stored score ranks; the full estimate is made for the results.
             quality=self.qualities.get(c.quant_id)
             or (None if c.quality_hint is not None else quality_of(c)),
-            speed=speed_of(
-                c,
-                est,
-                self.budget,
-                acceptance=self.spec.mtp_acceptance,
-                choose_draft=self.spec.spec_draft_auto,
-            ),
+            speed=self._speed(c, est),
             command="",
         )
         self.fitting += 1
         # --sort ctx needs every fitting row's largest context (~20 estimates each).
         return self._with_ctx(ranked) if self.with_ctx else ranked
+
+    def _speed(self, c: Candidate, est: FitEstimate) -> SpeedEstimate | None:
+        # Copies share their estimate object (the evaluation memo), so a copy's speed is the
+        # first one's where the quant's own inputs agree; the memo keeps the estimate alive.
+        key = (id(est), *speed_file_inputs(c))
+        memo = self.speeds.get(key)
+        if memo is not None and memo[0] is est:
+            return memo[1]
+        speed = speed_of(
+            c,
+            est,
+            self.budget,
+            acceptance=self.spec.mtp_acceptance,
+            choose_draft=self.spec.spec_draft_auto,
+        )
+        self.speeds[key] = (est, speed)
+        return speed
 
     def _with_ctx(self, r: Ranked) -> Ranked:
         return with_max_ctx(r, self.spec, self.budget, self.max_ctxs)

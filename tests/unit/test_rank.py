@@ -237,6 +237,31 @@ def test_ties_break_by_quality_then_repo_and_path():
     assert [r.rank for r in results] == [1, 2, 3]
 
 
+def test_copies_of_one_memory_model_share_a_speed_only_where_their_own_inputs_agree():
+    from crawler.ranking.evaluate import speed_of
+
+    co = dense_hybrid(15.0)
+    same = [candidate(i, "Q4_K_M", 15.0, repo=f"u{i}/X-GGUF", coefficients=co) for i in (1, 2)]
+    other_label = candidate(3, "IQ4_XS", 15.0, repo="u3/X-GGUF", coefficients=co)
+    # a label without a type: the bits per weight pick the class
+    by_bits = [
+        candidate(
+            4 + i, "custom", 15.0, repo=f"u{4 + i}/X", attn_bits=b, ffn_bits=b, coefficients=co
+        )
+        for i, b in enumerate((4.5, 2.5))
+    ]
+    # the H200's bandwidth: the weight types' own rates decide (on slower GPUs the bus does)
+    budget = Budget.from_gib(48.0, bandwidth_gb_s=4890)
+    out = rank_candidates([*same, other_label, *by_bits], budget, RunSpec(ctx=32768),
+                          sort="speed", limit=None)  # fmt: skip
+    speeds = {r.candidate.quant_id: r for r in out.results}
+    assert speeds[1].estimate is speeds[2].estimate  # one estimate for the copies
+    assert speeds[1].speed is speeds[2].speed  # and one speed
+    for r in out.results:  # each row's speed is what its own inputs give
+        assert r.speed == speed_of(r.candidate, r.estimate, budget)
+    assert speeds[3].speed != speeds[1].speed and speeds[4].speed != speeds[5].speed
+
+
 def test_unknown_sort_key_is_a_usage_error():
     with pytest.raises(UsageError):
         rank_candidates([], Budget.from_gib(8), RunSpec(), sort="best")
