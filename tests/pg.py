@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,24 @@ def databases(prefix: str) -> Iterator[Callable[..., str]]:
             for name in made:
                 conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+#: ``params`` of a fixture that runs its tests on SQLite and on PostgreSQL.
+BOTH_DATABASES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@contextmanager
+def built_catalog(
+    dialect: str, directory: Path, prefix: str, build: Callable[[str], object]
+) -> Iterator[str]:
+    """The URL of a catalog ``build`` filled: an SQLite file in ``directory``, or a new
+    PostgreSQL database named ``prefix_<random>`` (dropped at exit)."""
+    if dialect == "sqlite":
+        url = f"sqlite:///{directory / 'catalog.sqlite'}"
+        build(url)
+        yield url
+        return
+    with databases(prefix) as new:
+        url = new()
+        build(url)
+        yield url

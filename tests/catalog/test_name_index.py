@@ -28,22 +28,14 @@ from crawler.library.search import validate_request
 from crawler.ranking.query import QueryMatcher
 from crawler.ranking.rank import pre_key, rank_candidates
 from tests.catalog.populate import populate
-from tests.pg import databases
+from tests.pg import BOTH_DATABASES, built_catalog
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(scope="module", params=BOTH_DATABASES)
 def hub_url(request, tmp_path_factory) -> Iterator[str]:
     """A Hub-shaped catalog of 1,200 quants (bench/bench_search_hub.py), built once a database."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('names') / 'hub.sqlite'}"
-        build(url, 1200)
-        yield url
-        return
-    with databases("quants_names") as new:
-        url = new()
-        build(url, 1200)
+    with built_catalog(request.param, tmp_path_factory.mktemp("names"), "quants_names",
+                       lambda url: build(url, 1200)) as url:  # fmt: skip
         yield url
 
 

@@ -27,22 +27,14 @@ from crawler.ranking.bounds import bound_sql, ram_may_fit
 from crawler.ranking.evaluate import evaluate
 from crawler.ranking.model import BOUNDED_SORTS, Budget, Filters, RunSpec
 from crawler.ranking.rank import pre_key, rank_candidates
-from tests.pg import databases
+from tests.pg import BOTH_DATABASES, built_catalog, databases
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(scope="module", params=BOTH_DATABASES)
 def hub_url(request, tmp_path_factory) -> Iterator[str]:
     """The Hub-shaped catalog, built once per module and database (the tests only read it)."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('hub') / 'hub.sqlite'}"
-        _build(url)
-        yield url
-        return
-    with databases("quants_shapes") as new:
-        url = new()
-        _build(url)
+    with built_catalog(request.param, tmp_path_factory.mktemp("hub"), "quants_shapes",
+                       _build) as url:  # fmt: skip
         yield url
 
 

@@ -21,7 +21,7 @@ from crawler.catalog.reader import Reader
 from crawler.library.search import SearchRequest, resolve_budget, search
 from crawler.ranking.model import SORT_KEYS, Budget, Candidate, Filters, RunSpec
 from crawler.ranking.rank import rank_candidates
-from tests.pg import databases
+from tests.pg import BOTH_DATABASES, built_catalog
 
 SPECS = [
     RunSpec(ctx=32768),
@@ -59,19 +59,11 @@ def _oracle(full: list[Candidate], req: SearchRequest) -> list[tuple[str, str]]:
     return _ORACLES[key][1]
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(scope="module", params=BOTH_DATABASES)
 def synthetic_url(request, tmp_path_factory) -> Iterator[str]:
     """The synthetic catalog, built once per module and database (the tests only read it)."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('streams') / 'catalog.sqlite'}"
-        _build(url)
-        yield url
-        return
-    with databases("quants_streams") as new:
-        url = new()
-        _build(url)
+    with built_catalog(request.param, tmp_path_factory.mktemp("streams"), "quants_streams",
+                       _build) as url:  # fmt: skip
         yield url
 
 

@@ -19,7 +19,7 @@ from crawler.base.errors import QueryError, ReadOnlyViolation
 from crawler.catalog import Catalog
 from tests.catalog.populate import populate
 from tests.cli import Cli
-from tests.pg import databases
+from tests.pg import BOTH_DATABASES, built_catalog
 
 ATTACKS = [
     # ending the read-only transaction inside one call
@@ -119,18 +119,10 @@ def _fingerprint(url: str) -> dict[str, object]:
     return out
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(scope="module", params=BOTH_DATABASES)
 def catalog(request, tmp_path_factory) -> Iterator[str]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('sql-ro') / 'catalog.sqlite'}"
-        populate(url)
-        yield url
-        return
-    with databases("quants_sql_ro") as new:
-        url = new()
-        populate(url)
+    with built_catalog(request.param, tmp_path_factory.mktemp("sql-ro"), "quants_sql_ro",
+                       populate) as url:  # fmt: skip
         yield url
 
 
