@@ -14,10 +14,9 @@ from sqlalchemy import delete, select, text, update
 from bench.bench_search_hub import SORTS, TIERS, build
 from crawler.base.errors import UsageError
 from crawler.catalog import Catalog
-from crawler.catalog.candidates import count_left_out, materializer, sibling_lookup
+from crawler.catalog.candidates import count_left_out
 from crawler.catalog.comparison import load_comparison
 from crawler.catalog.name_index import name_candidates
-from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import SCHEMA_HEAD, Reader
 from crawler.catalog.search_index import refresh_live_rows
 from crawler.catalog.store import mark_repos_vanished, refresh_live
@@ -26,8 +25,9 @@ from crawler.cli.search_cmd import request_from_argv
 from crawler.crawl.catalogs import open_catalog
 from crawler.library.search import validate_request
 from crawler.ranking.query import QueryMatcher
-from crawler.ranking.rank import pre_key, rank_candidates
+from crawler.ranking.rank import pre_key
 from tests.catalog.populate import populate
+from tests.catalog.reads import ranked, streamed
 from tests.pg import BOTH_DATABASES, built_catalog
 
 
@@ -37,28 +37,6 @@ def hub_url(request, tmp_path_factory) -> Iterator[str]:
     with built_catalog(request.param, tmp_path_factory.mktemp("names"), "quants_names",
                        lambda url: build(url, 1200)) as url:  # fmt: skip
         yield url
-
-
-def _stream(reader, req, *, by_name: bool) -> list:
-    budget, _, spec = validate_request(req)
-    stream = stream_candidates(reader, spec, budget, req.filters, req.sort, by_name=by_name)
-    try:
-        return list(stream)
-    finally:
-        stream.close()
-
-
-def _ranked(reader, req, *, by_name: bool) -> list[tuple[str, str, int]]:
-    budget, _, spec = validate_request(req)
-    stream = stream_candidates(reader, spec, budget, req.filters, req.sort, by_name=by_name)
-    try:
-        out = rank_candidates(
-            stream, budget, spec, req.filters, sort=req.sort, limit=req.limit,
-            siblings=sibling_lookup(reader), materialize=materializer(reader), presorted=True,
-        )  # fmt: skip
-    finally:
-        stream.close()
-    return [(r.candidate.repo_id, r.candidate.path, r.margin_bytes) for r in out.results]
 
 
 def _one_base(reader: Reader) -> str:
@@ -92,15 +70,15 @@ def test_reads_through_the_index_equal_the_reads_without_it(hub_url):
                 for sort in SORTS:
                     argv = [query, *targs, "--sort", sort, "--limit", "7"]
                     req = request_from_argv(argv)
-                    streamed = _stream(reader, req, by_name=True)
-                    keys = [pre_key(sort, c) for c in streamed]
+                    found = streamed(reader, req, by_name=True)
+                    keys = [pre_key(sort, c) for c in found]
                     assert keys == sorted(keys), argv  # the stream's contract
-                    without = _stream(reader, req, by_name=False)
-                    assert sorted(c.quant_id for c in streamed) == sorted(
+                    without = streamed(reader, req, by_name=False)
+                    assert sorted(c.quant_id for c in found) == sorted(
                         c.quant_id for c in without
                     ), argv
-                    new = _ranked(reader, req, by_name=True)
-                    assert new == _ranked(reader, req, by_name=False), argv
+                    new = ranked(reader, req, by_name=True)
+                    assert new == ranked(reader, req, by_name=False), argv
                     served += bool(new)
         assert served >= 60  # most indexed requests have results: that is what is compared
 
@@ -281,7 +259,7 @@ def test_a_catalog_without_the_index_reads_as_before(catalog_url):
         assert name_candidates(reader, QueryMatcher("qwen3.6 27b"), 100) is None
         for sort in SORTS:
             req = request_from_argv(["qwen3.6 27b", "--gpu", "rtx 4090", "--sort", sort])
-            found = _ranked(reader, req, by_name=True)
-            assert found and found == _ranked(reader, req, by_name=False), sort
+            found = ranked(reader, req, by_name=True)
+            assert found and found == ranked(reader, req, by_name=False), sort
         # `quants compare` (crawler.catalog.comparison): the same answers as with the index.
         assert [_compared(reader, q) for q in queries] == compared

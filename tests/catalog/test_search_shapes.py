@@ -18,7 +18,7 @@ import pytest
 
 from bench.bench_search_hub import TIERS, build
 from crawler.catalog import Catalog
-from crawler.catalog.candidates import bounded, materializer, sibling_lookup
+from crawler.catalog.candidates import bounded, materializer
 from crawler.catalog.ordered import _SIZE_SHAPES, _size_by_shape, _walk, stream_candidates
 from crawler.catalog.reader import Reader
 from crawler.cli.search_cmd import request_from_argv
@@ -27,6 +27,7 @@ from crawler.ranking.bounds import bound_sql, ram_may_fit
 from crawler.ranking.evaluate import evaluate
 from crawler.ranking.model import BOUNDED_SORTS, Budget, Filters, RunSpec
 from crawler.ranking.rank import pre_key, rank_candidates
+from tests.catalog.reads import ranked, streamed
 from tests.pg import BOTH_DATABASES, built_catalog, databases
 
 
@@ -42,28 +43,6 @@ def _build(url: str) -> None:
     build(url, 1200)
     with Catalog.open(url):  # the schema check a real search does
         pass
-
-
-def _ranked(reader, req, *, by_shape: bool) -> list[tuple[str, str]]:
-    budget, _, spec = validate_request(req)
-    stream = stream_candidates(reader, spec, budget, req.filters, req.sort, by_shape=by_shape)
-    try:
-        out = rank_candidates(
-            stream, budget, spec, req.filters, sort=req.sort, limit=req.limit,
-            siblings=sibling_lookup(reader), materialize=materializer(reader), presorted=True,
-        )  # fmt: skip
-    finally:
-        stream.close()
-    return [(r.candidate.repo_id, r.candidate.path) for r in out.results]
-
-
-def _streamed(reader, req, *, by_shape: bool) -> list:
-    budget, _, spec = validate_request(req)
-    stream = stream_candidates(reader, spec, budget, req.filters, req.sort, by_shape=by_shape)
-    try:
-        return list(stream)
-    finally:
-        stream.close()
 
 
 def test_shape_reads_equal_per_quant_reads_and_a_full_ranking(hub_url):
@@ -83,10 +62,10 @@ def test_shape_reads_equal_per_quant_reads_and_a_full_ranking(hub_url):
                     # The stream's contract: every candidate the per-quant read sends, in
                     # pre_key order (ranking's early stop relies on it), less those --ram
                     # rules out per shape (the per-quant reads leave them to the estimate).
-                    shaped = _streamed(reader, req, by_shape=True)
+                    shaped = streamed(reader, req, by_shape=True)
                     keys = [pre_key(sort, c) for c in shaped]
                     assert keys == sorted(keys)
-                    per_quant = _streamed(reader, req, by_shape=False)
+                    per_quant = streamed(reader, req, by_shape=False)
                     budget, _, spec = validate_request(req)
                     ids = {c.quant_id for c in shaped}
                     assert len(ids) == len(shaped) and ids <= {c.quant_id for c in per_quant}
@@ -94,14 +73,16 @@ def test_shape_reads_equal_per_quant_reads_and_a_full_ranking(hub_url):
                     assert not left or budget.ram_bytes is not None
                     for c in materializer(reader)(left):
                         assert not ram_may_fit(c.coefficients, spec, budget)
-                    new = _ranked(reader, req, by_shape=True)
-                    old = _ranked(reader, req, by_shape=False)
+                    new = ranked(reader, req, by_shape=True)
+                    old = ranked(reader, req, by_shape=False)
                     # Every quant estimated (not presorted: no stream order, no early stop for
                     # the bounded sorts), only the head finished.
                     oracle = rank_candidates(
                         full, budget, spec, req.filters, sort=sort, limit=req.limit
                     ).results
-                    assert new == old == [(r.candidate.repo_id, r.candidate.path) for r in oracle]
+                    expected = [(r.candidate.repo_id, r.candidate.path, r.margin_bytes)
+                                for r in oracle]  # fmt: skip
+                    assert new == old == expected
                     checked += bool(new)
         assert checked >= 20  # most requests have results
 
