@@ -135,6 +135,8 @@ def jobs() -> list[dict[str, Any]]:
     # J. the seed's context filled to its end (258,048 tokens and 256 to decode)
     for k, a in ((0, None), (3, 0.789)):
         mtp("qwen36-27b", MIX["qwen36-27b"], k, a, ctx=262144, ck="q4_0", est=200, fill=258048)
+    # K. the draft cost at 128K apart from acceptance (acceptance 0)
+    mtp("qwen36-27b", MIX["qwen36-27b"], 3, 0.0, ctx=262144, ck="q4_0", est=80, fill=131072)
     for i, j in enumerate(out):
         j["id"] = i
     return out
