@@ -133,7 +133,7 @@ def margin_upper_bound(c: MemoryCoefficients, spec: RunSpec, budget: Budget) -> 
     step can free at most what its cache saves over f16 (ladder_savings_bytes).
     """
     loose = budget.device_bytes - lower_bound_bytes(c, spec)
-    if not _ladder_margin_applies(spec, budget):
+    if not _ladder_margin_applies(spec, budget, margin=True):
         return loose
     first = budget.device_bytes - lower_bound_bytes(c, _f16(spec))
     return max(first, min(loose, ladder_savings_bytes(c, spec)))
@@ -159,16 +159,19 @@ def _f16(spec: RunSpec) -> RunSpec:
     return dataclasses.replace(spec, auto_cache=False, type_k="f16", type_v="f16")
 
 
-def _ladder_margin_applies(spec: RunSpec, budget: Budget) -> bool:
-    """The per-quant cache ladder's margin bound holds: automatic cache, FA on (auto is on),
-    one slot, ubatch <= 512, everything on one GPU, MTP not required (crawler.fit.choose)."""
+def _ladder_margin_applies(spec: RunSpec, budget: Budget, *, margin: bool = False) -> bool:
+    """The per-quant cache ladder's bound holds: automatic cache, FA on (auto is on), one slot,
+    ubatch <= 512, everything on one GPU, MTP not required (crawler.fit.choose). For the margin
+    also under ``--tier experts_cpu``: it tries the model whole on the GPU, then with its experts
+    in RAM (crawler.fit.tiers.choose_tier), each time taking the first cache step that fits, and
+    the lower bound already leaves the experts out."""
     return (
         spec.auto_cache
         and not spec.mtp
         and spec.flash_attn != "off"
         and spec.parallel == 1
         and spec.ubatch <= 512
-        and spec.tier == "gpu"
+        and (spec.tier == "gpu" or (margin and spec.tier == "experts_cpu"))
         and spec.n_gpu_layers is None
         and not budget.devices
     )
@@ -296,7 +299,7 @@ def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]
     fixed, per_token, params = _bound_terms(spec)
     params.update(m_room=float(budget.device_bytes - t.constant + 1), m_ctx=float(t.ctx))
     loose = f"(:m_room - ({fixed} + ({per_token}) * :m_ctx))"
-    if not _ladder_margin_applies(spec, budget):
+    if not _ladder_margin_applies(spec, budget, margin=True):
         return loose, params
     f16_fixed, f16_per_token, f16_params = _bound_terms(_f16(spec), "_f16")
     params.update(f16_params, m_save=1.0 - t.kv_ratio, m_pad=float(t.ctx + 255))

@@ -232,8 +232,9 @@ def test_choose_config_is_the_first_trial_that_fits(server_coeffs, mode, budget_
 # --- the margin bound of --sort margin with the default per-quant cache ------------------------
 
 
+@pytest.mark.parametrize("tier", ["gpu", "experts_cpu"])
 @pytest.mark.parametrize("mtp_auto", [True, False])
-def test_the_ladder_margin_bound_holds_for_every_measured_model(server_coeffs, mtp_auto):
+def test_the_ladder_margin_bound_holds_for_every_measured_model(server_coeffs, mtp_auto, tier):
     """--sort margin streams quants by crawler.ranking.bounds.margin_upper_bound: the margin
     ranking gives (first cache step that fits, MTP where usable) never exceeds it, and it is
     tighter than the budget less the lower bound where a quant fits at f16."""
@@ -242,10 +243,10 @@ def test_the_ladder_margin_bound_holds_for_every_measured_model(server_coeffs, m
     from crawler.ranking.rank import rank_candidates
     from tests.unit.rank_helpers import candidate
 
-    checked = tighter = stepped = 0
+    checked = tighter = stepped = in_ram = 0
     for name, co in sorted(server_coeffs.items()):
         for ctx in (4096, 32768, 131072, 262144):
-            spec = RunSpec(ctx=ctx, auto_cache=True, mtp_auto=mtp_auto)
+            spec = RunSpec(ctx=ctx, auto_cache=True, mtp_auto=mtp_auto, tier=tier)
             for gib in (2, 4, 6, 8, 12, 16, 20, 24, 32, 48, 80):
                 budget = Budget.from_gib(gib)
                 c = candidate(1, name, 1.0, coefficients=co, mtp=co.mtp_available)
@@ -255,8 +256,10 @@ def test_the_ladder_margin_bound_holds_for_every_measured_model(server_coeffs, m
                     checked += 1
                     assert results[0].margin_bytes <= bound, (name, ctx, gib)
                     stepped += results[0].config.type_k != "f16"  # f16 did not fit
+                    in_ram += results[0].config.cpu_moe  # experts_cpu: the experts in RAM
                 tighter += bound < budget.device_bytes - lower_bound_bytes(co, spec)
     assert checked > 50 and tighter > 50 and stepped > 10
+    assert (in_ram > 10) if tier == "experts_cpu" else not in_ram, in_ram
 
 
 @pytest.mark.parametrize("ctx", [None, 32768])
