@@ -11,7 +11,7 @@ import os
 from alembic import context
 from sqlalchemy import create_engine
 
-from crawler.catalog.tables import Base, in_metadata
+from crawler.catalog.orm import Base, in_metadata
 
 config = context.config
 target_metadata = Base.metadata

@@ -21,13 +21,17 @@ from crawler.ranking.model import Budget, Candidate, Filters, RunSpec
 
 __all__ = [
     "CANDIDATE_COLUMNS",
+    "PARTIAL_COLUMNS",
+    "STREAM_CHUNK",
     "VERDICT_COLUMNS",
     "Where",
     "candidate_from_row",
+    "desc_key",
     "escape_like",
     "filter_sql",
     "load_groups",
     "materializer",
+    "partial_candidate",
     "sibling_lookup",
     "verdicts",
 ]
@@ -360,3 +364,36 @@ def sibling_lookup(reader: Reader) -> Callable[[Sequence[str]], dict[str, tuple[
         return {r: tuple(sorted(paths)) for r, paths in found.items()}
 
     return lookup
+
+
+#: Rows read from the database at a time when streaming.
+STREAM_CHUNK = 256
+#: The columns of a partial candidate (partial_candidate): a candidate's own, the memory
+#: model's scalars the search reads before the exact estimate, the stored quality score.
+PARTIAL_COLUMNS = (
+    f"SELECT {CANDIDATE_COLUMNS}, m.n_expert, m.n_expert_used, m.n_embd, m.n_vocab,"
+    " m.mtp_available, q.quality_score"
+)
+
+
+def desc_key(value: Any) -> tuple[bool, float]:
+    """Descending, missing last (as the ORDER BY ... DESC NULLS LAST of the reads)."""
+    return (value is None, 0.0 if value is None else -float(value))
+
+
+def partial_candidate(row: tuple[Any, ...], bound_hint: float | None) -> Candidate:
+    """A candidate from a PARTIAL_COLUMNS row, its coefficients only the scalars ranking reads
+    before it completes the candidate (materializer); ``bound_hint``: its sort bound."""
+    n_expert, n_used, n_embd, n_vocab, mtp = row[20:25]
+    coefficients = MemoryCoefficients(
+        status="ok",
+        n_expert=int(n_expert or 0),
+        n_expert_used=int(n_used or 0),
+        n_embd=int(n_embd or 0),
+        n_vocab=int(n_vocab or 0),
+        mtp_available=bool(mtp),
+    )
+    hint = None if row[25] is None else float(row[25])
+    return candidate_from_row(
+        row, coefficients=coefficients, quality_hint=hint, bound_hint=bound_hint
+    )

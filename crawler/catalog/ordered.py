@@ -6,19 +6,25 @@ Details: docs/internals/catalog.md#ordered
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from crawler.catalog.candidates import CANDIDATE_COLUMNS, JOINED, Where, bounded, candidate_from_row
+from crawler.catalog.candidates import (
+    JOINED,
+    PARTIAL_COLUMNS,
+    STREAM_CHUNK,
+    Where,
+    bounded,
+    desc_key,
+    partial_candidate,
+)
 from crawler.catalog.name_index import by_ids, name_candidates
 from crawler.catalog.reader import Reader, placeholders
-from crawler.fit import MemoryCoefficients
+from crawler.catalog.size_order import ram_condition, size_by_shape
 from crawler.ranking.bounds import (
     bound_sql,
     ctx_bound_sql,
     margin_bound_sql,
-    ram_bound_sql,
     speed_bound_sql,
 )
 from crawler.ranking.model import (
@@ -33,8 +39,6 @@ from crawler.ranking.query import QueryMatcher
 
 __all__ = ["stream_candidates"]
 
-#: Rows read from the database at a time when streaming.
-_STREAM_CHUNK = 256
 #: Rows of the first page of a computed order (margin, ctx); later pages grow eightfold. Each
 #: page costs a scan of the index, so the first is large (its top-N sort costs little more).
 _FIRST_PAGE = 2048
@@ -47,16 +51,12 @@ _ORDER = {
 }
 #: The stored sort values that may be missing (they sort last).
 _NULLABLE = {"quality": "q.quality_score", "downloads": "r.downloads", "updated": "r.last_modified"}
-_PARTIAL_COLUMNS = (
-    f"SELECT {CANDIDATE_COLUMNS}, m.n_expert, m.n_expert_used, m.n_embd, m.n_vocab,"
-    " m.mtp_available, q.quality_score"
-)
-_PARTIAL = f"{_PARTIAL_COLUMNS} FROM {JOINED}"
+_PARTIAL = f"{PARTIAL_COLUMNS} FROM {JOINED}"
 # Repo-level orders walk the repos' index and each repo's quants: SQLite keeps the left table of
 # a CROSS JOIN outermost (without it, it sorts every candidate: ~0.8 s at 200k quants); for
 # PostgreSQL it is an inner join like any other.
 _BY_REPO = (
-    f"{_PARTIAL_COLUMNS} FROM repos r CROSS JOIN quants q JOIN memory_models m ON m.quant_id = q.id"
+    f"{PARTIAL_COLUMNS} FROM repos r CROSS JOIN quants q JOIN memory_models m ON m.quant_id = q.id"
 )
 
 
@@ -95,7 +95,7 @@ def stream_candidates(
     shaped = by_shape and sort in _SHAPE_SORTS and (matcher is None or sort in BOUNDED_SORTS)
     rows = _by_shape(reader, w, spec, budget, sort) if shaped else None
     if rows is None and by_shape and sort == "size" and matcher is None:
-        rows = _size_by_shape(reader, w, spec, budget)
+        rows = size_by_shape(reader, w, spec, budget)
     if rows is None:
         if sort in BOUNDED_SORTS:
             rows = _computed_order(reader, w, spec, budget, sort)
@@ -113,7 +113,7 @@ def _matching(
             row[1], row[6], row[2], row[4], row[5]
         ):
             continue
-        yield _partial(row, hint)
+        yield partial_candidate(row, hint)
 
 
 #: A name query whose index finds at most this many quants reads them all, ordered by the
@@ -145,10 +145,10 @@ def _by_name(
         order = [_ORDER[k] for k in (sort, *(t for t in tie_breaks if t != sort))]
     joined, in_ids, id_params = by_ids(reader, JOINED, ids)
     sql = (
-        f"{_PARTIAL_COLUMNS}, {key} AS name_key FROM {joined} WHERE {in_ids} AND {w.sql}"
+        f"{PARTIAL_COLUMNS}, {key} AS name_key FROM {joined} WHERE {in_ids} AND {w.sql}"
         f" ORDER BY {', '.join(order)}, r.repo_id, q.path"
     )
-    rows = reader.stream(sql, {**w.params, **params, **id_params}, chunk=_STREAM_CHUNK)
+    rows = reader.stream(sql, {**w.params, **params, **id_params}, chunk=STREAM_CHUNK)
     return ((row[:-1], float(row[-1]) if hinted and row[-1] is not None else None) for row in rows)
 
 
@@ -173,7 +173,7 @@ def _walk(reader: Reader, w: Where, sort: str) -> Iterator[tuple[Any, ...]]:
         sql = (
             f"{_BY_REPO} WHERE q.repo_pk = r.id AND" if by_repo else f"{_PARTIAL} WHERE"
         ) + f" {w.sql} AND {part} ORDER BY {', '.join(part_order)}, r.repo_id, q.path"
-        yield from reader.stream(sql, w.params, chunk=_STREAM_CHUNK)
+        yield from reader.stream(sql, w.params, chunk=STREAM_CHUNK)
 
 
 #: Sorts whose order is a function of the shape (crawler.catalog.search_index.SHAPE_COLUMNS)
@@ -214,9 +214,9 @@ def _by_shape(
         ("q.quality_score", {}) if sort == "quality" else _BOUND_SQL[sort](spec, budget)
     )
     params = {**params, **key_params}
-    ram, ram_params = _ram_condition(spec, budget)
+    ram, ram_params = ram_condition(spec, budget)
     shapes = reader.rows(_SHAPES.format(key=key, bound=expr, ram=ram), {**params, **ram_params})
-    shapes.sort(key=lambda s: (*_desc(s[1]), *_desc(s[2])))
+    shapes.sort(key=lambda s: (*desc_key(s[1]), *desc_key(s[2])))
     runs: list[list[str]] = []
     prev: tuple[Any, Any] | None = None
     for shape, value, quality in shapes:
@@ -249,7 +249,7 @@ def _read_runs(
         # The shapes' quants from their index first (SQLite keeps the left table of a CROSS
         # JOIN outermost; otherwise it walks a sort index and tests every entry).
         sql = (
-            f"{_PARTIAL_COLUMNS}, {key} AS shape_key FROM quants y CROSS JOIN quants q"
+            f"{PARTIAL_COLUMNS}, {key} AS shape_key FROM quants y CROSS JOIN quants q"
             " JOIN repos r ON r.id = q.repo_pk JOIN memory_models m ON m.quant_id = q.id"
             f" WHERE y.live = TRUE AND y.search_shape IN ({marks}) AND q.id = y.id AND {w.sql}"
             " ORDER BY shape_key DESC,"
@@ -264,28 +264,23 @@ def _read_runs(
                 heads = True
             rows = _head_then_rest(reader, sql, args)
         else:
-            rows = reader.stream(sql, args, chunk=_STREAM_CHUNK)
+            rows = reader.stream(sql, args, chunk=STREAM_CHUNK)
         read = 0
         for row in rows:
             read += 1
             yield row[:-1], (float(row[-1]) if hinted else None)
-        short = read < _STREAM_CHUNK
+        short = read < STREAM_CHUNK
 
 
 def _head_then_rest(reader: Reader, sql: str, args: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
     """The rows of ``sql``: one chunk by a plain query, then, only if it came back full, the
     rest streamed. The order is total (it ends on repo and path, unique for a quant) and the read
     transaction one snapshot, so OFFSET resumes exactly where LIMIT stopped."""
-    args = {**args, "run_head": _STREAM_CHUNK}
+    args = {**args, "run_head": STREAM_CHUNK}
     head = reader.rows(f"{sql} LIMIT :run_head", args)
     yield from head
-    if len(head) == _STREAM_CHUNK:
-        yield from reader.stream(f"{sql} OFFSET :run_head", args, chunk=_STREAM_CHUNK)
-
-
-def _desc(value: Any) -> tuple[bool, float]:
-    """Descending, missing last (as the ORDER BY ... DESC NULLS LAST of the reads)."""
-    return (value is None, 0.0 if value is None else -float(value))
+    if len(head) == STREAM_CHUNK:
+        yield from reader.stream(f"{sql} OFFSET :run_head", args, chunk=STREAM_CHUNK)
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -339,8 +334,8 @@ def _completed_run(
     """The rows of a run of equal (bound, quality, size), by downloads (high first, missing
     last), repo and path: the rest of pre_key, then ranking's final order."""
     found: dict[int, tuple[Any, ...]] = {}
-    for i in range(0, len(run), _STREAM_CHUNK):
-        marks, ids = placeholders("id", [item[0] for item in run[i : i + _STREAM_CHUNK]])
+    for i in range(0, len(run), STREAM_CHUNK):
+        marks, ids = placeholders("id", [item[0] for item in run[i : i + STREAM_CHUNK]])
         found.update(
             (row[0], row) for row in reader.rows(f"{_PARTIAL} WHERE q.id IN ({marks})", ids)
         )
@@ -350,161 +345,4 @@ def _completed_run(
     yield from rows
 
 
-#: The distinct shapes of live quants that may pass the memory bound, each with its largest
-#: live quant: the loose index scan of _SHAPES, and one seek of ix_quants_search_shape (live,
-#: search_shape, size_bytes) for the size. The bound is tested on one quant of the shape with a
-#: relative slack (its copies may differ past the 15 digits of the shape text); the reads of
-#: the shape's quants test it exactly.
-_SIZE_SHAPES = (
-    "WITH RECURSIVE s(k) AS ("
-    "SELECT MIN(search_shape) FROM quants WHERE live = TRUE"
-    " UNION ALL SELECT (SELECT MIN(x.search_shape) FROM quants x"
-    " WHERE x.live = TRUE AND x.search_shape > s.k) FROM s WHERE s.k IS NOT NULL)"
-    " SELECT q.search_shape, (SELECT MAX(z.size_bytes) FROM quants z"
-    " WHERE z.live = TRUE AND z.search_shape = s.k) FROM s JOIN quants q ON q.id ="
-    " (SELECT y.id FROM quants y WHERE y.live = TRUE AND y.search_shape = s.k LIMIT 1)"
-    " WHERE {bound} <= :shape_limit{ram}"
-)
-#: Relative slack of the per-shape bound test (SQLite writes 15 significant digits).
-_SHAPE_SLACK = 1e-9
-
-
-def _ram_condition(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
-    """(" AND condition", params) of crawler.ranking.bounds.ram_bound_sql for the shape
-    listings, or nothing. It reads shape columns only, so it is tested once per shape; the
-    per-quant reads leave it to the estimate (there it would read a column the walks' indexes
-    do not cover, on every entry)."""
-    found = ram_bound_sql(spec, budget)
-    if found is None:
-        return "", {}
-    return f" AND {found[0]}", found[1]
-
-
-#: Rows of a shape completed at first (then four times more a batch, up to _STREAM_CHUNK):
-#: most shapes opened by a size search give a few rows before another shape's are larger.
-_SIZE_HEAD = 16
-
-
-def _size_by_shape(
-    reader: Reader, w: Where, spec: RunSpec, budget: Budget
-) -> Iterator[tuple[tuple[Any, ...], float | None]] | None:
-    """(row, None) in ``--sort size`` order (size, quality, downloads, repo, path), read by
-    shape; None when a live quant has no shape yet (the size walk serves it).
-
-    The memory bound does not read the file size: it is a function of the shape alone
-    (crawler.ranking.bounds.bound_sql reads only the shape's fit_* columns), so a shape's
-    quants pass or fail it together. The size walk tests every index entry above the first
-    quant that fits (at 1M quants, hundreds of thousands); here only the shapes that pass are
-    read, each from its largest quant down, merged by size."""
-    if reader.rows("SELECT 1 FROM quants WHERE live = TRUE AND search_shape IS NULL LIMIT 1"):
-        return None
-    expr, params = bound_sql(spec, budget)
-    limit = params["bound_limit"]
-    ram, ram_params = _ram_condition(spec, budget)
-    params = {**params, **ram_params, "shape_limit": limit + abs(limit) * _SHAPE_SLACK}
-    shapes = [
-        (str(s), int(m))
-        for s, m in reader.rows(_SIZE_SHAPES.format(bound=expr, ram=ram), params)
-        if m is not None
-    ]
-    return ((row, None) for row in _merged_by_size(reader, w, shapes))
-
-
-def _merged_by_size(
-    reader: Reader, w: Where, shapes: list[tuple[str, int]]
-) -> Iterator[tuple[Any, ...]]:
-    """The live quants of ``shapes`` (shape, largest size) that pass ``w``, merged in size
-    order. A shape is read only once its largest size is the next in order, and only as far
-    as the merge goes."""
-    # Entries (key, n, shape, row or None): an unopened shape's key (-largest,) sorts before
-    # every row of that size, so it is opened before any such row is sent.
-    heap: list[tuple[tuple[Any, ...], int, str, tuple[Any, ...] | None]] = [
-        ((-largest,), i, shape, None) for i, (shape, largest) in enumerate(shapes)
-    ]
-    heapq.heapify(heap)
-    n = len(heap)
-    streams: dict[str, Generator[tuple[Any, ...], None, None]] = {}
-    if heap:
-        reader.for_short_reads()
-    try:
-        while heap:
-            _key, _n, shape, row = heapq.heappop(heap)
-            if row is not None:
-                yield row
-            else:
-                streams[shape] = _shape_by_size(reader, w, shape)
-            following = next(streams[shape], None)
-            if following is not None:
-                n += 1
-                heapq.heappush(heap, (_size_key(following), n, shape, following))
-    finally:
-        for stream in streams.values():
-            stream.close()
-
-
-def _size_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The size read's ORDER BY as a Python key (CANDIDATE_COLUMNS: 3 size, 17 downloads,
-    1 repo, 2 path; 25 quality_score). Ties on size, quality and downloads may come in either
-    order (ranking reads every tie of pre_key)."""
-    return (-int(row[3]), _desc(row[25]), _desc(row[17]), row[1], row[2])
-
-
-def _shape_by_size(reader: Reader, w: Where, shape: str) -> Generator[tuple[Any, ...], None, None]:
-    """One shape's quants that pass ``w`` in size order.
-
-    Its ids first, from ix_quants_search_shape (live, search_shape, size_bytes, quality_score,
-    repo_pk) and each one's repo (SQLite keeps the left table of a CROSS JOIN outermost): a
-    shape's copies are often thousands of one size, whose order is their repos' downloads, and
-    sorting their ids is ~7 times cheaper than sorting their rows (19,438 copies at 1M quants:
-    7 ms, not 54). Then the rows, a batch at a time, each batch ending where the order's key
-    changes, so ties on (size, quality, downloads, repo) are completed and ordered here."""
-    ids = (
-        "SELECT y.id, y.size_bytes, y.quality_score, r.downloads, r.repo_id"
-        " FROM quants y CROSS JOIN repos r"
-        " WHERE y.live = TRUE AND y.search_shape = :size_shape AND r.id = y.repo_pk"
-        " ORDER BY y.size_bytes DESC, y.quality_score DESC NULLS LAST,"
-        " r.downloads DESC NULLS LAST, r.repo_id"
-    )
-    batch: list[tuple[Any, ...]] = []
-    size = _SIZE_HEAD
-    for item in reader.stream(ids, {"size_shape": shape}, chunk=_STREAM_CHUNK):
-        if len(batch) >= size and tuple(item[1:]) != tuple(batch[-1][1:]):
-            yield from _size_rows(reader, w, batch)
-            batch, size = [], min(size * 4, _STREAM_CHUNK)
-        batch.append(item)
-    yield from _size_rows(reader, w, batch)
-
-
-def _size_rows(reader: Reader, w: Where, batch: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-    """The rows of a batch of ids that pass ``w``, in the size read's order (the batch holds
-    every tie of its last key, so sorting it here keeps the order across batches)."""
-    if not batch:
-        return
-    marks, names = placeholders("size_id", [item[0] for item in batch])
-    # The ids outermost (a CROSS JOIN): with w's `q.live = TRUE` SQLite otherwise walks an
-    # index of every live quant (120 ms a batch at 1M quants).
-    sql = (
-        f"{_PARTIAL_COLUMNS} FROM quants y CROSS JOIN quants q"
-        " JOIN repos r ON r.id = q.repo_pk JOIN memory_models m ON m.quant_id = q.id"
-        f" WHERE y.id IN ({marks}) AND q.id = y.id AND {w.sql}"
-    )
-    yield from sorted(reader.rows(sql, {**w.params, **names}), key=_size_key)
-
-
 _BOUND_SQL = {"margin": margin_bound_sql, "ctx": ctx_bound_sql, "speed": speed_bound_sql}
-
-
-def _partial(row: tuple[Any, ...], bound_hint: float | None) -> Candidate:
-    n_expert, n_used, n_embd, n_vocab, mtp = row[20:25]
-    coefficients = MemoryCoefficients(
-        status="ok",
-        n_expert=int(n_expert or 0),
-        n_expert_used=int(n_used or 0),
-        n_embd=int(n_embd or 0),
-        n_vocab=int(n_vocab or 0),
-        mtp_available=bool(mtp),
-    )
-    hint = None if row[25] is None else float(row[25])
-    return candidate_from_row(
-        row, coefficients=coefficients, quality_hint=hint, bound_hint=bound_hint
-    )

@@ -6,9 +6,8 @@ Details: docs/internals/catalog.md#tables
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -20,65 +19,19 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-logger = logging.getLogger(__name__)
-
-# Named constraints so Alembic batch mode (SQLite) can drop and recreate them.
-NAMING_CONVENTION = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
+from crawler.catalog.orm import Base, StoredJSON
 
 #: Longest ``quants.search_text`` kept: 4 bytes a character stays under PostgreSQL's 2704-byte
 #: B-tree entry limit with the other columns of ``ix_quants_search_quality``.
 SEARCH_TEXT_MAX = 512
 #: Longest ``quants.search_shape``: 12 numbers of at most 24 characters and their separators.
 SEARCH_SHAPE_MAX = 512
-
-
-class StoredJSON(TypeDecorator[Any]):
-    """JSON whose stored text, when it is not JSON (old data, a bug, a row written around the
-    import's checks), reads as NULL with a warning instead of failing the whole query: one bad
-    row must never take search, the web app or a report down. Same DDL as JSON; PostgreSQL's
-    json type cannot hold malformed text, so this only ever triggers on SQLite."""
-
-    impl = JSON
-    cache_ok = True
-
-    def result_processor(self, dialect: Any, coltype: Any) -> Any:
-        inner = self._unwrapped_dialect_impl(dialect).result_processor(dialect, coltype)
-        if inner is None:
-            return None
-
-        def process(value: Any) -> Any:
-            try:
-                return inner(value)
-            except (ValueError, RecursionError) as exc:
-                logger.warning("a stored JSON value is unreadable and was skipped (%s)", exc)
-                return None
-
-        return process
-
-
-class Base(DeclarativeBase):
-    """Declarative base with the naming convention."""
-
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map: ClassVar[dict[Any, Any]] = {
-        dict[str, Any]: StoredJSON,
-        list[Any]: StoredJSON,
-    }
 
 
 class Repo(Base):
@@ -167,7 +120,7 @@ class Quant(Base):
     fit_ubatch_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # ... and what one MTP draft pass reads (its block and the output head: the speed bound).
     fit_draft_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    # ... and the MoE verify pass's extra experts (crawler.ranking.speed.verify_experts_floor).
+    # ... and the MoE verify pass's extra experts (speed_bound.verify_experts_floor).
     fit_verify_experts: Mapped[float | None] = mapped_column(Float)
     # Migration 0013: the harmonic efficiency of the quant's weight types as the speed estimate
     # guesses them (crawler.ranking.evaluate.weight_type_efficiency): the --sort speed bound
@@ -372,29 +325,13 @@ class WatchHit(Base):
 Index("ix_quants_live", Quant.vanished_at, Quant.size_bytes)
 # Migration 0011: the quants a name query's substring index cannot see (search_text too long),
 # which the search always reads; and, outside this metadata (so Alembic's comparison leaves them
-# alone), the substring index itself (crawler.catalog.name_index).
+# alone), the substring index itself (crawler.catalog.name_index, crawler.catalog.orm).
 Index(
     "ix_quants_search_text_null",
     Quant.id,
     sqlite_where=Quant.search_text.is_(None),
     postgresql_where=Quant.search_text.is_(None),
 )
-#: Schema objects made by raw DDL in migration 0011: the SQLite FTS5 table and the shadow tables
-#: FTS5 keeps (https://sqlite.org/fts5.html#fts5_shadow_tables), the PostgreSQL GIN index.
-NAME_INDEX_OBJECTS = frozenset(
-    {
-        "quants_search",
-        *(f"quants_search_{part}" for part in ("data", "idx", "content", "docsize", "config")),
-        "ix_quants_search_trgm",
-    }
-)
-
-
-def in_metadata(name: str | None, type_: str, parent_names: Any) -> bool:
-    """Alembic's ``include_name`` hook: False for NAME_INDEX_OBJECTS (not declared here)."""
-    return name not in NAME_INDEX_OBJECTS
-
-
 #: What the memory bound reads (crawler.ranking.bounds.bound_sql), and the name test's text.
 _BOUND_COLUMNS = (
     Quant.fit_weights_bytes,

@@ -20,12 +20,11 @@ from crawler.fit.cuda import (
     context_floor_per_ubatch,
 )
 from crawler.ranking.model import MIN_CTX, Budget, RunSpec
-from crawler.ranking.speed import (
-    FASTEST_TYPE_EFFICIENCY,
+from crawler.ranking.speed import FASTEST_TYPE_EFFICIENCY, gpu_platform
+from crawler.ranking.speed_bound import (
     SPEED_BOUND_SLACK,
     VERIFY_EXPERTS_K,
     SpeedBound,
-    gpu_platform,
     speed_bound,
 )
 
@@ -370,7 +369,7 @@ def _ctx_bound(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict[str, 
 
 
 def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
-    """(expression, params): crawler.ranking.speed.SpeedBound.tok_s over the quants' columns,
+    """(expression, params): crawler.ranking.speed_bound.SpeedBound.tok_s over the quants' columns,
     an upper bound of the estimated tok/s, for ``--sort speed`` (needs the GPU's bandwidth)."""
     if budget.bandwidth_gb_s is None:
         raise ValueError("--sort speed needs the GPU's bandwidth")

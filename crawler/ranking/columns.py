@@ -15,7 +15,7 @@ from crawler.profile.analysis import MemoryRecord
 from crawler.profile.groups import GroupStats
 from crawler.ranking.evaluate import weight_type_efficiency
 from crawler.ranking.quality import QualityInputs, estimate_quality
-from crawler.ranking.speed import read_bytes_floor, verify_experts_floor
+from crawler.ranking.speed_bound import read_bytes_floor, verify_experts_floor
 
 __all__ = [
     "FIT_EXTRAS",
@@ -117,12 +117,12 @@ def fit_extras(
         "fit_moe_layers": sum(1 for il, _d, _h in co.expert_layers if il < co.n_layer),
         "fit_ctx_train": co.n_ctx_train or None,
         "fit_ubatch_bytes": context_floor_per_ubatch(co),
-        # What one MTP draft pass reads (speed.SpeedBound): the MTP block and the head.
+        # What one MTP draft pass reads (speed_bound.SpeedBound): the MTP block and the head.
         "fit_draft_bytes": co.mtp_weights_bytes + draft_head,
         "fit_verify_experts": verify_experts_floor(
             read, co.expert_bytes, co.n_expert, co.n_expert_used
         ),
-        # The weight types' rate the speed estimate reads at (speed.SpeedBound.rate).
+        # The weight types' rate the speed estimate reads at (speed_bound.SpeedBound.rate).
         "fit_type_eff": weight_type_efficiency(label, groups),
         # The trunk layers estimate_speed charges a platform's per-layer cost for (Metal).
         "fit_trunk_layers": co.n_layer,

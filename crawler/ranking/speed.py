@@ -21,24 +21,20 @@ __all__ = [
     "PLATFORM_LAYER_S",
     "PLATFORM_MOE_LAYER_S",
     "PUBLISHED_ROWS",
-    "SPEED_BOUND_SLACK",
     "TYPE_EFFICIENCY",
-    "VERIFY_EXPERTS_K",
-    "SpeedBound",
     "SpeedEstimate",
     "SpeedInputs",
+    "active_expert_bytes",
     "decode_seconds",
     "estimate_speed",
     "expected_tokens",
     "gpu_platform",
     "label_type_mix",
+    "measured_gpu",
     "mix_efficiency",
     "mtp_cycle_seconds",
     "per_token_acceptance",
-    "read_bytes_floor",
-    "speed_bound",
     "type_efficiency",
-    "verify_experts_floor",
 ]
 
 GB = 1e9
@@ -270,11 +266,11 @@ def gpu_platform(gpu_name: str | None) -> str:
     return "metal" if gpu_name is not None and gpu_name.startswith("Apple") else "cuda"
 
 
-def _measured(bandwidth_gb_s: float, platform: str) -> bool:
+def measured_gpu(bandwidth_gb_s: float, platform: str) -> bool:
     return platform == "cuda" and abs(bandwidth_gb_s - MEASURED_GPU_BANDWIDTH_GB_S) < 1.0
 
 
-def _active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) -> float:
+def active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) -> float:
     return expert_bytes * max(n_expert_used, 1) / n_expert if n_expert > 0 else float(expert_bytes)
 
 
@@ -291,8 +287,8 @@ def decode_seconds(
     ``platform`` (the measured H200's own terms at its bandwidth, else the platform's)."""
     bw = bandwidth_gb_s * GB
     per_byte = x.weight_seconds_per_byte(bw, platform)
-    measured = _measured(bandwidth_gb_s, platform)
-    active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
+    measured = measured_gpu(bandwidth_gb_s, platform)
+    active = active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     device = x.dense_bytes + 2 * x.recurrent_bytes + (0.0 if x.experts_on_host else active)
     slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # attention at depth (KV reads)
     s = device * per_byte
@@ -329,7 +325,7 @@ def mtp_cycle_seconds(
     idle = x.mtp_expert_bytes * (1.0 - x.n_expert_used / x.n_expert) if x.n_expert > 0 else 0.0
     read = x.mtp_bytes - idle + x.output_bytes
     q8 = SpeedInputs(0, type_mix=(("Q8_0", 1.0),)).weight_seconds_per_byte(bw, platform)
-    active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
+    active = active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     target = x.dense_bytes + (0.0 if x.experts_on_host else active)
     slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # the H200's rate, scaled as at depth
     draft = read * q8 + DRAFT_S + target * VERIFY_S * slow
@@ -343,7 +339,7 @@ def mtp_cycle_seconds(
 
 
 def _basis(bandwidth_gb_s: float, platform: str) -> str:
-    if _measured(bandwidth_gb_s, platform):
+    if measured_gpu(bandwidth_gb_s, platform):
         return "measured GPU class (H200, llama.cpp 0c1e57098)"
     name = "Metal" if platform == "metal" else "CUDA"
     return f"extrapolated from {PUBLISHED_ROWS[platform]} published {name} rows"
@@ -374,7 +370,7 @@ def estimate_speed(
     k = x.draft_n_max if x.mtp else 0
     if x.mtp and choose_draft:
         k = max(DRAFT_N_CHOICES, key=lambda n: expected_tokens(acceptance, n) / cycle(n))
-    active = _active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
+    active = active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     if k > 0:
         e = expected_tokens(acceptance, k)
         tok = e / cycle(k)
@@ -394,160 +390,4 @@ def estimate_speed(
         acceptance=acceptance if k > 0 else None,
         ctx=x.ctx,
         basis=_basis(bandwidth_gb_s, platform),
-    )
-
-
-def read_bytes_floor(
-    dense_bytes: int, expert_bytes: int, n_expert: int, n_expert_used: int, recurrent_bytes: int
-) -> int:
-    """The bytes estimate_speed reads per token at an empty context (dense weights, the
-    recurrent state twice, the active share of the routed experts), rounded down. The catalog
-    stores it (``quants.fit_read_bytes``) so ``--sort speed`` can walk quants fastest first."""
-    active = _active_expert_bytes(expert_bytes, n_expert, n_expert_used)
-    return int(dense_bytes + 2 * recurrent_bytes + math.floor(active))
-
-
-@dataclass(frozen=True, slots=True)
-class SpeedBound:
-    """The per-request factors of an upper bound of estimate_speed's ``tok_s``, built
-    from a quant's stored scalars (``--sort speed`` orders the catalog by it in SQL)::
-
-        tok_s <= max(plain / seconds, speedup / (seconds + cycle_seconds))
-        seconds = read_bytes / rate + n_moe_layers * moe_layer_seconds
-                  + n_layers * layer_seconds + fixed_seconds
-        rate = max(min(platform_bw, type_eff * kernel_bw), host_bw)
-        speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1)
-                              + verify_experts)
-
-    ``rate`` is the fastest a weight byte of this quant is read at: every type of its mix
-    at most at the platform's share of the bandwidth and at its kernel's rate, so the mix at
-    most at its harmonic efficiency ``type_eff`` (mix_efficiency; unknown: the fastest type's);
-    experts possibly in host memory at most at the host's rate. ``moe_layer_seconds`` is the
-    fixed MoE cost, ``layer_seconds`` the platform's cost per trunk layer (0 where unknown),
-    ``fixed_seconds`` the server's cost per step (``seconds``: at most one target pass).
-    With MTP, a cycle of draft length k >= 1 yields ``expected_tokens(a, k)`` tokens and costs at
-    least the target pass, k drafts' fixed cost and the accepted tokens' (mtp_cycle_seconds):
-    ``expected`` is the most tokens of any k the estimate may take, ``cycle_seconds`` the least
-    of those costs; ``plain`` is 1 where the estimate may run without drafting (k = 0), else 0.
-    The draft term is left at 0, ``verify_experts`` is verify_experts_floor.
-    """
-
-    platform_bw: float  # bytes/s
-    kernel_bw: float  # bytes/s at type efficiency 1
-    host_bw: float  # bytes/s; 0 when every expert is on the GPU
-    moe_layer_seconds: float
-    layer_seconds: float
-    fixed_seconds: float
-    expected: float
-    base_cost: float
-    draft_n_max: int
-    cycle_seconds: float = 0.0
-    plain: float = 0.0
-
-    def rate(self, type_eff: float | None = None) -> float:
-        """Bytes/s: the fastest a weight byte of a quant of harmonic efficiency ``type_eff``
-        is read at (None: of any quant)."""
-        eff = FASTEST_TYPE_EFFICIENCY if type_eff is None else type_eff
-        return max(min(self.platform_bw, eff * self.kernel_bw), self.host_bw)
-
-    def tok_s(
-        self,
-        read_bytes: int,
-        n_moe_layers: int,
-        draft_bytes: int,
-        verify_experts: float = 0.0,
-        type_eff: float | None = None,
-        n_layers: int = 0,
-    ) -> float:
-        """The bound for one quant (what ``crawler.ranking.bounds.speed_bound_sql`` computes)."""
-        seconds = (
-            read_bytes / self.rate(type_eff)
-            + n_moe_layers * self.moe_layer_seconds
-            + n_layers * self.layer_seconds
-            + self.fixed_seconds
-        )
-        cost = self.base_cost + self.draft_n_max * draft_bytes / (read_bytes + 1)
-        if self.draft_n_max >= VERIFY_EXPERTS_K:
-            cost += verify_experts
-        if seconds <= 0:
-            return math.inf
-        tok = (self.expected / cost) / (seconds + self.cycle_seconds)
-        return max(tok, self.plain / seconds) * SPEED_BOUND_SLACK
-
-
-#: The draft length verify_experts_floor is computed for (llama.cpp's default).
-VERIFY_EXPERTS_K = 3
-
-
-def verify_experts_floor(
-    read_bytes: int, expert_bytes: int, n_expert: int, n_expert_used: int
-) -> float:
-    """A floor of the MTP verify pass's extra experts (the experts the ``k + 1`` verified tokens
-    touch beyond one token's) for any draft length ``k >= VERIFY_EXPERTS_K``, in units of one
-    token's read bytes: the routed experts' share of a decode is at least their active bytes
-    (rounded down) over ``read_bytes + 1`` (read_bytes_floor). 0 for dense quants."""
-    if n_expert <= 0 or n_expert_used <= 0 or expert_bytes <= 0:
-        return 0.0
-    p = n_expert_used / n_expert
-    distinct = (1.0 - (1.0 - p) ** (VERIFY_EXPERTS_K + 1)) / p
-    share = math.floor(_active_expert_bytes(expert_bytes, n_expert, n_expert_used)) / (
-        read_bytes + 1
-    )
-    return share * (distinct - 1.0)
-
-
-#: Relative slack of SpeedBound (far above float rounding, far below any difference the ranking
-#: shows): with the quant's own rate the bound is within float rounding of the estimate.
-SPEED_BOUND_SLACK = 1.0 + 1e-9
-
-
-def speed_bound(
-    bandwidth_gb_s: float,
-    *,
-    mtp: bool,
-    draft_n_max: int,
-    experts_on_host: bool = False,
-    host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
-    acceptance: float = DEFAULT_ACCEPTANCE,
-    platform: str | None = None,
-) -> SpeedBound:
-    """The SpeedBound for one GPU and configuration (arguments: estimate_speed) on
-    ``platform`` (None: any platform: the larger share of the bandwidth, the smaller MoE layer
-    cost, no cost per layer). ``experts_on_host``: the routed
-    experts may be in host memory (read at the host's rate, no MoE layer cost), or not.
-
-    With MTP the draft length may be chosen per quant (DRAFT_N_CHOICES) or be ``draft_n_max``:
-    ``expected`` is the most tokens a cycle of any of them yields at ``acceptance``, and a cycle
-    costs at least one target pass and the least fixed cost of any of them."""
-    layer = 0.0
-    if platform is None:
-        share = max(PLATFORM_EFFICIENCY.values())
-        moe = min(MOE_LAYER_S, *PLATFORM_MOE_LAYER_S.values())
-    elif _measured(bandwidth_gb_s, platform):  # decode_seconds: the H200's own terms
-        share, moe = PLATFORM_EFFICIENCY[platform], MOE_LAYER_S
-    else:
-        share, moe = PLATFORM_EFFICIENCY[platform], PLATFORM_MOE_LAYER_S[platform]
-        layer = PLATFORM_LAYER_S[platform]
-    ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
-    drafted = [k for k in ks if k > 0]
-    # mtp_cycle_seconds: k drafts cost at least k * DRAFT_S, the accepted tokens ACCEPT_S each
-    cycle = min(
-        (k * DRAFT_S + (expected_tokens(acceptance, k) - 1.0) * ACCEPT_S for k in drafted),
-        default=0.0,
-    )
-    return SpeedBound(
-        platform_bw=share * bandwidth_gb_s * GB,
-        kernel_bw=MEASURED_GPU_BANDWIDTH_GB_S * GB,
-        host_bw=HOST_EFF * host_bandwidth_gb_s * GB if experts_on_host else 0.0,
-        moe_layer_seconds=0.0 if experts_on_host else moe,
-        layer_seconds=layer,
-        # decode_seconds adds llama-server's cost to every step (estimate_speed's server=True)
-        fixed_seconds=SERVER_S,
-        expected=max(expected_tokens(acceptance, n) for n in drafted or ks),
-        base_cost=1.0,
-        # no draft cost: the stored draft bytes count an MoE MTP block's idle experts, which a
-        # draft pass does not read
-        draft_n_max=0,
-        cycle_seconds=cycle,
-        plain=1.0 if drafted and 0 in ks else 0.0,
     )

@@ -12,13 +12,13 @@ from typing import Any
 import pyarrow as pa
 from sqlalchemy import JSON, Column, MetaData, Table, Text, cast
 
+from crawler.catalog.orm import StoredJSON
 from crawler.catalog.tables import (
     File,
     MemoryModel,
     Quant,
     QuantVersion,
     Repo,
-    StoredJSON,
     TensorGroup,
     TensorTable,
 )

@@ -10,8 +10,8 @@ from sqlalchemy import inspect
 
 from crawler.base.errors import QueryError, ReadOnlyViolation, SchemaOutOfDate, UsageError
 from crawler.catalog import Catalog, params_from_pairs, resource_dir
+from crawler.catalog.orm import Base, in_metadata
 from crawler.catalog.queries import bind_params, list_queries, resolve_query
-from crawler.catalog.tables import Base, in_metadata
 from crawler.ranking.columns import stored_columns
 from tests.catalog.populate import populate
 

@@ -19,8 +19,9 @@ import pytest
 from bench.bench_search_hub import TIERS, build
 from crawler.catalog import Catalog
 from crawler.catalog.candidates import bounded, materializer
-from crawler.catalog.ordered import _SIZE_SHAPES, _size_by_shape, _walk, stream_candidates
+from crawler.catalog.ordered import _walk, stream_candidates
 from crawler.catalog.reader import Reader
+from crawler.catalog.size_order import _SIZE_SHAPES, size_by_shape
 from crawler.cli.search_cmd import request_from_argv
 from crawler.library.search import validate_request
 from crawler.ranking.bounds import bound_sql, ram_may_fit
@@ -98,7 +99,7 @@ def test_size_reads_only_the_shapes_that_pass_the_bound(hub_url):
             req = request_from_argv([*argv, "--sort", "size"])
             budget, _, spec = validate_request(req)
             w = bounded(req.filters, spec, budget)
-            shaped = _size_by_shape(reader, w, spec, budget)
+            shaped = size_by_shape(reader, w, spec, budget)
             assert shaped is not None  # every live quant has a shape: the shape read serves it
             by_shape = [row for row, _hint in shaped]
             walked = list(_walk(reader, w, "size"))

@@ -18,11 +18,9 @@ from crawler.ranking.speed import (
     expected_tokens,
     label_type_mix,
     mtp_cycle_seconds,
-    read_bytes_floor,
-    speed_bound,
     type_efficiency,
-    verify_experts_floor,
 )
+from crawler.ranking.speed_bound import read_bytes_floor, speed_bound, verify_experts_floor
 
 GB = 1e9
 

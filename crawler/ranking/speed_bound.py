@@ -1,0 +1,195 @@
+"""An upper bound of the decode-speed estimate from a quant's stored scalars, pure: no I/O.
+
+``--sort speed`` orders the catalog by it in SQL (crawler.ranking.bounds.speed_bound_sql).
+Details: docs/internals/ranking.md#speed_bound
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from crawler.ranking.speed import (
+    ACCEPT_S,
+    DEFAULT_ACCEPTANCE,
+    DEFAULT_HOST_BANDWIDTH_GB_S,
+    DRAFT_N_CHOICES,
+    DRAFT_S,
+    FASTEST_TYPE_EFFICIENCY,
+    GB,
+    HOST_EFF,
+    MEASURED_GPU_BANDWIDTH_GB_S,
+    MOE_LAYER_S,
+    PLATFORM_EFFICIENCY,
+    PLATFORM_LAYER_S,
+    PLATFORM_MOE_LAYER_S,
+    SERVER_S,
+    active_expert_bytes,
+    expected_tokens,
+    measured_gpu,
+)
+
+__all__ = [
+    "SPEED_BOUND_SLACK",
+    "VERIFY_EXPERTS_K",
+    "SpeedBound",
+    "read_bytes_floor",
+    "speed_bound",
+    "verify_experts_floor",
+]
+
+
+def read_bytes_floor(
+    dense_bytes: int, expert_bytes: int, n_expert: int, n_expert_used: int, recurrent_bytes: int
+) -> int:
+    """The bytes estimate_speed reads per token at an empty context (dense weights, the
+    recurrent state twice, the active share of the routed experts), rounded down. The catalog
+    stores it (``quants.fit_read_bytes``) so ``--sort speed`` can walk quants fastest first."""
+    active = active_expert_bytes(expert_bytes, n_expert, n_expert_used)
+    return int(dense_bytes + 2 * recurrent_bytes + math.floor(active))
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedBound:
+    """The per-request factors of an upper bound of estimate_speed's ``tok_s``, built
+    from a quant's stored scalars (``--sort speed`` orders the catalog by it in SQL)::
+
+        tok_s <= max(plain / seconds, speedup / (seconds + cycle_seconds))
+        seconds = read_bytes / rate + n_moe_layers * moe_layer_seconds
+                  + n_layers * layer_seconds + fixed_seconds
+        rate = max(min(platform_bw, type_eff * kernel_bw), host_bw)
+        speedup = expected / (base_cost + draft_n_max * draft_bytes / (read_bytes + 1)
+                              + verify_experts)
+
+    ``rate`` is the fastest a weight byte of this quant is read at: every type of its mix
+    at most at the platform's share of the bandwidth and at its kernel's rate, so the mix at
+    most at its harmonic efficiency ``type_eff`` (mix_efficiency; unknown: the fastest type's);
+    experts possibly in host memory at most at the host's rate. ``moe_layer_seconds`` is the
+    fixed MoE cost, ``layer_seconds`` the platform's cost per trunk layer (0 where unknown),
+    ``fixed_seconds`` the server's cost per step (``seconds``: at most one target pass).
+    With MTP, a cycle of draft length k >= 1 yields ``expected_tokens(a, k)`` tokens and costs at
+    least the target pass, k drafts' fixed cost and the accepted tokens' (mtp_cycle_seconds):
+    ``expected`` is the most tokens of any k the estimate may take, ``cycle_seconds`` the least
+    of those costs; ``plain`` is 1 where the estimate may run without drafting (k = 0), else 0.
+    The draft term is left at 0, ``verify_experts`` is verify_experts_floor.
+    """
+
+    platform_bw: float  # bytes/s
+    kernel_bw: float  # bytes/s at type efficiency 1
+    host_bw: float  # bytes/s; 0 when every expert is on the GPU
+    moe_layer_seconds: float
+    layer_seconds: float
+    fixed_seconds: float
+    expected: float
+    base_cost: float
+    draft_n_max: int
+    cycle_seconds: float = 0.0
+    plain: float = 0.0
+
+    def rate(self, type_eff: float | None = None) -> float:
+        """Bytes/s: the fastest a weight byte of a quant of harmonic efficiency ``type_eff``
+        is read at (None: of any quant)."""
+        eff = FASTEST_TYPE_EFFICIENCY if type_eff is None else type_eff
+        return max(min(self.platform_bw, eff * self.kernel_bw), self.host_bw)
+
+    def tok_s(
+        self,
+        read_bytes: int,
+        n_moe_layers: int,
+        draft_bytes: int,
+        verify_experts: float = 0.0,
+        type_eff: float | None = None,
+        n_layers: int = 0,
+    ) -> float:
+        """The bound for one quant (what ``crawler.ranking.bounds.speed_bound_sql`` computes)."""
+        seconds = (
+            read_bytes / self.rate(type_eff)
+            + n_moe_layers * self.moe_layer_seconds
+            + n_layers * self.layer_seconds
+            + self.fixed_seconds
+        )
+        cost = self.base_cost + self.draft_n_max * draft_bytes / (read_bytes + 1)
+        if self.draft_n_max >= VERIFY_EXPERTS_K:
+            cost += verify_experts
+        if seconds <= 0:
+            return math.inf
+        tok = (self.expected / cost) / (seconds + self.cycle_seconds)
+        return max(tok, self.plain / seconds) * SPEED_BOUND_SLACK
+
+
+#: The draft length verify_experts_floor is computed for (llama.cpp's default).
+VERIFY_EXPERTS_K = 3
+
+
+def verify_experts_floor(
+    read_bytes: int, expert_bytes: int, n_expert: int, n_expert_used: int
+) -> float:
+    """A floor of the MTP verify pass's extra experts (the experts the ``k + 1`` verified tokens
+    touch beyond one token's) for any draft length ``k >= VERIFY_EXPERTS_K``, in units of one
+    token's read bytes: the routed experts' share of a decode is at least their active bytes
+    (rounded down) over ``read_bytes + 1`` (read_bytes_floor). 0 for dense quants."""
+    if n_expert <= 0 or n_expert_used <= 0 or expert_bytes <= 0:
+        return 0.0
+    p = n_expert_used / n_expert
+    distinct = (1.0 - (1.0 - p) ** (VERIFY_EXPERTS_K + 1)) / p
+    share = math.floor(active_expert_bytes(expert_bytes, n_expert, n_expert_used)) / (
+        read_bytes + 1
+    )
+    return share * (distinct - 1.0)
+
+
+#: Relative slack of SpeedBound (far above float rounding, far below any difference the ranking
+#: shows): with the quant's own rate the bound is within float rounding of the estimate.
+SPEED_BOUND_SLACK = 1.0 + 1e-9
+
+
+def speed_bound(
+    bandwidth_gb_s: float,
+    *,
+    mtp: bool,
+    draft_n_max: int,
+    experts_on_host: bool = False,
+    host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
+    acceptance: float = DEFAULT_ACCEPTANCE,
+    platform: str | None = None,
+) -> SpeedBound:
+    """The SpeedBound for one GPU and configuration (arguments: estimate_speed) on
+    ``platform`` (None: any platform: the larger share of the bandwidth, the smaller MoE layer
+    cost, no cost per layer). ``experts_on_host``: the routed
+    experts may be in host memory (read at the host's rate, no MoE layer cost), or not.
+
+    With MTP the draft length may be chosen per quant (DRAFT_N_CHOICES) or be ``draft_n_max``:
+    ``expected`` is the most tokens a cycle of any of them yields at ``acceptance``, and a cycle
+    costs at least one target pass and the least fixed cost of any of them."""
+    layer = 0.0
+    if platform is None:
+        share = max(PLATFORM_EFFICIENCY.values())
+        moe = min(MOE_LAYER_S, *PLATFORM_MOE_LAYER_S.values())
+    elif measured_gpu(bandwidth_gb_s, platform):  # decode_seconds: the H200's own terms
+        share, moe = PLATFORM_EFFICIENCY[platform], MOE_LAYER_S
+    else:
+        share, moe = PLATFORM_EFFICIENCY[platform], PLATFORM_MOE_LAYER_S[platform]
+        layer = PLATFORM_LAYER_S[platform]
+    ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
+    drafted = [k for k in ks if k > 0]
+    # mtp_cycle_seconds: k drafts cost at least k * DRAFT_S, the accepted tokens ACCEPT_S each
+    cycle = min(
+        (k * DRAFT_S + (expected_tokens(acceptance, k) - 1.0) * ACCEPT_S for k in drafted),
+        default=0.0,
+    )
+    return SpeedBound(
+        platform_bw=share * bandwidth_gb_s * GB,
+        kernel_bw=MEASURED_GPU_BANDWIDTH_GB_S * GB,
+        host_bw=HOST_EFF * host_bandwidth_gb_s * GB if experts_on_host else 0.0,
+        moe_layer_seconds=0.0 if experts_on_host else moe,
+        layer_seconds=layer,
+        # decode_seconds adds llama-server's cost to every step (estimate_speed's server=True)
+        fixed_seconds=SERVER_S,
+        expected=max(expected_tokens(acceptance, n) for n in drafted or ks),
+        base_cost=1.0,
+        # no draft cost: the stored draft bytes count an MoE MTP block's idle experts, which a
+        # draft pass does not read
+        draft_n_max=0,
+        cycle_seconds=cycle,
+        plain=1.0 if drafted and 0 in ks else 0.0,
+    )
