@@ -679,17 +679,23 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
             assert row[3:8] == (None,) * 5 and row[14:23] == (None,) * 9
 
 
-def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_path):
-    # Down to 0002 (the columns dropped), up again: the backfills must equal the crawl's values.
+def _downgraded(catalog_db, tmp_path, revision: str) -> tuple[str, Any]:
+    """A copy of the crawled catalog taken down to ``revision``, and its search columns before."""
     from alembic import command
 
     db = _copy(catalog_db, tmp_path)
     expected = _search_columns(db)
     with Catalog.open(db) as catalog:
-        command.downgrade(catalog._alembic_config(), "0002")
-        assert catalog.current_revision() == "0002"
+        command.downgrade(catalog._alembic_config(), revision)
+        assert catalog.current_revision() == revision
+    return db, expected
+
+
+def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_path):
+    # Down to 0002 (the columns dropped), up again: the backfills must equal the crawl's values.
     from crawler.crawl.catalogs import open_catalog
 
+    db, expected = _downgraded(catalog_db, tmp_path, "0002")
     with open_catalog(db):  # migrated back to head as every command opens it
         pass
     assert _search_columns(db) == expected
@@ -698,16 +704,10 @@ def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_pat
 def test_migration_0013_fills_the_speed_type_efficiency(catalog_db, tmp_path):
     # A catalog at 0012 has no fit_type_eff; opened as every command opens it, it gets the
     # crawl's values and shapes that carry them.
-    from alembic import command
-
     from crawler.catalog.search_index import SHAPE_COLUMNS
-
-    db = _copy(catalog_db, tmp_path)
-    expected = _search_columns(db)
-    with Catalog.open(db) as catalog:
-        command.downgrade(catalog._alembic_config(), "0012_search_shape_size")
-        assert catalog.current_revision() == "0012_search_shape_size"
     from crawler.crawl.catalogs import open_catalog
+
+    db, expected = _downgraded(catalog_db, tmp_path, "0012_search_shape_size")
 
     with open_catalog(db) as catalog:
         _, shapes = catalog.query_readonly(
