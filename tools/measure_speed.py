@@ -137,6 +137,10 @@ def jobs() -> list[dict[str, Any]]:
         mtp("qwen36-27b", MIX["qwen36-27b"], k, a, ctx=262144, ck="q4_0", est=200, fill=258048)
     # K. the draft cost at 128K apart from acceptance (acceptance 0)
     mtp("qwen36-27b", MIX["qwen36-27b"], 3, 0.0, ctx=262144, ck="q4_0", est=80, fill=131072)
+    # L. the draft and verify costs at 128K and at the full context apart from acceptance
+    mtp("qwen36-27b", MIX["qwen36-27b"], 3, 1.0, ctx=262144, ck="q4_0", est=80, fill=131072)
+    for a in (0.0, 1.0):
+        mtp("qwen36-27b", MIX["qwen36-27b"], 3, a, ctx=262144, ck="q4_0", est=200, fill=258048)
     for i, j in enumerate(out):
         j["id"] = i
     return out
