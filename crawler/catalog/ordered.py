@@ -20,6 +20,7 @@ from crawler.catalog.candidates import (
 )
 from crawler.catalog.name_index import by_ids, name_candidates
 from crawler.catalog.name_shapes import name_shapes
+from crawler.catalog.quality_runs import quality_run
 from crawler.catalog.reader import Reader, placeholders
 from crawler.catalog.size_order import ram_condition, size_by_shape
 from crawler.ranking.bounds import (
@@ -258,6 +259,11 @@ def _read_runs(
     # many copies) keep the stream alone.
     short = heads = False
     for run in runs:
+        if not hinted and reader.dialect == "sqlite":
+            # `quality` (its key is stored): the run's ids from the shape index, then only the
+            # rows ranking reaches (crawler.catalog.quality_runs).
+            yield from ((row, None) for row in quality_run(reader, w, run))
+            continue
         marks, names = placeholders("shape", run)
         # The shapes' quants from their index first (SQLite keeps the left table of a CROSS
         # JOIN outermost; otherwise it walks a sort index and tests every entry).
