@@ -77,7 +77,7 @@ def stream_candidates(
     Complete them with crawler.catalog.candidates.materializer; close the iterator when
     done. ``--sort speed`` needs ``budget.bandwidth_gb_s``. ``by_shape`` False reads quant by
     quant also where shapes serve the sort, ``by_name`` False never reads a name query's quants
-    through the name index (the tests compare the reads).
+    through the name index nor its shapes (the tests compare the reads).
     """
     if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:
         raise ValueError(f"unknown sort {sort!r}")
@@ -91,7 +91,8 @@ def stream_candidates(
         return
     # A broad name query reads only the shapes whose quants' texts hold its pieces
     # (crawler.catalog.name_shapes); None: every shape may match.
-    only = name_shapes(reader, matcher) if matcher and by_name else None
+    by_shapes = by_shape and sort in (*_SHAPE_SORTS, "size")
+    only = name_shapes(reader, matcher) if matcher and by_name and by_shapes else None
     # Without those, with a name query `quality` walks its index testing the name on the
     # entries: shape by shape it would fetch every row of the best shapes to test it (slower at
     # 1M quants). The bounded sorts read shape by shape either way: per quant, each page computes
