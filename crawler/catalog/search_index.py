@@ -69,8 +69,8 @@ def search_text_sql(quants: Any, repos: Any) -> Any:
 
 #: The columns a quant's search shape is made of: the stored quality score and every column a
 #: memory or sort bound reads (crawler.ranking.bounds: the ``fit_*`` copies, and the MTP verdicts
-#: the speed bound tests). Quants with equal values get one shape (migrations 0010 and 0013 keep
-#: their own copies of this list).
+#: the speed bound tests). Quants with equal values get one shape (migrations 0010, 0013 and 0014
+#: keep their own copies of this list).
 SHAPE_COLUMNS = (
     "quality_score",
     "fit_weights_bytes",
@@ -86,6 +86,9 @@ SHAPE_COLUMNS = (
     "fit_verify_experts",
     "fit_type_eff",
     "fit_trunk_layers",
+    "fit_slot_bytes",
+    "fit_slot_kv_per_token",
+    "fit_resident_bytes",
     "fit_ctx_train",
     "mtp_present",
     "mtp_preserved",
