@@ -42,8 +42,9 @@ __all__ = ["Catalog", "catalog_identity", "params_from_pairs", "redact_url", "re
 #: from below it gets them computed (crawler.catalog.search_index.refresh_search_columns). 0004
 #: added the columns; 0008 came with the refitted quality sensitivities
 #: (crawler/ranking/quality.py), so scores stored before it are recomputed once; 0013 added
-#: ``fit_type_eff`` (the --sort speed bound's weight rate).
-_SEARCH_COLUMNS_REVISION = "0013_speed_type_eff"
+#: ``fit_type_eff`` (the --sort speed bound's weight rate), 0014 ``fit_slot_bytes`` and its kin (the
+#: --tier partial margin bound).
+_SEARCH_COLUMNS_REVISION = "0014_partial_slot_bytes"
 # SQLite waits this long for a writer's lock before "database is locked" (WAL readers never wait).
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Upper bound on rows `quants sql` materialises, so a cross join cannot exhaust memory.

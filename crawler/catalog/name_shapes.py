@@ -1,4 +1,4 @@
-"""The search shapes a broad name query can match, from migration 0014's search_shape_grams.
+"""The search shapes a broad name query can match, from migration 0015's search_shape_grams.
 
 A shape lacking a piece of a token holds no quant the query matches: its quants are not read.
 Details: docs/internals/catalog.md#name_shapes
@@ -35,7 +35,7 @@ def name_shapes(reader: Reader, matcher: QueryMatcher) -> frozenset[str] | None:
     match).
 
     The table gains a shape's pieces in the transaction that writes its quants' text or shape
-    and never loses any (migration 0014), so the set is exact or larger, never smaller."""
+    and never loses any (migration 0015), so the set is exact or larger, never smaller."""
     grams = name_grams(matcher)
     if not grams:
         return None

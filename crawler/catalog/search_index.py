@@ -69,8 +69,8 @@ def search_text_sql(quants: Any, repos: Any) -> Any:
 
 #: The columns a quant's search shape is made of: the stored quality score and every column a
 #: memory or sort bound reads (crawler.ranking.bounds: the ``fit_*`` copies, and the MTP verdicts
-#: the speed bound tests). Quants with equal values get one shape (migrations 0010 and 0013 keep
-#: their own copies of this list).
+#: the speed bound tests). Quants with equal values get one shape (migrations 0010, 0013 and 0014
+#: keep their own copies of this list).
 SHAPE_COLUMNS = (
     "quality_score",
     "fit_weights_bytes",
@@ -86,6 +86,9 @@ SHAPE_COLUMNS = (
     "fit_verify_experts",
     "fit_type_eff",
     "fit_trunk_layers",
+    "fit_slot_bytes",
+    "fit_slot_kv_per_token",
+    "fit_resident_bytes",
     "fit_ctx_train",
     "mtp_present",
     "mtp_preserved",
@@ -174,4 +177,12 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
             )
     # The shapes are made of these columns (crawler.catalog.search_index.SHAPE_COLUMNS).
     conn.execute(update(q).values(search_shape=search_shape_sql(q.c)))
+    # The new shapes' name pieces came with the rows (migration 0015's triggers); those of shapes
+    # no quant has any more go (crawler.catalog.name_shapes).
+    conn.execute(
+        sa.text(
+            "DELETE FROM search_shape_grams WHERE search_shape NOT IN"
+            " (SELECT search_shape FROM quants WHERE search_shape IS NOT NULL)"
+        )
+    )
     return len(ids)

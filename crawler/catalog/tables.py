@@ -128,6 +128,12 @@ class Quant(Base):
     fit_type_eff: Mapped[float | None] = mapped_column(Float)
     # ... and the trunk layers (a platform's cost per layer: Metal's, in the same bound).
     fit_trunk_layers: Mapped[int | None] = mapped_column(BigInteger)
+    # Migration 0014: the largest trunk layer's device bytes (weights, experts, recurrent state)
+    # and K+V bytes per cell at f16, and the device weights no trunk layer holds
+    # (crawler.ranking.partial_bound.slot_terms): the --tier partial margin bound.
+    fit_slot_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    fit_slot_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
+    fit_resident_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
@@ -360,6 +366,9 @@ Index(
     Quant.fit_verify_experts,
     Quant.fit_type_eff,
     Quant.fit_trunk_layers,
+    Quant.fit_slot_bytes,
+    Quant.fit_slot_kv_per_token,
+    Quant.fit_resident_bytes,
     Quant.fit_ctx_train,
     Quant.quality_score,
     *_BOUND_COLUMNS,

@@ -13,7 +13,14 @@ from crawler.fit.cache import cache_type
 from crawler.fit.coefficients import MemoryCoefficients
 from crawler.fit.estimate import FitEstimate, RunConfig, _kv_tensor_bytes, command, estimate
 
-__all__ = ["OffloadEstimate", "auto_gpu_layers", "device_estimate", "estimate_offload", "n_slots"]
+__all__ = [
+    "OffloadEstimate",
+    "auto_gpu_layers",
+    "device_estimate",
+    "estimate_offload",
+    "layer_weights",
+    "n_slots",
+]
 
 #: ggml-cuda.cu ``ggml_backend_cuda_device_offload_op``: ops of batches this large are offloaded.
 OP_OFFLOAD_MIN_BATCH = 32
@@ -53,7 +60,7 @@ class OffloadEstimate:
         return self.n_gpu_layers < self.n_slots
 
 
-def _layer_weights(c: MemoryCoefficients) -> dict[int, tuple[int, int]]:
+def layer_weights(c: MemoryCoefficients) -> dict[int, tuple[int, int]]:
     """Per block (device, host) non-expert bytes; even shares when the coefficients predate the
     per-layer fields (stored before partial offload was modelled)."""
     if c.layer_weights:
@@ -76,7 +83,7 @@ def estimate_offload(c: MemoryCoefficients, cfg: RunConfig, n_gpu_layers: int) -
             full, ngl, slots, weights, kv, mtp_kv, recurrent, full.compute, full.overhead,
             host, 0,
         )  # fmt: skip
-    layers = _layer_weights(c)
+    layers = layer_weights(c)
     experts = {il: (d, h) for il, d, h in c.expert_layers}
     tk, tv = cache_type(cfg.type_k), cache_type(cfg.type_v)
     v_pad = 0 if full.flash_attn else c.v_width_max

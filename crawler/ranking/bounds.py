@@ -19,6 +19,7 @@ from crawler.fit.cuda import (
     RUNTIME_FLOOR_BYTES,
     context_floor_per_ubatch,
 )
+from crawler.ranking import partial_bound as pb
 from crawler.ranking.model import MIN_CTX, Budget, RunSpec
 from crawler.ranking.speed import FASTEST_TYPE_EFFICIENCY, gpu_platform
 from crawler.ranking.speed_bound import (
@@ -130,7 +131,13 @@ def margin_upper_bound(c: MemoryCoefficients, spec: RunSpec, budget: Budget) -> 
     (_ladder_margin_applies) tighter: the search takes the first cache step that fits,
     so either f16 fits (margin <= budget - the f16 lower bound), or f16 did not fit and a cheaper
     step can free at most what its cache saves over f16 (ladder_savings_bytes).
+    Under ``--tier partial`` (-ngl auto, one GPU, one slot) the larger of the experts_cpu
+    tier's bound (the whole model, then its experts in RAM) and the layer offload's
+    (crawler.ranking.partial_bound.layout_margin_bound).
     """
+    if pb.partial_margin_applies(spec, budget):
+        whole = margin_upper_bound(c, _experts_cpu(spec), budget)
+        return max(whole, pb.layout_margin_bound(c, spec, budget, lower_bound_bytes(c, spec)))
     loose = budget.device_bytes - lower_bound_bytes(c, spec)
     if not _ladder_margin_applies(spec, budget, margin=True):
         return loose
@@ -152,6 +159,11 @@ def ladder_savings_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
 #: Per-tensor alignment and rounding in ladder_savings_bytes (far above 2 x 128 B x the
 #: cache tensors of any model).
 _LADDER_SLACK = 1 << 20
+
+
+def _experts_cpu(spec: RunSpec) -> RunSpec:
+    """The tiers before the layer offload: the whole model, then its experts in RAM."""
+    return dataclasses.replace(spec, tier="experts_cpu")
 
 
 def _f16(spec: RunSpec) -> RunSpec:
@@ -294,6 +306,14 @@ def ram_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]] |
 def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     """(expression, params): margin_upper_bound over the quants' columns, for
     ``--sort margin`` (+1 byte absorbs the float sums' rounding)."""
+    if pb.partial_margin_applies(spec, budget):
+        whole, params = margin_bound_sql(_experts_cpu(spec), budget)
+        floor_fixed, _per_token, floor_params = _bound_terms(spec, "_ps")
+        layout, layout_params = pb.layout_margin_sql(
+            spec, budget, floor_fixed, prefilter_terms(spec).constant
+        )
+        params = {**params, **floor_params, **layout_params}
+        return f"(CASE WHEN {whole} > {layout} THEN {whole} ELSE {layout} END)", params
     t = prefilter_terms(spec)
     fixed, per_token, params = _bound_terms(spec)
     params.update(m_room=float(budget.device_bytes - t.constant + 1), m_ctx=float(t.ctx))
@@ -325,7 +345,15 @@ def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     requested context (the f16 bound), or a cheaper step was taken and then the context can grow
     only until the K/V it adds (at least the cheapest type's ratio of f16 per token) uses up what
     that step saved over f16 (ladder_savings_bytes).
+
+    Under ``--tier partial`` (-ngl auto, one GPU) the larger of the experts_cpu tier's bound
+    (the whole model, then its experts in RAM) and the context asked for (a layer offload's).
     """
+    if pb.partial_ctx_applies(spec, budget):
+        whole, params = ctx_bound_sql(_experts_cpu(spec), budget)
+        params["ps_ctx"] = float(pb.layout_ctx(spec))
+        layout = "(q.fit_weights_bytes * 0.0 + :ps_ctx)"  # NULL for unmodelled quants
+        return f"(CASE WHEN {whole} > {layout} THEN {whole} ELSE {layout} END)", params
     expr, params = _ctx_bound(spec, budget, "")
     if not _ladder_margin_applies(spec, budget):
         return expr, params

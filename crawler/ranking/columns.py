@@ -14,6 +14,7 @@ from crawler.fit.cuda import context_floor_per_ubatch
 from crawler.profile.analysis import MemoryRecord
 from crawler.profile.groups import GroupStats
 from crawler.ranking.evaluate import weight_type_efficiency
+from crawler.ranking.partial_bound import slot_terms
 from crawler.ranking.quality import QualityInputs, estimate_quality
 from crawler.ranking.speed_bound import read_bytes_floor, verify_experts_floor
 
@@ -31,7 +32,8 @@ __all__ = [
 #: The coefficients the search reads before the exact estimate, copied into scalar columns.
 SEARCH_SCALARS = ("n_expert", "n_expert_used", "n_embd", "n_vocab")
 
-#: The ``quants`` columns fit_extras fills (migration 0004; fit_type_eff, fit_trunk_layers: 0013).
+#: The ``quants`` columns fit_extras fills (migration 0004; fit_type_eff, fit_trunk_layers: 0013;
+#: fit_slot_bytes, fit_slot_kv_per_token, fit_resident_bytes: 0014).
 FIT_EXTRAS = (
     "fit_mtp_kv_per_token",
     "fit_read_bytes",
@@ -42,6 +44,9 @@ FIT_EXTRAS = (
     "fit_verify_experts",
     "fit_type_eff",
     "fit_trunk_layers",
+    "fit_slot_bytes",
+    "fit_slot_kv_per_token",
+    "fit_resident_bytes",
 )
 
 
@@ -107,6 +112,7 @@ def fit_extras(
     if not coefficients:
         return dict.fromkeys(FIT_EXTRAS)
     co = MemoryCoefficients.from_json(dict(coefficients))
+    slots = slot_terms(co)
     read = read_bytes_floor(
         co.weights_bytes, co.expert_bytes, co.n_expert, co.n_expert_used, co.recurrent_bytes_per_seq
     )
@@ -126,6 +132,11 @@ def fit_extras(
         "fit_type_eff": weight_type_efficiency(label, groups),
         # The trunk layers estimate_speed charges a platform's per-layer cost for (Metal).
         "fit_trunk_layers": co.n_layer,
+        # The largest trunk layer and what no layer holds (the --tier partial margin bound,
+        # crawler.ranking.partial_bound).
+        "fit_slot_bytes": slots.slot_bytes,
+        "fit_slot_kv_per_token": slots.slot_kv_per_token,
+        "fit_resident_bytes": slots.resident_bytes,
     }
 
 

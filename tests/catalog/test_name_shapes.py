@@ -1,4 +1,4 @@
-"""A broad name query read by the shapes that may hold it (migration 0014: search_shape_grams)
+"""A broad name query read by the shapes that may hold it (migration 0015: search_shape_grams)
 against the reads without it, on SQLite and PostgreSQL: same rows in the same order and the
 same fit count for every sort and tier, the shapes a superset of those matched after every
 write, migration down and up.
@@ -18,12 +18,13 @@ from crawler.catalog.candidates import materializer
 from crawler.catalog.name_shapes import name_shapes
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import SCHEMA_HEAD, Reader
-from crawler.catalog.search_index import refresh_live_rows
+from crawler.catalog.search_index import refresh_live_rows, refresh_search_columns
 from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import Quant, Repo
 from crawler.cli.search_cmd import request_from_argv
 from crawler.crawl.catalogs import open_catalog
 from crawler.library.search import COUNT_CAP, validate_request
+from crawler.ranking.columns import stored_columns
 from crawler.ranking.query import QueryMatcher
 from crawler.ranking.rank import count_fitting, pre_key
 from tests.catalog.populate import populate
@@ -189,6 +190,18 @@ def test_the_shapes_follow_every_write(catalog_url):
     assert moved in _shapes(catalog_url, "zz9x")
 
 
+def test_a_refill_of_the_search_columns_drops_the_pieces_of_shapes_gone(catalog_url):
+    populate(catalog_url)
+    with Catalog.open(catalog_url) as catalog, catalog.session() as s:
+        refresh_live(catalog)
+        s.execute(update(Quant).values(quality_score=0.5))
+        refresh_live_rows(s, list(s.scalars(select(Repo.id))))  # new shapes, old pieces kept
+    assert _pieces(catalog_url) > _expected_pieces(catalog_url)
+    with Catalog.open(catalog_url) as catalog, catalog.engine.begin() as conn:
+        refresh_search_columns(conn, stored_columns)  # what an upgrade across 0014 runs
+    assert _pieces(catalog_url) == _expected_pieces(catalog_url) != set()
+
+
 def _pieces(url: str) -> set[tuple[str, str]]:
     with Catalog.open(url, upgrade=False, check=False) as catalog, catalog.engine.connect() as c:
         return {(str(g), str(s)) for g, s in c.exec_driver_sql("SELECT * FROM search_shape_grams")}
@@ -217,7 +230,7 @@ def test_migration_down_and_up(catalog_url):
     with Catalog.open(catalog_url) as catalog:
         refresh_live(catalog)
         assert _pieces(catalog_url) == _expected_pieces(catalog_url)
-        command.downgrade(catalog._alembic_config(), "0013_speed_type_eff")
+        command.downgrade(catalog._alembic_config(), "0014_partial_slot_bytes")
     with Catalog.open(catalog_url, upgrade=False, check=False) as catalog:
         with catalog.engine.connect() as c:
             sql = (

@@ -8,7 +8,9 @@ path (no SQL prefilter, no ranking).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -617,7 +619,8 @@ _SEARCH_COLUMNS = (
     " q.fit_mtp_bytes, q.fit_kv_per_token, q.fit_fixed_bytes, m.n_expert, m.n_expert_used,"
     " m.n_embd, m.n_vocab, m.mtp_available, q.search_text, q.fit_mtp_kv_per_token,"
     " q.fit_read_bytes, q.fit_moe_layers, q.fit_ctx_train, q.fit_ubatch_bytes, q.fit_draft_bytes,"
-    " q.fit_verify_experts, q.fit_type_eff, q.fit_trunk_layers"
+    " q.fit_verify_experts, q.fit_type_eff, q.fit_trunk_layers, q.fit_slot_bytes,"
+    " q.fit_slot_kv_per_token, q.fit_resident_bytes"
     " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id ORDER BY q.id"
 )
 
@@ -673,10 +676,11 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
             assert (row[3], row[6]) == (weights, kv) and row[3] is not None
             head = draft_head_bytes(heads.get(qid, []))
             extras = fit_extras(coefficients[qid], head, label=label, groups=stats.get(qid, []))
-            assert row[14:23] == tuple(extras.values())
+            assert row[14:26] == tuple(extras.values())
             assert row[21] is not None  # the speed bound's weight rate (fit_type_eff)
+            assert row[23] is not None and row[23] > 0  # the largest layer (fit_slot_bytes)
         else:
-            assert row[3:8] == (None,) * 5 and row[14:23] == (None,) * 9
+            assert row[3:8] == (None,) * 5 and row[14:26] == (None,) * 12
 
 
 def _downgraded(catalog_db, tmp_path, revision: str) -> tuple[str, Any]:
@@ -720,6 +724,29 @@ def test_migration_0013_fills_the_speed_type_efficiency(catalog_db, tmp_path):
         len(shape.split("|")) == len(SHAPE_COLUMNS)
         and float(shape.split("|")[at]) == pytest.approx(eff, rel=1e-13)
         for shape, eff in shapes
+    )
+
+
+def test_migration_0014_fills_the_partial_slot_bytes(catalog_db, tmp_path):
+    # A catalog at 0013 has no fit_slot_bytes (nor its kin); opened as every command opens it,
+    # it gets the crawl's values and shapes that carry them.
+    from crawler.catalog.search_index import SHAPE_COLUMNS
+    from crawler.crawl.catalogs import open_catalog
+
+    db, expected = _downgraded(catalog_db, tmp_path, "0013_speed_type_eff")
+    with contextlib.closing(sqlite3.connect(db.removeprefix("sqlite:///"))) as conn:
+        (before,) = conn.execute("SELECT search_shape FROM quants LIMIT 1").fetchone()
+    assert len(before.split("|")) == len(SHAPE_COLUMNS) - 3  # the shapes of 0013
+    with open_catalog(db) as catalog:
+        _, shapes = catalog.query_readonly(
+            "SELECT search_shape, fit_slot_bytes, fit_slot_kv_per_token, fit_resident_bytes"
+            " FROM quants WHERE fit_slot_bytes IS NOT NULL"
+        )
+    assert _search_columns(db) == expected
+    at = SHAPE_COLUMNS.index("fit_slot_bytes")
+    assert shapes and all(
+        shape.split("|")[at : at + 3] == [str(slot), str(kv), str(resident)]
+        for shape, slot, kv, resident in shapes
     )
 
 

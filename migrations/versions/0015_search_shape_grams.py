@@ -1,7 +1,7 @@
 """search shape grams: which search shapes hold a name's 3-character pieces, for broad name queries
 
-Revision ID: 0014_search_shape_grams
-Revises: 0013_speed_type_eff
+Revision ID: 0015_search_shape_grams
+Revises: 0014_partial_slot_bytes
 Create Date: 2026-12-06
 
 A name query's tokens with digits must occur in ``quants.search_text``. A broad query (more
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0014_search_shape_grams"
-down_revision: str | None = "0013_speed_type_eff"
+revision = "0015_search_shape_grams"
+down_revision: str | None = "0014_partial_slot_bytes"
 branch_labels = None
 depends_on = None
 
