@@ -27,10 +27,12 @@ down_revision: str | None = "0014_partial_slot_bytes"
 branch_labels = None
 depends_on = None
 
-#: quants.search_text's longest text (crawler.catalog.tables.SEARCH_TEXT_MAX at this revision).
-_TEXT_MAX = 512
+#: SQLite: the longest text whose every piece is kept. The catalog stores at most 512 characters
+#: (crawler.catalog.tables.SEARCH_TEXT_MAX, else NULL); SQLite does not enforce a VARCHAR's
+#: length, so a raw write of a longer text is covered up to this.
+_TEXT_MAX = 8192
 #: SQLite: the start of every piece, 1 to _TEXT_MAX - 2 (its triggers take no WITH clause; a
-#: JSON array of them, json_each, read twice as slowly).
+#: JSON array of them, json_each, read twice as slowly). A piece's read stops at the text's end.
 _STARTS = "CREATE TABLE search_gram_starts (i INTEGER NOT NULL PRIMARY KEY)"
 
 _TABLE = (
