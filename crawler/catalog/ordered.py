@@ -22,7 +22,7 @@ from crawler.catalog.name_index import by_ids, name_candidates
 from crawler.catalog.name_shapes import name_shapes
 from crawler.catalog.quality_runs import quality_run
 from crawler.catalog.reader import Reader, placeholders
-from crawler.catalog.size_order import ram_condition, size_by_shape
+from crawler.catalog.size_order import ram_condition, shape_by_size, size_by_shape
 from crawler.ranking.bounds import (
     bound_sql,
     ctx_bound_sql,
@@ -241,7 +241,12 @@ def _by_shape(
         prev = (value, quality)
     if any(len(run) > _MAX_SHAPES_PER_READ for run in runs):
         return None
-    return _read_runs(reader, w, params, key, runs, hinted=sort != "quality")
+    keys = {shape: value for shape, value, _quality in shapes}
+    return _read_runs(reader, w, params, key, runs, keys, hinted=sort != "quality")
+
+
+#: Databases whose long single-shape runs are read ids first (crawler.catalog.size_order).
+_BY_IDS = ("postgresql",)
 
 
 def _read_runs(
@@ -250,6 +255,7 @@ def _read_runs(
     params: dict[str, Any],
     key: str,
     runs: list[list[str]],
+    keys: dict[str, Any],
     *,
     hinted: bool,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
@@ -264,6 +270,22 @@ def _read_runs(
             # `quality` (its key is stored): the run's ids from the shape index, then only the
             # rows ranking reaches (crawler.catalog.quality_runs).
             yield from ((row, None) for row in quality_run(reader, w, run))
+            continue
+        if reader.dialect in _BY_IDS and not short and len(run) == 1:
+            # One shape's quants share its key (PostgreSQL writes a float's shortest exact text:
+            # equal text, equal values) and its quality: its order is size_order's. Its ids come
+            # from the shape index alone and its rows a batch at a time, where one read of every
+            # row joined to its memory model (~6,000 copies of a shape at 1M quants) takes
+            # ~100 ms before the first row.
+            if not heads:
+                reader.for_short_reads()
+                heads = True
+            hint = float(keys[run[0]]) if hinted else None
+            read = 0
+            for row in shape_by_size(reader, w, run[0]):
+                read += 1
+                yield row, hint
+            short = read < STREAM_CHUNK
             continue
         marks, names = placeholders("shape", run)
         # The shapes' quants from their index first (SQLite keeps the left table of a CROSS

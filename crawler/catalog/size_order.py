@@ -15,7 +15,7 @@ from crawler.catalog.reader import Reader, placeholders
 from crawler.ranking.bounds import bound_sql, ram_bound_sql
 from crawler.ranking.model import Budget, RunSpec
 
-__all__ = ["ram_condition", "size_by_shape"]
+__all__ = ["ram_condition", "shape_by_size", "size_by_shape"]
 
 
 #: The distinct shapes of live quants that may pass the memory bound, each with its largest
@@ -101,7 +101,7 @@ def _merged_by_size(
             if row is not None:
                 yield row
             else:
-                streams[shape] = _shape_by_size(reader, w, shape)
+                streams[shape] = shape_by_size(reader, w, shape)
             following = next(streams[shape], None)
             if following is not None:
                 n += 1
@@ -118,8 +118,9 @@ def _size_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return (-int(row[3]), desc_key(row[25]), desc_key(row[17]), row[1], row[2])
 
 
-def _shape_by_size(reader: Reader, w: Where, shape: str) -> Generator[tuple[Any, ...], None, None]:
-    """One shape's quants that pass ``w`` in size order.
+def shape_by_size(reader: Reader, w: Where, shape: str) -> Generator[tuple[Any, ...], None, None]:
+    """One shape's quants that pass ``w`` in size order (quality, downloads, repo, path after
+    it: within one shape, the order of every shape sort).
 
     Its ids first, from ix_quants_search_shape (live, search_shape, size_bytes, quality_score,
     repo_pk) and each one's repo (SQLite keeps the left table of a CROSS JOIN outermost): a

@@ -375,7 +375,8 @@ Index(
 )
 Index("ix_repos_downloads", Repo.downloads)
 # The distinct shapes of live quants, one index seek each, and each shape's quants (0010), in
-# size order with their repo for --sort size (0012).
+# size order with their repo for --sort size (0012), and on PostgreSQL their ids (0016: SQLite's
+# entries hold the rowid).
 Index(
     "ix_quants_search_shape",
     Quant.live,
@@ -383,6 +384,7 @@ Index(
     Quant.size_bytes,
     Quant.quality_score,
     Quant.repo_pk,
+    postgresql_include=["id"],
 )
 
 

@@ -1,0 +1,64 @@
+"""A shape's run read ids first (PostgreSQL, crawler.catalog.ordered._BY_IDS) against the one
+read of the run's rows, on the Hub-shaped catalog (bench/bench_search_hub.py), on SQLite and
+PostgreSQL: the same candidates with the same hints in the same pre_key order, the same results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench.bench_search_hub import TIERS, build
+from crawler.catalog import Catalog, ordered
+from crawler.catalog.reader import Reader
+from crawler.cli.search_cmd import request_from_argv
+from crawler.ranking.model import BOUNDED_SORTS
+from crawler.ranking.rank import pre_key
+from tests.catalog.reads import ranked, streamed
+from tests.pg import BOTH_DATABASES, built_catalog
+
+
+@pytest.fixture(scope="module", params=BOTH_DATABASES)
+def hub_url(request, tmp_path_factory) -> Iterator[str]:
+    """The Hub-shaped catalog, built once per module and database (the tests only read it)."""
+    with built_catalog(request.param, tmp_path_factory.mktemp("hub"), "quants_shape_ids",
+                       _build) as url:  # fmt: skip
+        yield url
+
+
+def _build(url: str) -> None:
+    build(url, 1500)
+    with Catalog.open(url):  # the schema check a real search does
+        pass
+
+
+def _reads(reader: Reader, req, by_ids: bool, monkeypatch) -> tuple[list, list]:
+    """(candidates streamed, results) with every single-shape run read ids first (a run
+    counts as short only when empty: one chunk is one row) or none."""
+    with monkeypatch.context() as m:
+        if by_ids:
+            m.setattr(ordered, "STREAM_CHUNK", 1)
+        m.setattr(ordered, "_BY_IDS", (reader.dialect,) if by_ids else ())
+        return streamed(reader, req, by_shape=True), ranked(reader, req, by_shape=True)
+
+
+def test_runs_read_by_ids_equal_the_runs_read_whole(hub_url, monkeypatch):
+    with Reader.open(hub_url) as reader:
+        checked = 0
+        for query in (None, "qwen3.6 27b"):
+            for _tier, targs in TIERS:
+                for sort in ("quality", *BOUNDED_SORTS):
+                    argv = ([query] if query else []) + [*targs, "--sort", sort, "--limit", "7"]
+                    req = request_from_argv(argv)
+                    by_ids, ranked_ids = _reads(reader, req, True, monkeypatch)
+                    whole, ranked_whole = _reads(reader, req, False, monkeypatch)
+                    keys = [pre_key(sort, c) for c in by_ids]
+                    assert keys == [pre_key(sort, c) for c in whole] == sorted(keys)
+                    # Ties on pre_key may come in either order (ranking reads all of a tie).
+                    assert sorted(zip(keys, (c.quant_id for c in by_ids), strict=True)) == sorted(
+                        (pre_key(sort, c), c.quant_id) for c in whole
+                    )
+                    assert ranked_ids == ranked_whole
+                    checked += len(by_ids) > 100 and bool(ranked_ids)
+        assert checked >= 10  # most requests read many candidates and have results
