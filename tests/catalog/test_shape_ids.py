@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from alembic import command
+from sqlalchemy import inspect
 
 from bench.bench_search_hub import TIERS, build
 from crawler.catalog import Catalog, ordered
-from crawler.catalog.reader import Reader
+from crawler.catalog.reader import SCHEMA_HEAD, Reader
 from crawler.cli.search_cmd import request_from_argv
+from crawler.ranking.columns import stored_columns
 from crawler.ranking.model import BOUNDED_SORTS
 from crawler.ranking.rank import pre_key
 from tests.catalog.reads import ranked, streamed
@@ -62,3 +65,23 @@ def test_runs_read_by_ids_equal_the_runs_read_whole(hub_url, monkeypatch):
                     assert ranked_ids == ranked_whole
                     checked += len(by_ids) > 100 and bool(ranked_ids)
         assert checked >= 10  # most requests read many candidates and have results
+
+
+def test_shape_index_carries_the_id_on_postgresql_and_downgrades(catalog_url):
+    """0014: on PostgreSQL ix_quants_search_shape INCLUDEs the quant id (the ids read is then
+    index-only); its downgrade drops it and a new upgrade adds it back. SQLite: unchanged."""
+
+    def shape_index(catalog: Catalog) -> tuple[list[str], list[str]]:
+        found = inspect(catalog.engine).get_indexes("quants")
+        (ix,) = [ix for ix in found if ix["name"] == "ix_quants_search_shape"]
+        include = ix.get("dialect_options", {}).get("postgresql_include", [])
+        return [str(c) for c in ix["column_names"]], [str(c) for c in include]
+
+    columns = ["live", "search_shape", "size_bytes", "quality_score", "repo_pk"]
+    with Catalog.open(catalog_url) as catalog:
+        pg = catalog.dialect == "postgresql"
+        assert shape_index(catalog) == (columns, ["id"] if pg else [])
+        command.downgrade(catalog._alembic_config(), "0013_speed_type_eff")
+        assert shape_index(catalog) == (columns, [])
+        assert catalog.upgrade(stored_columns) == catalog.head_revision() == SCHEMA_HEAD
+        assert shape_index(catalog) == (columns, ["id"] if pg else [])
