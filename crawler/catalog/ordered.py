@@ -100,7 +100,8 @@ def stream_candidates(
     # name query only (each shape's read would test the name on every table row of the shape).
     unnamed = matcher is None or only is not None
     shaped = by_shape and sort in _SHAPE_SORTS and (unnamed or sort in BOUNDED_SORTS)
-    rows = _by_shape(reader, w, spec, budget, sort, only) if shaped else None
+    by_ids = matcher is None
+    rows = _by_shape(reader, w, spec, budget, sort, only, by_ids=by_ids) if shaped else None
     if rows is None and by_shape and sort == "size" and unnamed:
         rows = size_by_shape(reader, w, spec, budget, only)
     if rows is None:
@@ -211,6 +212,8 @@ def _by_shape(
     budget: Budget,
     sort: str,
     only: frozenset[str] | None = None,
+    *,
+    by_ids: bool = True,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]] | None:
     """(row, bound) in pre_key order, read shape by shape (of ``only``, if given: the others
     hold no row ``w`` passes); None when a live quant has no shape yet (the per-quant reads
@@ -219,7 +222,9 @@ def _by_shape(
     The memory bound and the sort key (quality, or the bound of speed, margin, ctx) depend only
     on the shape's columns, so the database computes them once per distinct shape; ranking then
     reads the quants of the best shapes only, each run of equal keys in the rest of the order
-    (quality, size, downloads, repo, path), so it can stop inside a run of copies."""
+    (quality, size, downloads, repo, path), so it can stop inside a run of copies. ``by_ids``
+    False: no run is read ids first (with a name query, a shape whose copies the name rules out
+    would be read in many batches of none)."""
     if reader.rows("SELECT 1 FROM quants WHERE live = TRUE AND search_shape IS NULL LIMIT 1"):
         return None
     expr, params = bound_sql(spec, budget)
@@ -241,7 +246,7 @@ def _by_shape(
         prev = (value, quality)
     if any(len(run) > _MAX_SHAPES_PER_READ for run in runs):
         return None
-    keys = {shape: value for shape, value, _quality in shapes}
+    keys = {shape: value for shape, value, _quality in shapes} if by_ids else {}
     return _read_runs(reader, w, params, key, runs, keys, hinted=sort != "quality")
 
 
@@ -259,6 +264,7 @@ def _read_runs(
     *,
     hinted: bool,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
+    # ``keys``: the sort key of each shape a run of its own may read ids first (_BY_IDS).
     # PostgreSQL reads a stream through a server-side cursor: three round trips a read, and a
     # statement the driver cannot prepare. Once a run has come back in under one chunk, the next
     # runs are read with a plain query of at most one chunk (LIMIT), and only a run that fills
@@ -271,7 +277,7 @@ def _read_runs(
             # rows ranking reaches (crawler.catalog.quality_runs).
             yield from ((row, None) for row in quality_run(reader, w, run))
             continue
-        if reader.dialect in _BY_IDS and not short and len(run) == 1:
+        if reader.dialect in _BY_IDS and not short and len(run) == 1 and run[0] in keys:
             # One shape's quants share its key (PostgreSQL writes a float's shortest exact text:
             # equal text, equal values) and its quality: its order is size_order's. Its ids come
             # from the shape index alone and its rows a batch at a time, where one read of every
