@@ -100,7 +100,7 @@ def stream_candidates(
     # name query only (each shape's read would test the name on every table row of the shape).
     unnamed = matcher is None or only is not None
     shaped = by_shape and sort in _SHAPE_SORTS and (unnamed or sort in BOUNDED_SORTS)
-    by_ids = matcher is None
+    by_ids = matcher is None or only is not None
     rows = _by_shape(reader, w, spec, budget, sort, only, by_ids=by_ids) if shaped else None
     if rows is None and by_shape and sort == "size" and unnamed:
         rows = size_by_shape(reader, w, spec, budget, only)
@@ -223,8 +223,8 @@ def _by_shape(
     on the shape's columns, so the database computes them once per distinct shape; ranking then
     reads the quants of the best shapes only, each run of equal keys in the rest of the order
     (quality, size, downloads, repo, path), so it can stop inside a run of copies. ``by_ids``
-    False: no run is read ids first (with a name query, a shape whose copies the name rules out
-    would be read in many batches of none)."""
+    False: no run is read ids first (with a name query and every shape, one whose copies the
+    name rules out would be read in many batches of none)."""
     if reader.rows("SELECT 1 FROM quants WHERE live = TRUE AND search_shape IS NULL LIMIT 1"):
         return None
     expr, params = bound_sql(spec, budget)
