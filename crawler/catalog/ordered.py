@@ -18,6 +18,7 @@ from crawler.catalog.candidates import (
     desc_key,
     partial_candidate,
 )
+from crawler.catalog.copies import best_copies_sql, copy_class_sql, prunable
 from crawler.catalog.name_index import by_ids, name_candidates
 from crawler.catalog.reader import Reader, placeholders
 from crawler.catalog.size_order import ram_condition, size_by_shape
@@ -69,13 +70,16 @@ def stream_candidates(
     *,
     by_shape: bool = True,
     by_name: bool = True,
+    copies: int | None = None,
 ) -> Generator[Candidate, None, None]:
     """Partial candidates in crawler.ranking.order.pre_key order, read lazily.
 
     Complete them with crawler.catalog.candidates.materializer; close the iterator when
     done. ``--sort speed`` needs ``budget.bandwidth_gb_s``. ``by_shape`` False reads quant by
     quant also where shapes serve the sort, ``by_name`` False never reads a name query's quants
-    through the name index (the tests compare the reads).
+    through the name index (the tests compare the reads). ``copies`` (ranking's limit): a
+    bounded sort read by shape leaves out the quants that at least this many of their copies
+    beat (crawler.catalog.copies), so the stream no longer holds every candidate.
     """
     if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:
         raise ValueError(f"unknown sort {sort!r}")
@@ -93,7 +97,9 @@ def stream_candidates(
     # every index entry. `size` reads the shapes that pass the bound, without a name query
     # only (each shape's read would test the name on every table row of the shape).
     shaped = by_shape and sort in _SHAPE_SORTS and (matcher is None or sort in BOUNDED_SORTS)
-    rows = _by_shape(reader, w, spec, budget, sort) if shaped else None
+    if copies is not None and not (sort in BOUNDED_SORTS and prunable(filters, spec)):
+        copies = None
+    rows = _by_shape(reader, w, spec, budget, sort, copies) if shaped else None
     if rows is None and by_shape and sort == "size" and matcher is None:
         rows = size_by_shape(reader, w, spec, budget)
     if rows is None:
@@ -198,7 +204,7 @@ _SHAPES = (
 
 
 def _by_shape(
-    reader: Reader, w: Where, spec: RunSpec, budget: Budget, sort: str
+    reader: Reader, w: Where, spec: RunSpec, budget: Budget, sort: str, copies: int | None = None
 ) -> Iterator[tuple[tuple[Any, ...], float | None]] | None:
     """(row, bound) in pre_key order, read shape by shape; None when a live quant has no
     shape yet (the per-quant reads serve it).
@@ -226,6 +232,10 @@ def _by_shape(
         prev = (value, quality)
     if any(len(run) > _MAX_SHAPES_PER_READ for run in runs):
         return None
+    if copies is not None:
+        partition, copy_params = copy_class_sql(sort, spec)
+        params = {**params, **copy_params, "copies": copies}
+        return _read_runs(reader, w, params, key, runs, hinted=True, copies=partition)
     return _read_runs(reader, w, params, key, runs, hinted=sort != "quality")
 
 
@@ -237,6 +247,7 @@ def _read_runs(
     runs: list[list[str]],
     *,
     hinted: bool,
+    copies: str | None = None,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
     # PostgreSQL reads a stream through a server-side cursor: three round trips a read, and a
     # statement the driver cannot prepare. Once a run has come back in under one chunk, the next
@@ -248,14 +259,25 @@ def _read_runs(
         marks, names = placeholders("shape", run)
         # The shapes' quants from their index first (SQLite keeps the left table of a CROSS
         # JOIN outermost; otherwise it walks a sort index and tests every entry).
-        sql = (
-            f"{PARTIAL_COLUMNS}, {key} AS shape_key FROM quants y CROSS JOIN quants q"
+        source = (
+            "quants y CROSS JOIN quants q"
             " JOIN repos r ON r.id = q.repo_pk JOIN memory_models m ON m.quant_id = q.id"
             f" WHERE y.live = TRUE AND y.search_shape IN ({marks}) AND q.id = y.id AND {w.sql}"
-            " ORDER BY shape_key DESC,"
-            " q.quality_score DESC NULLS LAST, q.size_bytes DESC, r.downloads DESC NULLS LAST,"
-            " r.repo_id, q.path"
         )
+        if copies is None:
+            sql = (
+                f"{PARTIAL_COLUMNS}, {key} AS shape_key FROM {source} ORDER BY shape_key DESC,"
+                " q.quality_score DESC NULLS LAST, q.size_bytes DESC, r.downloads DESC NULLS LAST,"
+                " r.repo_id, q.path"
+            )
+        else:
+            sql = best_copies_sql(
+                f"{PARTIAL_COLUMNS}, {key} AS shape_key",
+                source,
+                copies,
+                "c.shape_key DESC, c.quality_score DESC NULLS LAST, c.size_bytes DESC,"
+                " c.downloads DESC NULLS LAST, c.repo_id, c.path",
+            )
         args = {**w.params, **params, **names}
         rows: Iterator[tuple[Any, ...]]
         if short and reader.dialect == "postgresql":
@@ -265,10 +287,10 @@ def _read_runs(
             rows = _head_then_rest(reader, sql, args)
         else:
             rows = reader.stream(sql, args, chunk=STREAM_CHUNK)
-        read = 0
+        read, cut = 0, -1 if copies is None else -2  # the rows end on the key (and copy rank)
         for row in rows:
             read += 1
-            yield row[:-1], (float(row[-1]) if hinted else None)
+            yield row[:cut], (float(row[cut]) if hinted else None)
         short = read < STREAM_CHUNK
 
 
