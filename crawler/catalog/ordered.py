@@ -18,7 +18,6 @@ from crawler.catalog.candidates import (
     desc_key,
     partial_candidate,
 )
-from crawler.catalog.copies import best_copies_sql, copy_class_sql, prunable
 from crawler.catalog.name_index import by_ids, name_candidates
 from crawler.catalog.reader import Reader, placeholders
 from crawler.catalog.size_order import ram_condition, size_by_shape
@@ -28,6 +27,7 @@ from crawler.ranking.bounds import (
     margin_bound_sql,
     speed_bound_sql,
 )
+from crawler.ranking.copies import best_copies_sql, copy_class_sql, prunable
 from crawler.ranking.model import (
     BOUNDED_SORTS,
     EARLY_STOP_SORTS,
@@ -79,7 +79,7 @@ def stream_candidates(
     quant also where shapes serve the sort, ``by_name`` False never reads a name query's quants
     through the name index (the tests compare the reads). ``copies`` (ranking's limit): speed
     and margin read by shape leave out the quants that at least this many of their copies
-    beat (crawler.catalog.copies), so the stream no longer holds every candidate.
+    beat (crawler.ranking.copies), so the stream no longer holds every candidate.
     """
     if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:
         raise ValueError(f"unknown sort {sort!r}")

@@ -1,4 +1,4 @@
-"""The copies the speed and margin reads leave out (crawler.catalog.copies), on SQLite and
+"""The copies the speed and margin reads leave out (crawler.ranking.copies), on SQLite and
 PostgreSQL: the search returns exactly the rows of a ranking of every quant, on a Hub-shaped
 catalog (bench/bench_search_hub.py) whose shapes also hold quants that are not copies (another
 coefficient text, head bytes, label) and whose copies tie on size and downloads.
@@ -17,11 +17,11 @@ from bench.bench_search_hub import TIERS, build
 from crawler.base.errors import EstimateError
 from crawler.catalog import Catalog
 from crawler.catalog.candidates import materializer, sibling_lookup
-from crawler.catalog.copies import copy_class_sql
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import Reader
 from crawler.cli.search_cmd import request_from_argv
 from crawler.library.search import search, validate_request
+from crawler.ranking.copies import copy_class_sql
 from crawler.ranking.evaluate import evaluate, margin_of, speed_of
 from crawler.ranking.model import Budget, Filters, RunSpec
 from crawler.ranking.rank import rank_candidates

@@ -1,6 +1,6 @@
-"""Copies in the search's shape reads: quants whose ranking values are provably equal, read only
-as far as one of them can still enter the answer.
-Details: docs/internals/catalog.md#copies
+"""Copies in the search's shape reads (SQL builders, pure): quants whose ranking values are
+provably equal, read only as far as one of them can still enter the answer.
+Details: docs/internals/ranking.md#copies
 """
 
 from __future__ import annotations
