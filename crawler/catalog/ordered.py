@@ -19,6 +19,8 @@ from crawler.catalog.candidates import (
     partial_candidate,
 )
 from crawler.catalog.name_index import by_ids, name_candidates
+from crawler.catalog.name_shapes import name_shapes
+from crawler.catalog.quality_runs import quality_run
 from crawler.catalog.reader import Reader, placeholders
 from crawler.catalog.size_order import ram_condition, size_by_shape
 from crawler.ranking.bounds import (
@@ -77,9 +79,9 @@ def stream_candidates(
     Complete them with crawler.catalog.candidates.materializer; close the iterator when
     done. ``--sort speed`` needs ``budget.bandwidth_gb_s``. ``by_shape`` False reads quant by
     quant also where shapes serve the sort, ``by_name`` False never reads a name query's quants
-    through the name index (the tests compare the reads). ``copies`` (ranking's limit): speed
-    and margin read by shape leave out the quants that at least this many of their copies
-    beat (crawler.ranking.copies), so the stream no longer holds every candidate.
+    through the name index nor its shapes (the tests compare the reads). ``copies`` (ranking's
+    limit): speed and margin read by shape leave out the quants that at least this many of
+    their copies beat (crawler.ranking.copies), so the stream no longer holds every candidate.
     """
     if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:
         raise ValueError(f"unknown sort {sort!r}")
@@ -91,17 +93,22 @@ def stream_candidates(
     if named is not None:  # the quants the name index finds, if few
         yield from _matching(named, matcher)
         return
-    # With a name query `quality` walks its index testing the name on the entries: shape by
-    # shape it would fetch every row of the best shapes to test it (slower at 1M quants). The
-    # bounded sorts read shape by shape either way: per quant, each page computes the bound on
-    # every index entry. `size` reads the shapes that pass the bound, without a name query
-    # only (each shape's read would test the name on every table row of the shape).
-    shaped = by_shape and sort in _SHAPE_SORTS and (matcher is None or sort in BOUNDED_SORTS)
+    # A broad name query reads only the shapes whose quants' texts hold its pieces
+    # (crawler.catalog.name_shapes); None: every shape may match.
+    by_shapes = by_shape and sort in (*_SHAPE_SORTS, "size")
+    only = name_shapes(reader, matcher) if matcher and by_name and by_shapes else None
+    # Without those, with a name query `quality` walks its index testing the name on the
+    # entries: shape by shape it would fetch every row of the best shapes to test it (slower at
+    # 1M quants). The bounded sorts read shape by shape either way: per quant, each page computes
+    # the bound on every index entry. `size` reads the shapes that pass the bound, without a
+    # name query only (each shape's read would test the name on every table row of the shape).
+    unnamed = matcher is None or only is not None
+    shaped = by_shape and sort in _SHAPE_SORTS and (unnamed or sort in BOUNDED_SORTS)
     if copies is not None and not (sort in _COPY_SORTS and prunable(filters, spec)):
         copies = None
-    rows = _by_shape(reader, w, spec, budget, sort, copies) if shaped else None
-    if rows is None and by_shape and sort == "size" and matcher is None:
-        rows = size_by_shape(reader, w, spec, budget)
+    rows = _by_shape(reader, w, spec, budget, sort, only, copies) if shaped else None
+    if rows is None and by_shape and sort == "size" and unnamed:
+        rows = size_by_shape(reader, w, spec, budget, only)
     if rows is None:
         if sort in BOUNDED_SORTS:
             rows = _computed_order(reader, w, spec, budget, sort)
@@ -209,10 +216,17 @@ _SHAPES = (
 
 
 def _by_shape(
-    reader: Reader, w: Where, spec: RunSpec, budget: Budget, sort: str, copies: int | None = None
+    reader: Reader,
+    w: Where,
+    spec: RunSpec,
+    budget: Budget,
+    sort: str,
+    only: frozenset[str] | None = None,
+    copies: int | None = None,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]] | None:
-    """(row, bound) in pre_key order, read shape by shape; None when a live quant has no
-    shape yet (the per-quant reads serve it).
+    """(row, bound) in pre_key order, read shape by shape (of ``only``, if given: the others
+    hold no row ``w`` passes); None when a live quant has no shape yet (the per-quant reads
+    serve it).
 
     The memory bound and the sort key (quality, or the bound of speed, margin, ctx) depend only
     on the shape's columns, so the database computes them once per distinct shape; ranking then
@@ -227,6 +241,8 @@ def _by_shape(
     params = {**params, **key_params}
     ram, ram_params = ram_condition(spec, budget)
     shapes = reader.rows(_SHAPES.format(key=key, bound=expr, ram=ram), {**params, **ram_params})
+    if only is not None:
+        shapes = [s for s in shapes if s[0] in only]
     shapes.sort(key=lambda s: (*desc_key(s[1]), *desc_key(s[2])))
     runs: list[list[str]] = []
     prev: tuple[Any, Any] | None = None
@@ -261,6 +277,11 @@ def _read_runs(
     # many copies) keep the stream alone.
     short = heads = False
     for run in runs:
+        if not hinted and reader.dialect == "sqlite":
+            # `quality` (its key is stored): the run's ids from the shape index, then only the
+            # rows ranking reaches (crawler.catalog.quality_runs).
+            yield from ((row, None) for row in quality_run(reader, w, run))
+            continue
         marks, names = placeholders("shape", run)
         # The shapes' quants from their index first (SQLite keeps the left table of a CROSS
         # JOIN outermost; otherwise it walks a sort index and tests every entry).

@@ -60,12 +60,15 @@ class Base(DeclarativeBase):
 
 
 #: Schema objects made by raw DDL in migration 0011: the SQLite FTS5 table and the shadow tables
-#: FTS5 keeps (https://sqlite.org/fts5.html#fts5_shadow_tables), the PostgreSQL GIN index.
+#: FTS5 keeps (https://sqlite.org/fts5.html#fts5_shadow_tables), the PostgreSQL GIN index; and
+#: in migration 0015, the shapes' name pieces that triggers keep (crawler.catalog.name_shapes).
 NAME_INDEX_OBJECTS = frozenset(
     {
         "quants_search",
         *(f"quants_search_{part}" for part in ("data", "idx", "content", "docsize", "config")),
         "ix_quants_search_trgm",
+        "search_shape_grams",
+        "search_gram_starts",
     }
 )
 

@@ -177,4 +177,12 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
             )
     # The shapes are made of these columns (crawler.catalog.search_index.SHAPE_COLUMNS).
     conn.execute(update(q).values(search_shape=search_shape_sql(q.c)))
+    # The new shapes' name pieces came with the rows (migration 0015's triggers); those of shapes
+    # no quant has any more go (crawler.catalog.name_shapes).
+    conn.execute(
+        sa.text(
+            "DELETE FROM search_shape_grams WHERE search_shape NOT IN"
+            " (SELECT search_shape FROM quants WHERE search_shape IS NOT NULL)"
+        )
+    )
     return len(ids)

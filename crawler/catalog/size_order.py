@@ -54,10 +54,11 @@ _SIZE_HEAD = 16
 
 
 def size_by_shape(
-    reader: Reader, w: Where, spec: RunSpec, budget: Budget
+    reader: Reader, w: Where, spec: RunSpec, budget: Budget, only: frozenset[str] | None = None
 ) -> Iterator[tuple[tuple[Any, ...], float | None]] | None:
     """(row, None) in ``--sort size`` order (size, quality, downloads, repo, path), read by
-    shape; None when a live quant has no shape yet (the size walk serves it).
+    shape (of ``only``, if given: the others hold no row ``w`` passes); None when a live quant
+    has no shape yet (the size walk serves it).
 
     The memory bound does not read the file size: it is a function of the shape alone
     (crawler.ranking.bounds.bound_sql reads only the shape's fit_* columns), so a shape's
@@ -73,7 +74,7 @@ def size_by_shape(
     shapes = [
         (str(s), int(m))
         for s, m in reader.rows(_SIZE_SHAPES.format(bound=expr, ram=ram), params)
-        if m is not None
+        if m is not None and (only is None or s in only)
     ]
     return ((row, None) for row in _merged_by_size(reader, w, shapes))
 
