@@ -520,11 +520,16 @@ def _bound_terms(spec: RunSpec, sfx: str = "") -> tuple[str, str, dict[str, Any]
         per_token.append(f"COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp{sfx}")
         params[f"bound_mtp{sfx}"] = float(t.mtp_kv_ratio)
     # swa_surplus_bytes over fit_swa_kv_per_cell and fit_swa_cells (both 0 without SWA layers).
-    cells, gap = "COALESCE(q.fit_swa_cells, 0)", f":bound_swa_gap{sfx}"
+    # Where they are NULL (rows a snapshot import wrote: it copies no such column) the split of
+    # fit_fixed_bytes is unknown, and the bound leaves all of it out.
+    cells, gap = "q.fit_swa_cells", f":bound_swa_gap{sfx}"
     over = f"{cells} - :bound_ctx_cells{sfx}"
     most = f"(CASE WHEN {over} > {gap} THEN {over} ELSE {gap} END)"
     surplus = f"COALESCE(q.fit_swa_kv_per_cell, 0) * {most}"
-    fixed.append(f"(COALESCE(q.fit_fixed_bytes, 0) - {surplus}) * :bound_fixed{sfx}")
+    fixed.append(
+        f"(CASE WHEN {cells} IS NULL THEN 0.0 ELSE COALESCE(q.fit_fixed_bytes, 0) - {surplus} END)"
+        f" * :bound_fixed{sfx}"
+    )
     params[f"bound_ctx_cells{sfx}"] = float(t.ctx_cells)
     params[f"bound_swa_gap{sfx}"] = float(t.swa_gap)
     fixed.append(f"COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch{sfx}")

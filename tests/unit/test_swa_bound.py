@@ -76,10 +76,7 @@ def _row(co: MemoryCoefficients) -> dict:
     return search_columns(groups(6.5, 4.5), memory, "Q4_K_M")
 
 
-def _sql_bound(spec: RunSpec, co: MemoryCoefficients) -> float:
-    """bound_sql over the crawl's stored columns of ``co``, plus the constant it leaves out."""
-    expr, params = bound_sql(spec, Budget.from_gib(24))
-    row = _row(co)
+def _sql_value(expr: str, params: dict, row: dict) -> float:
     conn = sqlite3.connect(":memory:")
     try:
         cols = sorted(row)
@@ -90,7 +87,13 @@ def _sql_bound(spec: RunSpec, co: MemoryCoefficients) -> float:
         (value,) = conn.execute(f"SELECT {expr} FROM quants q", params).fetchone()
     finally:
         conn.close()
-    return float(value) + prefilter_terms(spec).constant
+    return float(value)
+
+
+def _sql_bound(spec: RunSpec, co: MemoryCoefficients) -> float:
+    """bound_sql over the crawl's stored columns of ``co``, plus the constant it leaves out."""
+    expr, params = bound_sql(spec, Budget.from_gib(24))
+    return _sql_value(expr, params, _row(co)) + prefilter_terms(spec).constant
 
 
 def test_the_reported_case_is_bounded_below_the_estimate():
@@ -144,3 +147,18 @@ def test_the_bound_stays_below_the_estimate_at_every_context(
             continue
         assert bound <= total, (cfg, bound, total)
         assert _sql_bound(spec, co) <= total + 64.0
+
+
+def test_rows_without_the_window_columns_leave_the_fixed_bytes_out():
+    # A snapshot import copies no fit_swa_* column: the SQL bound cannot tell the window from
+    # the recurrent state in fit_fixed_bytes, so it counts neither (still below the estimate).
+    co, spec = swa_model(recurrent=True), RunSpec(ctx=1024)
+    expr, params = bound_sql(spec, Budget.from_gib(24))
+    row = {**_row(co), "fit_swa_kv_per_cell": None, "fit_swa_cells": None}
+    no_fixed = lower_bound_bytes(
+        dataclasses.replace(co, n_swa=0, kv_groups=co.kv_groups[1:], recurrent_layers=0), spec
+    )
+    assert _sql_value(expr, params, row) + prefilter_terms(spec).constant == pytest.approx(
+        no_fixed, abs=64.0
+    )
+    assert no_fixed < lower_bound_bytes(co, spec) <= estimate(co, spec.base_config()).total
