@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from crawler.fit import MemoryCoefficients, cache_type
-from crawler.fit.cache import pad
 from crawler.fit.cuda import (
     CUDA_CONTEXT_BYTES,
     LAZY_KERNELS_BYTES,
@@ -29,6 +28,7 @@ from crawler.ranking.speed_bound import (
     SpeedBound,
     speed_bound,
 )
+from crawler.ranking.swa_bound import fixed_bytes_sql, swa_surplus_bytes
 
 __all__ = [
     "BoundTerms",
@@ -44,7 +44,6 @@ __all__ = [
     "ram_may_fit",
     "speed_bound_for",
     "speed_bound_sql",
-    "swa_surplus_bytes",
 ]
 
 #: Mask bytes per context token of the FA-on compute buffer at ubatch 512 (llamacpp-cuda-oracle.md
@@ -58,7 +57,7 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     Built only from the catalog's scalar columns, so SQL can apply the same bound; a quant above it
     cannot fit, one below it gets the exact estimate. Terms: weights (experts unless --cpu-moe,
     the MTP block and its draft KV cache with --mtp), KV per token at the cheapest cache type
-    allowed, the fixed cache bytes (the SWA window capped at the context: swa_surplus_bytes),
+    allowed, the fixed cache bytes (SWA cells capped at the context's: crawler.ranking.swa_bound),
     the compute and runtime floor per ubatch token
     (crawler.fit.cuda.context_floor_per_ubatch), and the constants: CUDA context, lazily
     loaded kernels, page rounding, the runtime's smallest pool and the FA mask.
@@ -72,27 +71,10 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     if spec.mtp:
         total += c.mtp_weights_bytes + int(c.mtp_kv_bytes_per_token_f16 * t.ctx * t.mtp_kv_ratio)
     total += int(c.kv_bytes_per_token_f16 * t.ctx * t.kv_ratio)
-    swa = swa_surplus_bytes(c.swa_bytes_per_cell_f16, c.swa_cells, t)
+    swa = swa_surplus_bytes(c.swa_bytes_per_cell_f16, c.swa_cells, t.ctx, t.ubatch)
     total += int((c.fixed_bytes_f16 - swa) * t.fixed_ratio)
     total += context_floor_per_ubatch(c) * t.ubatch
     return total + t.constant
-
-
-def swa_surplus_bytes(bytes_per_cell: int, window_cells: int, t: BoundTerms) -> int:
-    """The f16 bytes of the window cells (``window_cells``: MemoryCoefficients.swa_cells, at
-    ubatch 512) that a configuration of these terms may not allocate: fixed_bytes_f16 less
-    them is at most its SWA cache and recurrent state.
-
-    llama.cpp sizes each stream's SWA cache at ``GGML_PAD(min(kv_size, n_swa * (unified ?
-    n_seq_max : 1) + n_ubatch), 256)`` cells (src/llama-kv-cache-iswa.cpp, the
-    llama_kv_cache_iswa constructor; crawler.fit.estimate does the same), and every stream's
-    kv_size together is at least the context padded to 256 (``ctx_cells``). So the SWA cells
-    are at least ``min(ctx_cells, pad(n_swa + ubatch, 256))``, and pad(n_swa + ubatch, 256) is
-    at least the window less ``swa_gap`` (pad(512 - ubatch, 256) for an ubatch under 512).
-    """
-    if not window_cells:
-        return 0
-    return bytes_per_cell * max(t.swa_gap, window_cells - t.ctx_cells)
 
 
 def host_lower_bound_bytes(c: MemoryCoefficients) -> int:
@@ -227,8 +209,6 @@ class BoundTerms:
     )
     #: The FA mask's bytes per context token, counted from ctx 512 on.
     mask_per_token: int = _MASK_BYTES_PER_TOKEN
-    ctx_cells: int = 0  # the context's cache cells: ctx padded to 256 (swa_surplus_bytes)
-    swa_gap: int = 0  # cells an ubatch under 512 takes off the SWA window (swa_surplus_bytes)
 
 
 def prefilter_terms(spec: RunSpec) -> BoundTerms:
@@ -255,8 +235,6 @@ def prefilter_terms(spec: RunSpec) -> BoundTerms:
         ubatch=min(base.ubatch, base.batch, ctx),
         constant=BoundTerms.base_constant + mask,
         mask_per_token=mask_per_token,
-        ctx_cells=pad(ctx, 256),
-        swa_gap=pad(max(0, 512 - min(base.ubatch, base.batch, ctx)), 256),
     )
 
 
@@ -519,19 +497,9 @@ def _bound_terms(spec: RunSpec, sfx: str = "") -> tuple[str, str, dict[str, Any]
         fixed.append("COALESCE(q.fit_mtp_bytes, 0)")
         per_token.append(f"COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp{sfx}")
         params[f"bound_mtp{sfx}"] = float(t.mtp_kv_ratio)
-    # swa_surplus_bytes over fit_swa_kv_per_cell and fit_swa_cells (both 0 without SWA layers).
-    # Where they are NULL (rows a snapshot import wrote: it copies no such column) the split of
-    # fit_fixed_bytes is unknown, and the bound leaves all of it out.
-    cells, gap = "q.fit_swa_cells", f":bound_swa_gap{sfx}"
-    over = f"{cells} - :bound_ctx_cells{sfx}"
-    most = f"(CASE WHEN {over} > {gap} THEN {over} ELSE {gap} END)"
-    surplus = f"COALESCE(q.fit_swa_kv_per_cell, 0) * {most}"
-    fixed.append(
-        f"(CASE WHEN {cells} IS NULL THEN 0.0 ELSE COALESCE(q.fit_fixed_bytes, 0) - {surplus} END)"
-        f" * :bound_fixed{sfx}"
-    )
-    params[f"bound_ctx_cells{sfx}"] = float(t.ctx_cells)
-    params[f"bound_swa_gap{sfx}"] = float(t.swa_gap)
+    fixed_bytes, swa_params = fixed_bytes_sql(t.ctx, t.ubatch, sfx)
+    fixed.append(f"{fixed_bytes} * :bound_fixed{sfx}")
+    params.update(swa_params)
     fixed.append(f"COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch{sfx}")
     params[f"bound_ubatch{sfx}"] = float(t.ubatch)
     return " + ".join(fixed), " + ".join(per_token), params
