@@ -223,8 +223,11 @@ def prefilter_terms(spec: RunSpec) -> BoundTerms:
     # (crawler.fit.cheapest_cache_for tries q8_0 and q4_0 drafts).
     base = spec.base_config()
     drafts = [base.type_k_draft, base.type_v_draft] + (["q8_0", "q4_0"] if spec.auto_cache else [])
-    # The mask is n_kv x ubatch (f16 with FA, f32 without): a smaller -ub shrinks it.
-    mask_per_token = _MASK_BYTES_PER_TOKEN * min(base.ubatch, 512) // 512
+    # The mask is n_kv x ubatch (f16 with FA, f32 without): a smaller -ub shrinks it. With
+    # per-slot caches (--parallel N) n_kv is one stream's cells, at least ctx / N of them
+    # (crawler.fit.estimate splits the padded context over the streams).
+    streams = spec.parallel if spec.parallel is not None and spec.parallel > 1 else 1
+    mask_per_token = _MASK_BYTES_PER_TOKEN * min(base.ubatch, 512) // 512 // streams
     mask = ctx * mask_per_token if ctx >= 512 else 0
     return BoundTerms(
         ctx=ctx,
