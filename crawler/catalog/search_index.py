@@ -69,8 +69,8 @@ def search_text_sql(quants: Any, repos: Any) -> Any:
 
 #: The columns a quant's search shape is made of: the stored quality score and every column a
 #: memory or sort bound reads (crawler.ranking.bounds: the ``fit_*`` copies, and the MTP verdicts
-#: the speed bound tests). Quants with equal values get one shape (migrations 0010, 0013 and 0014
-#: keep their own copies of this list).
+#: the speed bound tests). Quants with equal values get one shape (migrations 0010, 0013, 0014
+#: and 0016 keep their own copies of this list).
 SHAPE_COLUMNS = (
     "quality_score",
     "fit_weights_bytes",
@@ -92,6 +92,8 @@ SHAPE_COLUMNS = (
     "fit_ctx_train",
     "mtp_present",
     "mtp_preserved",
+    "fit_swa_kv_per_cell",
+    "fit_swa_cells",
 )
 
 

@@ -134,6 +134,11 @@ class Quant(Base):
     fit_slot_bytes: Mapped[int | None] = mapped_column(BigInteger)
     fit_slot_kv_per_token: Mapped[int | None] = mapped_column(BigInteger)
     fit_resident_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # Migration 0016: the sliding-window layers' f16 K+V bytes per cell and the window's cells
+    # (MemoryCoefficients.swa_bytes_per_cell_f16, swa_cells; both in fit_fixed_bytes): the
+    # memory bound caps the window at the context's cells (crawler.ranking.bounds).
+    fit_swa_kv_per_cell: Mapped[int | None] = mapped_column(BigInteger)
+    fit_swa_cells: Mapped[int | None] = mapped_column(BigInteger)
     # Lowercased "repo_id base_model path quant_label architecture" that the search's name test
     # runs LIKE on (NULL when longer than SEARCH_TEXT_MAX: then only the Python matcher decides).
     search_text: Mapped[str | None] = mapped_column(String(SEARCH_TEXT_MAX))
@@ -347,6 +352,8 @@ _BOUND_COLUMNS = (
     Quant.fit_fixed_bytes,
     Quant.fit_ubatch_bytes,
     Quant.fit_mtp_kv_per_token,
+    Quant.fit_swa_kv_per_cell,
+    Quant.fit_swa_cells,
     Quant.search_text,
 )
 # Search (migration 0003, redefined in 0004): `--sort quality` walks live quants in score order
@@ -375,7 +382,7 @@ Index(
 )
 Index("ix_repos_downloads", Repo.downloads)
 # The distinct shapes of live quants, one index seek each, and each shape's quants (0010), in
-# size order with their repo for --sort size (0012), and on PostgreSQL their ids (0016: SQLite's
+# size order with their repo for --sort size (0012), and on PostgreSQL their ids (0017: SQLite's
 # entries hold the rowid).
 Index(
     "ix_quants_search_shape",

@@ -152,12 +152,23 @@ class MemoryCoefficients:
 
     @property
     def fixed_bytes_f16(self) -> int:
-        """Context-independent cache bytes at f16, 1 sequence, ubatch 512: SWA + recurrent."""
+        """Cache bytes at f16 that stop growing with the context, 1 sequence, ubatch 512: the
+        SWA layers' full window (swa_cells of swa_bytes_per_cell_f16) and the recurrent state.
+        A context below the window holds fewer SWA cells (crawler.fit.estimate)."""
+        return self.swa_bytes_per_cell_f16 * self.swa_cells + self.recurrent_bytes_per_seq
+
+    @property
+    def swa_bytes_per_cell_f16(self) -> int:
+        """f16 K+V bytes of one cache cell over the main context's sliding-window layers."""
+        return sum(2 * g.count * (g.k_width + g.v_width) for g in self.kv_groups if g.swa)
+
+    @property
+    def swa_cells(self) -> int:
+        """The SWA cache's cells at long contexts, 1 sequence, ubatch 512: pad(n_swa + 512, 256)
+        (0 without SWA layers); a shorter context caps them at its own cells."""
         from crawler.fit.cache import pad
 
-        swa_cells = pad(self.n_swa + 512, 256) if self.n_swa else 0
-        swa = sum(2 * g.count * (g.k_width + g.v_width) for g in self.kv_groups if g.swa)
-        return swa * swa_cells + self.recurrent_bytes_per_seq
+        return pad(self.n_swa + 512, 256) if self.n_swa and self.swa_bytes_per_cell_f16 else 0
 
     @property
     def recurrent_bytes_per_seq(self) -> int:

@@ -329,7 +329,9 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     budget, match, spec = validate_request(req)
     # The catalog streams candidates in the sort's order (for speed, margin and ctx: in the
     # order of an upper bound) and ranking stops reading once nothing left can rank higher.
-    stream = stream_candidates(reader, spec, budget, req.filters, req.sort)
+    # Each run of copies is read only as far as a copy can enter the first ``limit`` rows (the
+    # fit count's own read below reads them all).
+    stream = stream_candidates(reader, spec, budget, req.filters, req.sort, copies=req.limit)
     unreadable: list[str] = []
     try:
         outcome = rank_candidates(

@@ -28,6 +28,7 @@ from crawler.ranking.speed_bound import (
     SpeedBound,
     speed_bound,
 )
+from crawler.ranking.swa_bound import fixed_bytes_sql, swa_surplus_bytes
 
 __all__ = [
     "BoundTerms",
@@ -56,7 +57,8 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     Built only from the catalog's scalar columns, so SQL can apply the same bound; a quant above it
     cannot fit, one below it gets the exact estimate. Terms: weights (experts unless --cpu-moe,
     the MTP block and its draft KV cache with --mtp), KV per token at the cheapest cache type
-    allowed, the fixed cache bytes, the compute and runtime floor per ubatch token
+    allowed, the fixed cache bytes (SWA cells capped at the context's: crawler.ranking.swa_bound),
+    the compute and runtime floor per ubatch token
     (crawler.fit.cuda.context_floor_per_ubatch), and the constants: CUDA context, lazily
     loaded kernels, page rounding, the runtime's smallest pool and the FA mask.
     """
@@ -69,7 +71,8 @@ def lower_bound_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
     if spec.mtp:
         total += c.mtp_weights_bytes + int(c.mtp_kv_bytes_per_token_f16 * t.ctx * t.mtp_kv_ratio)
     total += int(c.kv_bytes_per_token_f16 * t.ctx * t.kv_ratio)
-    total += int(c.fixed_bytes_f16 * t.fixed_ratio)
+    swa = swa_surplus_bytes(c.swa_bytes_per_cell_f16, c.swa_cells, t.ctx, t.ubatch)
+    total += int((c.fixed_bytes_f16 - swa) * t.fixed_ratio)
     total += context_floor_per_ubatch(c) * t.ubatch
     return total + t.constant
 
@@ -220,8 +223,11 @@ def prefilter_terms(spec: RunSpec) -> BoundTerms:
     # (crawler.fit.cheapest_cache_for tries q8_0 and q4_0 drafts).
     base = spec.base_config()
     drafts = [base.type_k_draft, base.type_v_draft] + (["q8_0", "q4_0"] if spec.auto_cache else [])
-    # The mask is n_kv x ubatch (f16 with FA, f32 without): a smaller -ub shrinks it.
-    mask_per_token = _MASK_BYTES_PER_TOKEN * min(base.ubatch, 512) // 512
+    # The mask is n_kv x ubatch (f16 with FA, f32 without): a smaller -ub shrinks it. With
+    # per-slot caches (--parallel N) n_kv is one stream's cells, at least ctx / N of them
+    # (crawler.fit.estimate splits the padded context over the streams).
+    streams = spec.parallel if spec.parallel is not None and spec.parallel > 1 else 1
+    mask_per_token = _MASK_BYTES_PER_TOKEN * min(base.ubatch, 512) // 512 // streams
     mask = ctx * mask_per_token if ctx >= 512 else 0
     return BoundTerms(
         ctx=ctx,
@@ -494,7 +500,9 @@ def _bound_terms(spec: RunSpec, sfx: str = "") -> tuple[str, str, dict[str, Any]
         fixed.append("COALESCE(q.fit_mtp_bytes, 0)")
         per_token.append(f"COALESCE(q.fit_mtp_kv_per_token, 0) * :bound_mtp{sfx}")
         params[f"bound_mtp{sfx}"] = float(t.mtp_kv_ratio)
-    fixed.append(f"COALESCE(q.fit_fixed_bytes, 0) * :bound_fixed{sfx}")
+    fixed_bytes, swa_params = fixed_bytes_sql(t.ctx, t.ubatch, sfx)
+    fixed.append(f"{fixed_bytes} * :bound_fixed{sfx}")
+    params.update(swa_params)
     fixed.append(f"COALESCE(q.fit_ubatch_bytes, 0) * :bound_ubatch{sfx}")
     params[f"bound_ubatch{sfx}"] = float(t.ubatch)
     return " + ".join(fixed), " + ".join(per_token), params

@@ -33,7 +33,8 @@ __all__ = [
 SEARCH_SCALARS = ("n_expert", "n_expert_used", "n_embd", "n_vocab")
 
 #: The ``quants`` columns fit_extras fills (migration 0004; fit_type_eff, fit_trunk_layers: 0013;
-#: fit_slot_bytes, fit_slot_kv_per_token, fit_resident_bytes: 0014).
+#: fit_slot_bytes, fit_slot_kv_per_token, fit_resident_bytes: 0014; fit_swa_kv_per_cell,
+#: fit_swa_cells: 0016).
 FIT_EXTRAS = (
     "fit_mtp_kv_per_token",
     "fit_read_bytes",
@@ -47,6 +48,8 @@ FIT_EXTRAS = (
     "fit_slot_bytes",
     "fit_slot_kv_per_token",
     "fit_resident_bytes",
+    "fit_swa_kv_per_cell",
+    "fit_swa_cells",
 )
 
 
@@ -137,6 +140,10 @@ def fit_extras(
         "fit_slot_bytes": slots.slot_bytes,
         "fit_slot_kv_per_token": slots.slot_kv_per_token,
         "fit_resident_bytes": slots.resident_bytes,
+        # The sliding-window cache apart (part of fit_fixed_bytes): the memory bound caps its
+        # cells at the context's (crawler.ranking.bounds.swa_surplus_bytes).
+        "fit_swa_kv_per_cell": co.swa_bytes_per_cell_f16,
+        "fit_swa_cells": co.swa_cells,
     }
 
 

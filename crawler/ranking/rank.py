@@ -112,7 +112,7 @@ class _Ranking:
         """The candidates in batches: as they come when lazy, else all read (and, for an early
         stop, put in pre_key order) first."""
         if self.lazy:
-            return _batches(stream, self.limit)
+            return _batches(stream, self.limit, self._ends_at)
         self.accepted = list(stream)
         if self.early or self.sort == "quality":
             self.qualities.update((c.quant_id, quality_of(c)) for c in self.accepted)
@@ -142,6 +142,17 @@ class _Ranking:
                 # comparison with the next bound O(limit), not O(everything that fitted so far).
                 self.fitting.sort(key=self.key_of)
                 del self.fitting[limit:]
+
+    def _ends_at(self, head: Candidate) -> bool:
+        """Whether nothing from ``head`` on can enter the top ``limit`` (_still_open's stop, tested
+        before the rest of a batch is read: a stream of copies read shape by shape would read
+        the next shapes' rows for nothing)."""
+        if not (self.early or self.bounded) or self.limit is None:
+            return False
+        if len(self.fitting) < self.limit:
+            return False
+        self.pre[head.quant_id] = pre_key(self.sort, head, self.qualities)
+        return self._still_open([head]) is None
 
     def _still_open(self, batch: list[Candidate]) -> list[Candidate] | None:
         """The batch's candidates that may still enter the top ``limit``; None: none can, nor
@@ -227,13 +238,16 @@ def count_fitting(
     return fits, estimated, True
 
 
-def _batches(items: Iterator[Candidate], limit: int | None) -> Iterator[list[Candidate]]:
-    """Lists of candidates: the first ``limit`` (likely the answer), then doubling steps."""
+def _batches(
+    items: Iterator[Candidate], limit: int | None, ends: Callable[[Candidate], bool] | None = None
+) -> Iterator[list[Candidate]]:
+    """Lists of candidates: the first ``limit`` (likely the answer), then doubling steps; none
+    more once ``ends`` says so of a batch's first candidate."""
     step = max(limit or 0, 1)
-    while True:
-        batch = list(itertools.islice(items, step))
-        if not batch:
+    for head in items:
+        if ends is not None and ends(head):
             return
+        batch = [head, *itertools.islice(items, step - 1)]
         yield batch
         step = min(step * 2, _MAX_BATCH)
 

@@ -68,7 +68,7 @@ def test_runs_read_by_ids_equal_the_runs_read_whole(hub_url, monkeypatch):
 
 
 def test_shape_index_carries_the_id_on_postgresql_and_downgrades(catalog_url):
-    """0016: on PostgreSQL ix_quants_search_shape INCLUDEs the quant id (the ids read is then
+    """0017: on PostgreSQL ix_quants_search_shape INCLUDEs the quant id (the ids read is then
     index-only); its downgrade drops it and a new upgrade adds it back. SQLite: unchanged."""
 
     def shape_index(catalog: Catalog) -> tuple[list[str], list[str]]:
@@ -81,7 +81,7 @@ def test_shape_index_carries_the_id_on_postgresql_and_downgrades(catalog_url):
     with Catalog.open(catalog_url) as catalog:
         pg = catalog.dialect == "postgresql"
         assert shape_index(catalog) == (columns, ["id"] if pg else [])
-        command.downgrade(catalog._alembic_config(), "0015_search_shape_grams")
+        command.downgrade(catalog._alembic_config(), "0016_swa_window_cells")
         assert shape_index(catalog) == (columns, [])
         assert catalog.upgrade(stored_columns) == catalog.head_revision() == SCHEMA_HEAD
         assert shape_index(catalog) == (columns, ["id"] if pg else [])

@@ -620,7 +620,7 @@ _SEARCH_COLUMNS = (
     " m.n_embd, m.n_vocab, m.mtp_available, q.search_text, q.fit_mtp_kv_per_token,"
     " q.fit_read_bytes, q.fit_moe_layers, q.fit_ctx_train, q.fit_ubatch_bytes, q.fit_draft_bytes,"
     " q.fit_verify_experts, q.fit_type_eff, q.fit_trunk_layers, q.fit_slot_bytes,"
-    " q.fit_slot_kv_per_token, q.fit_resident_bytes"
+    " q.fit_slot_kv_per_token, q.fit_resident_bytes, q.fit_swa_kv_per_cell, q.fit_swa_cells"
     " FROM quants q LEFT JOIN memory_models m ON m.quant_id = q.id ORDER BY q.id"
 )
 
@@ -676,11 +676,11 @@ def test_search_columns_are_consistent_with_the_rows_they_copy(catalog_db):
             assert (row[3], row[6]) == (weights, kv) and row[3] is not None
             head = draft_head_bytes(heads.get(qid, []))
             extras = fit_extras(coefficients[qid], head, label=label, groups=stats.get(qid, []))
-            assert row[14:26] == tuple(extras.values())
+            assert row[14:28] == tuple(extras.values())
             assert row[21] is not None  # the speed bound's weight rate (fit_type_eff)
             assert row[23] is not None and row[23] > 0  # the largest layer (fit_slot_bytes)
         else:
-            assert row[3:8] == (None,) * 5 and row[14:26] == (None,) * 12
+            assert row[3:8] == (None,) * 5 and row[14:28] == (None,) * 14
 
 
 def _downgraded(catalog_db, tmp_path, revision: str) -> tuple[str, Any]:
@@ -736,7 +736,7 @@ def test_migration_0014_fills_the_partial_slot_bytes(catalog_db, tmp_path):
     db, expected = _downgraded(catalog_db, tmp_path, "0013_speed_type_eff")
     with contextlib.closing(sqlite3.connect(db.removeprefix("sqlite:///"))) as conn:
         (before,) = conn.execute("SELECT search_shape FROM quants LIMIT 1").fetchone()
-    assert len(before.split("|")) == len(SHAPE_COLUMNS) - 3  # the shapes of 0013
+    assert len(before.split("|")) == len(SHAPE_COLUMNS) - 5  # the shapes of 0013
     with open_catalog(db) as catalog:
         _, shapes = catalog.query_readonly(
             "SELECT search_shape, fit_slot_bytes, fit_slot_kv_per_token, fit_resident_bytes"
@@ -748,6 +748,34 @@ def test_migration_0014_fills_the_partial_slot_bytes(catalog_db, tmp_path):
         shape.split("|")[at : at + 3] == [str(slot), str(kv), str(resident)]
         for shape, slot, kv, resident in shapes
     )
+
+
+def test_migration_0016_fills_the_swa_window_cells(catalog_db, tmp_path):
+    # A catalog at 0015 has no fit_swa_kv_per_cell nor fit_swa_cells; opened as every command
+    # opens it, it gets the crawl's values, shapes that carry them, and a memory bound that
+    # reads them.
+    from crawler.catalog.search_index import SHAPE_COLUMNS
+    from crawler.crawl.catalogs import open_catalog
+
+    db, expected = _downgraded(catalog_db, tmp_path, "0015_search_shape_grams")
+    with contextlib.closing(sqlite3.connect(db.removeprefix("sqlite:///"))) as conn:
+        (before,) = conn.execute("SELECT search_shape FROM quants LIMIT 1").fetchone()
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(quants)")}
+    assert len(before.split("|")) == len(SHAPE_COLUMNS) - 2  # the shapes of 0015
+    assert not {"fit_swa_kv_per_cell", "fit_swa_cells"} & columns
+    with open_catalog(db) as catalog:
+        _, shapes = catalog.query_readonly(
+            "SELECT search_shape, fit_swa_kv_per_cell, fit_swa_cells FROM quants"
+            " WHERE fit_swa_cells IS NOT NULL"
+        )
+    assert _search_columns(db) == expected
+    at = SHAPE_COLUMNS.index("fit_swa_kv_per_cell")
+    assert shapes and all(
+        shape.split("|")[at : at + 2] == [str(per_cell), str(cells)]
+        for shape, per_cell, cells in shapes
+    )
+    # The crawled catalog holds Gemma 3 quants: their window is stored.
+    assert any(cells > 0 and per_cell > 0 for _, per_cell, cells in shapes)
 
 
 def test_reprofile_recomputes_the_search_columns(catalog_db, tmp_path):

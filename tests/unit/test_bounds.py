@@ -398,3 +398,20 @@ def test_experts_that_may_stay_in_host_memory_are_bounded_at_the_host_rate():
         "moe_tiny_experts", "Q8_0", 8.5, spec, dataclasses.replace(gpu, memory_gib=9.0)
     )
     assert roomy is not None and roomy[1] < estimate <= roomy[0]  # experts on the GPU: slower
+
+
+@pytest.mark.parametrize("parallel", [1, 2, 3, 4, None])
+@pytest.mark.parametrize("ctx", [512, 3072, 12000, 65536])
+def test_the_mask_term_of_per_slot_caches_stays_below_the_estimate(parallel, ctx):
+    # With --parallel N each slot's FA mask spans its own cells (ctx / N), not the context's:
+    # a small model, whose estimate has little above the bound's floor, shows it (the bound
+    # was 8.8 MB above the estimate at 12,000 tokens and 4 slots).
+    from crawler.fit import KVGroup
+
+    co = MemoryCoefficients(
+        status="ok", architecture="llama", n_layer=1, n_embd=256, n_vocab=32000, n_head=8,
+        n_ff=1024, n_ctx_train=131072, weights_bytes=1 << 29, host_bytes=10**8,
+        kv_groups=(KVGroup(1, 256, 256, False, 128, 128),), v_width_max=256, q_dim=256,
+    )  # fmt: skip
+    spec = RunSpec(ctx=ctx, parallel=parallel)
+    assert lower_bound_bytes(co, spec) <= estimate(co, spec.base_config()).total

@@ -44,7 +44,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
     ),
     (
         # The catalog stores and reads: of the modelling side it takes types, the ranking's SQL
-        # builders and query matcher, and the change wording; it computes no column itself.
+        # builders (bounds, copies) and query matcher, and the change wording; it computes no
+        # column itself.
         # (A layer may always import its own modules.)
         "catalog",
         ("crawler.catalog",),
@@ -60,6 +61,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
             "crawler.profile.mtp_grade",
             "crawler.profile.quant_files",
             "crawler.ranking.bounds",
+            "crawler.ranking.copies",
             "crawler.ranking.model",
             "crawler.ranking.query",
         ),

@@ -82,9 +82,9 @@ def shapes(draw: st.DrawFn) -> MemoryCoefficients:
         mtp_kv_groups=(KVGroup(1, widths["full"], widths["full"], False, head, head),)
         if n_nextn
         else (),
-        # Gemma 3's window: every context drawn is at least n_swa + 512, the cells the shared
-        # lower bound's SWA term (fixed_bytes_f16) counts (below that it counts too many).
-        n_swa=1024 if "swa" in kinds else 0,
+        # Gemma 3's window and Gemma 2's: contexts drawn below n_swa + 512 hold fewer SWA cells
+        # than fixed_bytes_f16 counts (the lower bound takes the context's cells there).
+        n_swa=draw(st.sampled_from([1024, 4096])) if "swa" in kinds else 0,
         v_width_max=max(widths.values()),
         recurrent_layers=recurrent,
         recurrent_r=3 * 8192 if recurrent else 0,

@@ -1,7 +1,7 @@
 """shape index ids: on PostgreSQL ix_quants_search_shape carries each entry's quant id
 
-Revision ID: 0016_shape_index_ids
-Revises: 0015_search_shape_grams
+Revision ID: 0017_shape_index_ids
+Revises: 0016_swa_window_cells
 Create Date: 2026-12-06
 
 The search reads a shape's quants ids first, from ix_quants_search_shape and each quant's repo
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0016_shape_index_ids"
-down_revision: str | None = "0015_search_shape_grams"
+revision = "0017_shape_index_ids"
+down_revision: str | None = "0016_swa_window_cells"
 branch_labels = None
 depends_on = None
 

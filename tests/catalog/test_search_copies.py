@@ -1,0 +1,235 @@
+"""The copies the speed and margin reads leave out (crawler.ranking.copies), on SQLite and
+PostgreSQL: the search returns exactly the rows of a ranking of every quant, on a Hub-shaped
+catalog (bench/bench_search_hub.py) whose shapes also hold quants that are not copies (another
+coefficient text, head bytes, label) and whose copies tie on size and downloads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from bench.bench_search_hub import TIERS, build
+from crawler.base.errors import EstimateError
+from crawler.catalog import Catalog
+from crawler.catalog.candidates import materializer, sibling_lookup
+from crawler.catalog.ordered import stream_candidates
+from crawler.catalog.reader import Reader
+from crawler.cli.search_cmd import request_from_argv
+from crawler.library.search import search, validate_request
+from crawler.ranking.copies import copy_class_sql
+from crawler.ranking.evaluate import evaluate, margin_of, speed_of
+from crawler.ranking.model import Budget, Filters, RunSpec
+from crawler.ranking.rank import rank_candidates
+from tests.pg import BOTH_DATABASES, built_catalog
+
+
+@pytest.fixture(scope="module", params=BOTH_DATABASES)
+def hub_url(request, tmp_path_factory) -> Iterator[str]:
+    """The Hub-shaped catalog with near copies, built once per module and database."""
+    with built_catalog(request.param, tmp_path_factory.mktemp("copies"), "quants_copies",
+                       _build) as url:  # fmt: skip
+        yield url
+
+
+def _build(url: str) -> None:
+    build(url, 6000)
+    with Catalog.open(url) as catalog, catalog.engine.begin() as conn:
+        _near_copies(conn)
+
+
+def _near_copies(conn: sa.Connection) -> None:
+    """Quants that share a shape but not a copy class, and copies that tie.
+
+    Every 3rd repo's downloads made equal (copies tie on size and downloads). Then in each
+    shape, the quants that lead its order (a read that took them for copies of the others would
+    leave the others out) changed where the stored search columns do not see it and their
+    bounds stay true: the 1st and 3rd with a cache three times as wide (margins differ, and
+    speeds where fewer layers fit the GPU), the 1st and 2nd MTP quants with an output head twice
+    as heavy (their draft passes read it). Q8_0 quants relabelled with a name that gives no type
+    mix (speed then reads the bits per weight: slower), the 1st and 2nd of each shape with
+    their bulk a quarter the bytes (below 4 bits per weight: slower still). Every 6th other
+    quant's coefficients stored as another text of the same JSON (another class with equal
+    values: exact ties between classes)."""
+    pg = conn.dialect.name == "postgresql"
+    conn.execute(
+        sa.text(f"UPDATE repos SET downloads = 7 WHERE {'MOD(id, 3)' if pg else 'id % 3'} = 0")
+    )
+    rows = conn.execute(
+        sa.text(
+            "SELECT q.id, q.search_shape, q.quant_label, q.mtp_present,"
+            " CAST(m.coefficients AS TEXT) FROM quants q JOIN repos r ON r.id = q.repo_pk"
+            " JOIN memory_models m ON m.quant_id = q.id"
+            " ORDER BY q.search_shape, q.size_bytes DESC, r.downloads DESC, q.id"
+        )
+    ).all()
+    coefficients: list[dict[str, Any]] = []
+    heads: list[dict[str, Any]] = []
+    labels: list[dict[str, Any]] = []
+    position, shape = 0, None
+    for qid, this, label, mtp, text in rows:
+        position, shape = (position + 1 if this == shape else 0), this
+        co = json.loads(text)
+        if position in (0, 2):
+            for group in co["kv_groups"]:
+                group["k_width"] *= 3
+                group["v_width"] *= 3
+            coefficients.append({"id": qid, "co": json.dumps(co)})
+        elif qid % 6 == 0:
+            coefficients.append({"id": qid, "co": json.dumps(dict(reversed(co.items())))})
+        if position in (0, 1) and mtp:
+            heads.append({"id": qid})
+        if label == "Q8_0":
+            labels.append({"id": qid, "bits": position in (0, 1)})
+    assert heads and labels
+    cast = "CAST(:co AS JSON)" if pg else ":co"
+    conn.execute(
+        sa.text(f"UPDATE memory_models SET coefficients = {cast} WHERE quant_id = :id"),
+        coefficients,
+    )
+    conn.execute(
+        sa.text(
+            "UPDATE tensor_groups SET n_bytes = n_bytes * 2"
+            " WHERE group_name = 'output' AND quant_id = :id"
+        ),
+        heads,
+    )
+    conn.execute(sa.text("UPDATE quants SET quant_label = 'custom-mix' WHERE id = :id"), labels)
+    conn.execute(
+        sa.text(
+            "UPDATE tensor_groups SET n_bytes = n_bytes / 4"
+            " WHERE group_name IN ('ffn', 'ffn_exps') AND quant_id = :id"
+        ),
+        [row for row in labels if row["bits"]],
+    )
+
+
+#: A GPU fast enough that the weights' types set the pace (crawler.ranking.speed: on the
+#: tiers' cards the bandwidth does, whatever the types), so the bits per weight count.
+_FAST = ("h200", ["--gpu", "h200", "--ctx", "32768"])
+
+
+def _row(r: Any) -> tuple[Any, ...]:
+    return (
+        r.rank,
+        r.candidate.repo_id,
+        r.candidate.path,
+        r.margin_bytes,
+        r.speed.tok_s if r.speed else None,
+        r.config,
+        r.max_ctx,
+        r.command,
+    )
+
+
+def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
+    with Reader.open(hub_url) as reader:
+        # The catalog holds what is tested: shapes with several copy classes, many copies.
+        classes = reader.rows(
+            "SELECT q.search_shape, COUNT(DISTINCT CAST(m.coefficients AS TEXT)), COUNT(*)"
+            " FROM quants q JOIN memory_models m ON m.quant_id = q.id GROUP BY q.search_shape"
+        )
+        assert sum(1 for _s, n, _c in classes if n > 1) >= 10
+        assert max(c for _s, _n, c in classes) >= 20
+        everything = stream_candidates(
+            reader, RunSpec(), Budget.from_gib(1e6), Filters(), "quality", by_shape=False
+        )
+        full = materializer(reader)(list(everything))
+        left_out = checked = 0
+        cases = [(t, sort, []) for _tier, t in TIERS for sort in ("speed", "margin")]
+        cases += [(t, "speed", ["--mtp"]) for _tier, t in (*TIERS, _FAST)]
+        cases += [(_FAST[1], "speed", ["--min-attn-bits", "8"])]
+        for targs, sort, extra in cases:
+            for limit in (1, 5, 12):
+                req = request_from_argv([*targs, *extra, "--sort", sort, "--limit", str(limit)])
+                budget, _, spec = validate_request(req)
+                got = [_row(r) for r in search(reader, req).outcome.results]
+                # The read of every copy (the bounds stay true on this catalog).
+                before = [_row(r) for r in ranked_all(reader, req)]
+                # Every quant estimated, no stream order or early stop: the oracle.
+                oracle = rank_candidates(
+                    full, budget, spec, req.filters, sort=sort, limit=limit,
+                    siblings=sibling_lookup(reader),
+                ).results  # fmt: skip
+                assert got == before == [_row(r) for r in oracle], (targs, sort, limit)
+                checked += bool(got)
+                read = _count(reader, spec, budget, req, None)
+                left_out += read - _count(reader, spec, budget, req, limit)
+        assert checked >= 15
+        assert left_out > 1000  # the copies were left out, not read
+
+
+def test_a_copy_class_holds_equal_values(hub_url):
+    """Quants the database puts in one copy class have equal sort values, tie-breaks before
+    downloads, and fit alike, under every tier; the catalog has classes that share a shape."""
+    with Reader.open(hub_url) as reader:
+        everything = stream_candidates(
+            reader, RunSpec(), Budget.from_gib(1e6), Filters(), "quality", by_shape=False
+        )
+        full = {c.quant_id: c for c in materializer(reader)(list(everything))}
+        for targs, extra in [(t, e) for _tier, t in (*TIERS, _FAST) for e in ([], ["--mtp"])]:
+            req = request_from_argv([*targs, *extra, "--sort", "speed"])
+            budget, _, spec = validate_request(req)
+            partition, params = copy_class_sql("speed", spec)
+            classes: dict[tuple[Any, ...], set[Any]] = {}
+            shapes: dict[tuple[Any, ...], set[str]] = {}
+            for row in reader.rows(
+                f"SELECT q.id, q.search_shape, {partition} FROM quants q"
+                " JOIN memory_models m ON m.quant_id = q.id WHERE q.live = TRUE",
+                params,
+            ):
+                c = full[row[0]]
+                classes.setdefault(tuple(row[2:]), set()).add(_values(c, spec, budget))
+                shapes.setdefault(row[1], set()).add(tuple(row[2:]))
+            assert all(len(values) == 1 for values in classes.values()), (targs, extra)
+            assert sum(len(s) > 1 for s in shapes.values()) >= 20
+
+
+def _values(c: Any, spec: RunSpec, budget: Budget) -> tuple[Any, ...]:
+    """What ranking reads of a candidate before its downloads, repo and path."""
+    accepted = Filters(mtp=spec.mtp).accepts(c)
+    try:
+        cfg, est = evaluate(c, spec, budget)
+    except EstimateError as exc:
+        return (accepted, str(exc))
+    if cfg is None or est is None:
+        return (accepted, None)
+    speed = speed_of(
+        c, est, budget, acceptance=spec.mtp_acceptance, choose_draft=spec.spec_draft_auto
+    )
+    margin = margin_of(c, cfg, est, budget)[0]
+    return (accepted, cfg, margin, speed, c.quality_hint)
+
+
+def test_copies_are_kept_where_the_database_cannot_tell(hub_url):
+    """A name query, a text filter or --vision: the stream reads every candidate."""
+    with Reader.open(hub_url) as reader:
+        for extra in (["qwen3"], ["--arch", "llama"]):
+            req = request_from_argv([*TIERS[0][1], *extra, "--sort", "speed", "--limit", "2"])
+            budget, _, spec = validate_request(req)
+            assert _count(reader, spec, budget, req, 2) == _count(reader, spec, budget, req, None)
+
+
+def ranked_all(reader: Any, req: Any) -> Any:
+    """The results of the search's ranking on the read of every copy."""
+    budget, _, spec = validate_request(req)
+    stream = stream_candidates(reader, spec, budget, req.filters, req.sort)
+    try:
+        return rank_candidates(
+            stream, budget, spec, req.filters, sort=req.sort, limit=req.limit,
+            siblings=sibling_lookup(reader), materialize=materializer(reader), presorted=True,
+        ).results  # fmt: skip
+    finally:
+        stream.close()
+
+
+def _count(reader: Any, spec: RunSpec, budget: Budget, req: Any, copies: int | None) -> int:
+    stream = stream_candidates(reader, spec, budget, req.filters, req.sort, copies=copies)
+    try:
+        return sum(1 for _ in stream)
+    finally:
+        stream.close()
