@@ -23,12 +23,7 @@ from crawler.catalog.name_shapes import name_shapes
 from crawler.catalog.quality_runs import quality_run
 from crawler.catalog.reader import Reader, placeholders
 from crawler.catalog.size_order import ram_condition, shape_by_size, size_by_shape
-from crawler.ranking.bounds import (
-    bound_sql,
-    ctx_bound_sql,
-    margin_bound_sql,
-    speed_bound_sql,
-)
+from crawler.ranking.bounds import bound_sql, ctx_bound_sql, margin_bound_sql
 from crawler.ranking.copies import best_copies_sql, copy_class_sql, prunable
 from crawler.ranking.model import (
     BOUNDED_SORTS,
@@ -39,6 +34,7 @@ from crawler.ranking.model import (
     RunSpec,
 )
 from crawler.ranking.query import QueryMatcher
+from crawler.ranking.speed_bound import speed_bound_sql
 
 __all__ = ["stream_candidates"]
 

@@ -1,14 +1,17 @@
 """An upper bound of the decode-speed estimate from a quant's stored scalars, pure: no I/O.
 
-``--sort speed`` orders the catalog by it in SQL (crawler.ranking.bounds.speed_bound_sql).
+``--sort speed`` orders the catalog by it in SQL (speed_bound_sql).
 Details: docs/internals/ranking.md#speed_bound
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
+from crawler.ranking.model import Budget, RunSpec
 from crawler.ranking.speed import (
     ACCEPT_S,
     DEFAULT_ACCEPTANCE,
@@ -26,6 +29,7 @@ from crawler.ranking.speed import (
     SERVER_S,
     active_expert_bytes,
     expected_tokens,
+    gpu_platform,
     measured_gpu,
 )
 
@@ -35,6 +39,8 @@ __all__ = [
     "SpeedBound",
     "read_bytes_floor",
     "speed_bound",
+    "speed_bound_for",
+    "speed_bound_sql",
     "verify_experts_floor",
 ]
 
@@ -101,7 +107,7 @@ class SpeedBound:
         type_eff: float | None = None,
         n_layers: int = 0,
     ) -> float:
-        """The bound for one quant (what ``crawler.ranking.bounds.speed_bound_sql`` computes)."""
+        """The bound for one quant (what ``speed_bound_sql`` computes)."""
         seconds = (
             read_bytes / self.rate(type_eff)
             + n_moe_layers * self.moe_layer_seconds
@@ -193,3 +199,79 @@ def speed_bound(
         cycle_seconds=cycle,
         plain=1.0 if drafted and 0 in ks else 0.0,
     )
+
+
+def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
+    """(expression, params): crawler.ranking.speed_bound.SpeedBound.tok_s over the quants' columns,
+    an upper bound of the estimated tok/s, for ``--sort speed`` (needs the GPU's bandwidth)."""
+    if budget.bandwidth_gb_s is None:
+        raise ValueError("--sort speed needs the GPU's bandwidth")
+    if spec.mtp_auto and not spec.mtp:
+        # MTP may be on or off per quant (crawler.fit.choose): the larger of both bounds where
+        # the quant's head may draft (crawler.ranking.evaluate.mtp_usable needs both verdicts),
+        # else MTP stays off.
+        on, on_params = _speed_bound_sql(dataclasses.replace(spec, mtp=True), budget, "_on")
+        off, off_params = _speed_bound_sql(spec, budget, "")
+        usable = "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
+        return (
+            f"(CASE WHEN {usable} AND {on} > {off} THEN {on} ELSE {off} END)",
+            {**off_params, **on_params},
+        )
+    return _speed_bound_sql(spec, budget, "")
+
+
+def speed_bound_for(spec: RunSpec, budget: Budget) -> SpeedBound:
+    """The SpeedBound of a search: the GPU's platform and the MTP acceptance (as
+    crawler.ranking.evaluate.speed_of estimates), and the experts possibly in host memory
+    wherever a configuration ``spec`` resolves to may keep them there (--cpu-moe, or a tier
+    above gpu: crawler.fit.tiers)."""
+    assert budget.bandwidth_gb_s is not None
+    return speed_bound(
+        budget.bandwidth_gb_s,
+        mtp=spec.mtp,
+        draft_n_max=spec.spec_draft_n_max,
+        experts_on_host=spec.cpu_moe or spec.tier != "gpu",
+        acceptance=spec.mtp_acceptance,
+        platform=gpu_platform(budget.gpu_name),
+    )
+
+
+def _speed_bound_sql(spec: RunSpec, budget: Budget, sfx: str) -> tuple[str, dict[str, Any]]:
+    b = speed_bound_for(spec, budget)
+    rb, layers = "COALESCE(q.fit_read_bytes, 0)", "COALESCE(q.fit_moe_layers, 0)"
+    # SpeedBound.rate: max(min(platform, type_eff * kernel), host); NULL type_eff: the fastest.
+    kernel = f"COALESCE(q.fit_type_eff, :speed_eff{sfx}) * :speed_kernel{sfx}"
+    device = (
+        f"(CASE WHEN {kernel} < :speed_platform{sfx} THEN {kernel} ELSE :speed_platform{sfx} END)"
+    )
+    rate = f"(CASE WHEN {device} > :speed_host{sfx} THEN {device} ELSE :speed_host{sfx} END)"
+    trunk = "COALESCE(q.fit_trunk_layers, 0)"
+    seconds = (
+        f"({rb} / {rate} + {layers} * :speed_tau{sfx} + {trunk} * :speed_layer{sfx}"
+        f" + :speed_fixed{sfx})"
+    )
+    cost = (
+        f"(:speed_base{sfx} + :speed_k{sfx} * COALESCE(q.fit_draft_bytes, 0) / ({rb} + 1.0)"
+        f" + :speed_verify{sfx} * COALESCE(q.fit_verify_experts, 0.0))"
+    )
+    tok = f"(:speed_expected{sfx} / {cost}) / ({seconds} + :speed_cycle{sfx})"
+    if b.plain:  # MTP may also run undrafted (--spec-draft-n-max 0): the larger of both
+        plain = f"(:speed_plain{sfx} / {seconds})"
+        tok = f"(CASE WHEN {plain} > {tok} THEN {plain} ELSE {tok} END)"
+    expr = f"CASE WHEN {seconds} <= 0 THEN 1e300 ELSE {tok} * :speed_slack{sfx} END"
+    return expr, {
+        f"speed_platform{sfx}": b.platform_bw,
+        f"speed_kernel{sfx}": b.kernel_bw,
+        f"speed_eff{sfx}": FASTEST_TYPE_EFFICIENCY,
+        f"speed_host{sfx}": b.host_bw,
+        f"speed_tau{sfx}": b.moe_layer_seconds,
+        f"speed_layer{sfx}": b.layer_seconds,
+        f"speed_fixed{sfx}": b.fixed_seconds,
+        f"speed_base{sfx}": b.base_cost,
+        f"speed_k{sfx}": float(b.draft_n_max),
+        f"speed_verify{sfx}": 1.0 if b.draft_n_max >= VERIFY_EXPERTS_K else 0.0,
+        f"speed_expected{sfx}": b.expected,
+        f"speed_cycle{sfx}": b.cycle_seconds,
+        **({f"speed_plain{sfx}": b.plain} if b.plain else {}),
+        f"speed_slack{sfx}": SPEED_BOUND_SLACK,
+    }

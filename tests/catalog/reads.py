@@ -7,8 +7,9 @@ from typing import Any
 
 from crawler.catalog.candidates import materializer, sibling_lookup
 from crawler.catalog.ordered import stream_candidates
+from crawler.cli.search_cmd import request_from_argv
 from crawler.library.search import validate_request
-from crawler.ranking.rank import rank_candidates
+from crawler.ranking.rank import pre_key, rank_candidates
 
 
 def streamed(reader: Any, req: Any, **switches: bool) -> list[Any]:
@@ -33,3 +34,17 @@ def ranked(reader: Any, req: Any, **switches: bool) -> list[tuple[str, str, int]
     finally:
         stream.close()
     return [(r.candidate.repo_id, r.candidate.path, r.margin_bytes) for r in out.results]
+
+
+def by_name_agrees(reader: Any, argv: list[str]) -> bool:
+    """Assert that ``argv``'s search reads the same with and without the name index's help:
+    the stream in pre_key order, the same quants, the same rows; True when it has rows."""
+    req = request_from_argv(argv)
+    found = streamed(reader, req, by_name=True)
+    keys = [pre_key(req.sort, c) for c in found]
+    assert keys == sorted(keys), argv  # the stream's contract
+    without = streamed(reader, req, by_name=False)
+    assert sorted(c.quant_id for c in found) == sorted(c.quant_id for c in without), argv
+    rows = ranked(reader, req, by_name=True)
+    assert rows == ranked(reader, req, by_name=False), argv
+    return bool(rows)

@@ -32,8 +32,6 @@ from crawler.ranking.bounds import (
     prefilter_terms,
     ram_bound_sql,
     ram_may_fit,
-    speed_bound_for,
-    speed_bound_sql,
 )
 from crawler.ranking.columns import search_columns
 from crawler.ranking.evaluate import evaluate, speed_inputs, speed_of, weight_bits
@@ -44,6 +42,7 @@ from crawler.ranking.speed import (
     PLATFORM_MOE_LAYER_S,
     expected_tokens,
 )
+from crawler.ranking.speed_bound import speed_bound_for, speed_bound_sql
 from tests import synth
 from tests.unit.rank_helpers import candidate, dense_hybrid, groups, moe
 
