@@ -64,6 +64,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]], ...]
             "crawler.ranking.copies",
             "crawler.ranking.model",
             "crawler.ranking.query",
+            "crawler.ranking.speed_bound",
         ),
         frozenset({"sqlalchemy", "alembic", "psycopg", "sqlite3", "logging", "socket", "urllib"}),
     ),
