@@ -76,17 +76,17 @@ def test_shapes_hold_every_match_and_leave_out_others(hub_url):
         assert name_shapes(reader, QueryMatcher("9z9")) == frozenset()
 
 
-def test_reads_by_name_shape_equal_the_reads_without_them(hub_url, broad):
+@pytest.mark.parametrize("targs", [t for _tier, t in TIERS], ids=[n for n, _t in TIERS])
+def test_reads_by_name_shape_equal_the_reads_without_them(hub_url, broad, targs):
     with Reader.open(hub_url) as reader:
         compared = 0
         for query in _QUERIES:
-            for _tier, targs in TIERS:
-                for sort in SORTS:
-                    argv = [query, *targs, "--sort", sort, "--limit", "7"]
-                    compared += by_name_agrees(reader, argv)
-                    req = request_from_argv(argv)
-                    assert _fit_count(reader, req, True) == _fit_count(reader, req, False), argv
-        assert compared >= 70  # half the requests have results: that is what is compared
+            for sort in SORTS:
+                argv = [query, *targs, "--sort", sort, "--limit", "7"]
+                compared += by_name_agrees(reader, argv)
+                req = request_from_argv(argv)
+                assert _fit_count(reader, req, True) == _fit_count(reader, req, False), argv
+        assert compared >= 20  # of 49: what has results is what is compared
 
 
 def _fit_count(reader: Reader, req: object, by_name: bool) -> tuple[int, int, bool]:
