@@ -7,10 +7,13 @@ layout of its config.json (40 layers, 256 experts, 8 used).
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 
 from crawler.fit import KVGroup, MemoryCoefficients
+from crawler.profile.analysis import MemoryRecord
 from crawler.profile.groups import GroupStats
+from crawler.ranking.columns import search_columns
 from crawler.ranking.model import Candidate
 
 GIB = 1024**3
@@ -130,3 +133,33 @@ def candidate(
         coefficients=co,
         **fields,
     )
+
+
+def stored_row(co: MemoryCoefficients, label: str = "Q4_K_M", gs=None) -> dict:
+    """The search columns the catalog stores for a quant of ``co`` (crawler.ranking.columns),
+    with ``gs`` as its tensor groups (default: 6.5-bit attention, 4.5-bit FFN)."""
+    memory = MemoryRecord(
+        status="ok",
+        weights_bytes=co.weights_bytes,
+        mtp_weights_bytes=co.mtp_weights_bytes,
+        expert_bytes=co.expert_bytes,
+        kv_bytes_per_token_f16=co.kv_bytes_per_token_f16,
+        fixed_bytes_f16=co.fixed_bytes_f16,
+        coefficients=co.to_json(),
+    )
+    return dict(search_columns(groups(6.5, 4.5) if gs is None else gs, memory, label))
+
+
+def sql_value(expr: str, params: dict, row: dict) -> float:
+    """``expr`` (a bound's SQL) evaluated by SQLite on ``row`` as table ``quants q``."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        cols = sorted(row)
+        conn.execute(f"CREATE TABLE quants ({', '.join(cols)})")
+        conn.execute(
+            f"INSERT INTO quants VALUES ({', '.join('?' for _ in cols)})", [row[c] for c in cols]
+        )
+        (value,) = conn.execute(f"SELECT {expr} FROM quants q", params).fetchone()
+        return float(value)
+    finally:
+        conn.close()

@@ -8,7 +8,6 @@ the Python bound it copies.
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 import statistics
 
 import pytest
@@ -21,7 +20,6 @@ from crawler.fit.coefficients import coefficients
 from crawler.fit.estimate import estimate
 from crawler.fit.gpus import load_gpus
 from crawler.gguf.parse import parse_header_bytes
-from crawler.profile.analysis import MemoryRecord
 from crawler.ranking.bounds import (
     bound_sql,
     ctx_bound_sql,
@@ -33,7 +31,6 @@ from crawler.ranking.bounds import (
     ram_bound_sql,
     ram_may_fit,
 )
-from crawler.ranking.columns import search_columns
 from crawler.ranking.evaluate import evaluate, speed_inputs, speed_of, weight_bits
 from crawler.ranking.model import Budget, RunSpec
 from crawler.ranking.speed import (
@@ -44,7 +41,7 @@ from crawler.ranking.speed import (
 )
 from crawler.ranking.speed_bound import speed_bound_for, speed_bound_sql
 from tests import synth
-from tests.unit.rank_helpers import candidate, dense_hybrid, groups, moe
+from tests.unit.rank_helpers import candidate, dense_hybrid, moe, sql_value, stored_row
 
 COEFFICIENTS = {
     "dense_hybrid": dense_hybrid(16.0),
@@ -61,40 +58,13 @@ SPECS = [
 ]
 
 
-def _row(co, label="Q4_K_M", gs=None):
-    memory = MemoryRecord(
-        status="ok",
-        weights_bytes=co.weights_bytes,
-        mtp_weights_bytes=co.mtp_weights_bytes,
-        expert_bytes=co.expert_bytes,
-        kv_bytes_per_token_f16=co.kv_bytes_per_token_f16,
-        fixed_bytes_f16=co.fixed_bytes_f16,
-        coefficients=co.to_json(),
-    )
-    return search_columns(groups(6.5, 4.5) if gs is None else gs, memory, label)
-
-
-def _sql_value(expr: str, params: dict, row: dict) -> float:
-    conn = sqlite3.connect(":memory:")
-    try:
-        cols = sorted(row)
-        conn.execute(f"CREATE TABLE quants ({', '.join(cols)})")
-        conn.execute(
-            f"INSERT INTO quants VALUES ({', '.join('?' for _ in cols)})", [row[c] for c in cols]
-        )
-        (value,) = conn.execute(f"SELECT {expr} FROM quants q", params).fetchone()
-        return float(value)
-    finally:
-        conn.close()
-
-
 @pytest.mark.parametrize("name", sorted(COEFFICIENTS))
 @pytest.mark.parametrize("spec", SPECS, ids=repr)
 def test_bound_sql_is_lower_bound_bytes(name, spec):
     co = COEFFICIENTS[name]
     budget = Budget.from_gib(24)
     expr, params = bound_sql(spec, budget)
-    in_sql = _sql_value(expr, params, _row(co))
+    in_sql = sql_value(expr, params, stored_row(co))
     # SQL leaves the constant out (it is in :bound_limit = budget - constant).
     expected = lower_bound_bytes(co, spec) - prefilter_terms(spec).constant
     assert in_sql == pytest.approx(expected, rel=1e-9, abs=2.0 * len(params))
@@ -113,7 +83,7 @@ def test_margin_bound_sql_is_margin_upper_bound(name, spec, gib):
     budget = Budget.from_gib(gib)
     expr, params = margin_bound_sql(spec, budget)
     expected = margin_upper_bound(co, spec, budget) + 1  # SQL adds a byte for float rounding
-    assert _sql_value(expr, params, _row(co)) == pytest.approx(expected, rel=1e-9, abs=64.0)
+    assert sql_value(expr, params, stored_row(co)) == pytest.approx(expected, rel=1e-9, abs=64.0)
     assert margin_upper_bound(co, spec, budget) <= budget.device_bytes - lower_bound_bytes(co, spec)
 
 
@@ -122,11 +92,11 @@ def test_ctx_bound_sql_caps_at_the_trained_context(name):
     co = COEFFICIENTS[name]
     spec, budget = RunSpec(ctx=8192), Budget.from_gib(1000)
     expr, params = ctx_bound_sql(spec, budget)
-    value = _sql_value(expr, params, _row(co))
+    value = sql_value(expr, params, stored_row(co))
     # A budget far above the weights: the bound is the cap (trained context, or 1 Mi unknown).
     assert value == float(co.n_ctx_train or (1 << 20))
     tight = Budget.from_gib(co.weights_bytes / 1024**3 + co.expert_bytes / 1024**3 + 1.5)
-    assert _sql_value(*ctx_bound_sql(spec, tight), _row(co)) < value
+    assert sql_value(*ctx_bound_sql(spec, tight), stored_row(co)) < value
 
 
 @pytest.mark.parametrize("name", sorted(COEFFICIENTS))
@@ -140,7 +110,7 @@ def test_speed_bound_sql_is_speed_bound(name, mtp, label, tier, gpu):
     co = COEFFICIENTS[name]
     spec = RunSpec(ctx=8192, mtp=mtp, tier=tier)
     budget = Budget.from_gib(24, bandwidth_gb_s=gpu[1], gpu_name=gpu[0])
-    row = _row(co, label)
+    row = stored_row(co, label)
     expr, params = speed_bound_sql(spec, budget)
     expected = speed_bound_for(spec, budget).tok_s(
         read_bytes=row["fit_read_bytes"],
@@ -150,13 +120,13 @@ def test_speed_bound_sql_is_speed_bound(name, mtp, label, tier, gpu):
         type_eff=row["fit_type_eff"],
         n_layers=row["fit_trunk_layers"],
     )
-    assert _sql_value(expr, params, row) == pytest.approx(expected, rel=1e-12)
+    assert sql_value(expr, params, row) == pytest.approx(expected, rel=1e-12)
     # A quant whose type efficiency is not stored (NULL) gets the fastest type's rate.
     unknown = speed_bound_for(spec, budget).tok_s(
         row["fit_read_bytes"], row["fit_moe_layers"], row["fit_draft_bytes"]
     )
     null = {**row, "fit_type_eff": None, "fit_trunk_layers": None}
-    assert _sql_value(expr, params, null) == pytest.approx(unknown)
+    assert sql_value(expr, params, null) == pytest.approx(unknown)
     assert unknown >= expected
 
 
@@ -229,7 +199,7 @@ def test_ram_bound_sql_is_ram_may_fit(name, spec, vram, ram):
     if found is None:  # no --ram, or a tier the rule does not bound
         assert ram_may_fit(co, spec, budget)
         return
-    assert _sql_value(*found, _row(co)) == float(ram_may_fit(co, spec, budget))
+    assert sql_value(*found, stored_row(co)) == float(ram_may_fit(co, spec, budget))
 
 
 def test_ram_may_fit_never_excludes_a_quant_that_fits():
@@ -317,12 +287,12 @@ def _speed_case(shape, label, ffn_bits, spec, gpu, mtp_bits=8.5):
     speed = speed_of(c, est, budget, acceptance=spec.mtp_acceptance,
                      choose_draft=spec.spec_draft_auto)  # fmt: skip
     assert speed is not None
-    row = {**_row(co, label, c.groups), "mtp_present": c.mtp_present,
+    row = {**stored_row(co, label, c.groups), "mtp_present": c.mtp_present,
            "mtp_preserved": c.mtp_preserved}  # fmt: skip
     # The stored efficiency is the one of the estimate's own inputs.
     x = speed_inputs(co, cfg, bits=weight_bits(c.groups), label=label)
     assert row["fit_type_eff"] == x.type_efficiency
-    bound = _sql_value(*speed_bound_sql(spec, budget), row)
+    bound = sql_value(*speed_bound_sql(spec, budget), row)
     return bound, speed.tok_s, _bound_before(row, spec, budget)
 
 

@@ -25,8 +25,7 @@ from crawler.ranking.bounds import (
 from crawler.ranking.evaluate import evaluate, margin_of, with_max_ctx
 from crawler.ranking.model import Budget, Ranked, RunSpec
 from crawler.ranking.partial_bound import slot_terms
-from tests.unit.rank_helpers import candidate
-from tests.unit.test_bounds import _row, _sql_value
+from tests.unit.rank_helpers import candidate, sql_value, stored_row
 
 MIB = 1024**2
 
@@ -145,10 +144,10 @@ def test_the_partial_bounds_are_never_below_what_ranking_gives(co, spec, gib):
     event("layer offload" if r.config.n_gpu_layers is not None else "whole or experts in RAM")
     bound = margin_upper_bound(co, spec, budget)
     assert r.margin_bytes <= bound
-    row = _row(co)
-    assert r.margin_bytes <= _sql_value(*margin_bound_sql(spec, budget), row)
+    row = stored_row(co)
+    assert r.margin_bytes <= sql_value(*margin_bound_sql(spec, budget), row)
     max_ctx = with_max_ctx(r, spec, budget).max_ctx
-    assert max_ctx is not None and max_ctx <= _sql_value(*ctx_bound_sql(spec, budget), row)
+    assert max_ctx is not None and max_ctx <= sql_value(*ctx_bound_sql(spec, budget), row)
 
 
 @settings(max_examples=100, deadline=None)
@@ -156,7 +155,7 @@ def test_the_partial_bounds_are_never_below_what_ranking_gives(co, spec, gib):
 def test_the_margin_sql_is_the_python_bound(co, spec, gib):
     budget = Budget.from_gib(gib)
     expr, params = margin_bound_sql(spec, budget)
-    got = _sql_value(expr, params, _row(co))
+    got = sql_value(expr, params, stored_row(co))
     assert abs(got - (margin_upper_bound(co, spec, budget) + 1)) <= 64.0 + 1e-9 * abs(got)
 
 

@@ -269,8 +269,7 @@ def test_the_ladder_ctx_bound_holds_for_every_measured_model(server_coeffs, ctx)
     from crawler.ranking.bounds import ctx_bound_sql
     from crawler.ranking.model import Budget, RunSpec
     from crawler.ranking.rank import rank_candidates
-    from tests.unit.rank_helpers import candidate
-    from tests.unit.test_bounds import _row, _sql_value
+    from tests.unit.rank_helpers import candidate, sql_value, stored_row
 
     checked = 0
     for name, co in sorted(server_coeffs.items()):
@@ -281,6 +280,6 @@ def test_the_ladder_ctx_bound_holds_for_every_measured_model(server_coeffs, ctx)
             results = rank_candidates([c], budget, spec, sort="ctx").results
             if results:
                 checked += 1
-                bound = _sql_value(*ctx_bound_sql(spec, budget), _row(co))
+                bound = sql_value(*ctx_bound_sql(spec, budget), stored_row(co))
                 assert results[0].max_ctx <= bound, (name, gib, results[0].max_ctx, bound)
     assert checked > 20

@@ -9,7 +9,6 @@ catalog's fixed cache bytes (MemoryCoefficients.fixed_bytes_f16) count.
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 
 import pytest
 from hypothesis import given, settings
@@ -18,11 +17,9 @@ from hypothesis import strategies as st
 from crawler.base.errors import InvalidConfig
 from crawler.fit import KVGroup, MemoryCoefficients
 from crawler.fit.estimate import estimate
-from crawler.profile.analysis import MemoryRecord
 from crawler.ranking.bounds import bound_sql, lower_bound_bytes, prefilter_terms
-from crawler.ranking.columns import search_columns
 from crawler.ranking.model import Budget, RunSpec
-from tests.unit.rank_helpers import groups
+from tests.unit.rank_helpers import sql_value, stored_row
 
 GIB = 1024**3
 
@@ -63,37 +60,10 @@ def swa_model(
     )
 
 
-def _row(co: MemoryCoefficients) -> dict:
-    memory = MemoryRecord(
-        status="ok",
-        weights_bytes=co.weights_bytes,
-        mtp_weights_bytes=co.mtp_weights_bytes,
-        expert_bytes=co.expert_bytes,
-        kv_bytes_per_token_f16=co.kv_bytes_per_token_f16,
-        fixed_bytes_f16=co.fixed_bytes_f16,
-        coefficients=co.to_json(),
-    )
-    return search_columns(groups(6.5, 4.5), memory, "Q4_K_M")
-
-
-def _sql_value(expr: str, params: dict, row: dict) -> float:
-    conn = sqlite3.connect(":memory:")
-    try:
-        cols = sorted(row)
-        conn.execute(f"CREATE TABLE quants ({', '.join(cols)})")
-        conn.execute(
-            f"INSERT INTO quants VALUES ({', '.join('?' * len(cols))})", [row[c] for c in cols]
-        )
-        (value,) = conn.execute(f"SELECT {expr} FROM quants q", params).fetchone()
-    finally:
-        conn.close()
-    return float(value)
-
-
 def _sql_bound(spec: RunSpec, co: MemoryCoefficients) -> float:
     """bound_sql over the crawl's stored columns of ``co``, plus the constant it leaves out."""
     expr, params = bound_sql(spec, Budget.from_gib(24))
-    return _sql_value(expr, params, _row(co)) + prefilter_terms(spec).constant
+    return sql_value(expr, params, stored_row(co)) + prefilter_terms(spec).constant
 
 
 def test_the_reported_case_is_bounded_below_the_estimate():
@@ -154,11 +124,11 @@ def test_rows_without_the_window_columns_leave_the_fixed_bytes_out():
     # the recurrent state in fit_fixed_bytes, so it counts neither (still below the estimate).
     co, spec = swa_model(recurrent=True), RunSpec(ctx=1024)
     expr, params = bound_sql(spec, Budget.from_gib(24))
-    row = {**_row(co), "fit_swa_kv_per_cell": None, "fit_swa_cells": None}
+    row = {**stored_row(co), "fit_swa_kv_per_cell": None, "fit_swa_cells": None}
     no_fixed = lower_bound_bytes(
         dataclasses.replace(co, n_swa=0, kv_groups=co.kv_groups[1:], recurrent_layers=0), spec
     )
-    assert _sql_value(expr, params, row) + prefilter_terms(spec).constant == pytest.approx(
+    assert sql_value(expr, params, row) + prefilter_terms(spec).constant == pytest.approx(
         no_fixed, abs=64.0
     )
     assert no_fixed < lower_bound_bytes(co, spec) <= estimate(co, spec.base_config()).total
