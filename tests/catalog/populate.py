@@ -198,3 +198,35 @@ def populate(url: str) -> None:
                 ),
             ]
         )
+
+
+#: The repo add_newcomer writes.
+NEWCOMER = "newcomer/Zeta-9.75B-GGUF"
+
+
+def add_newcomer(url: str, **quant: object) -> tuple[int, int]:
+    """A new repo (NEWCOMER) with one Q4_K_M quant, written and refreshed as a
+    crawl does after populate; ``quant`` sets more of its columns. (repo pk, quant id)."""
+    from sqlalchemy import select
+
+    from crawler.catalog.search_index import refresh_live_rows
+
+    with Catalog.open(url) as catalog, catalog.session() as s:
+        unsloth = s.scalars(select(Repo).where(Repo.author == "unsloth")).one()
+        repo = Repo(
+            repo_id=NEWCOMER, author="newcomer", sha="e" * 40, private=False,
+            first_seen_at=unsloth.first_seen_at, last_seen_at=unsloth.last_seen_at,
+        )  # fmt: skip
+        s.add(repo)
+        s.flush()
+        old = s.scalars(select(Quant).where(Quant.repo_pk == unsloth.id)).first()
+        assert old is not None
+        zeta = Quant(
+            repo_pk=repo.id, path="Zeta-9.75B-Q4_K_M.gguf", revision="a" * 40,
+            content_key="oid-zeta", quant_label="Q4_K_M", architecture="llama", shard_count=1,
+            size_bytes=old.size_bytes, claims=[], first_seen_at=old.first_seen_at, **quant,
+        )  # fmt: skip
+        s.add(zeta)
+        refresh_live_rows(s, [repo.id])
+        s.flush()
+        return repo.id, zeta.id

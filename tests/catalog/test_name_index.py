@@ -25,7 +25,7 @@ from crawler.cli.search_cmd import request_from_argv
 from crawler.crawl.catalogs import open_catalog
 from crawler.library.search import validate_request
 from crawler.ranking.query import QueryMatcher
-from tests.catalog.populate import populate
+from tests.catalog.populate import NEWCOMER, add_newcomer, populate
 from tests.catalog.reads import by_name_agrees, ranked
 from tests.pg import BOTH_DATABASES, built_catalog
 
@@ -119,46 +119,22 @@ def test_the_index_follows_every_write(catalog_url):
     _check_fts(catalog_url)
 
     # A new repo and quant, written and refreshed as a crawl does.
-    with Catalog.open(catalog_url) as catalog, catalog.session() as s:
-        unsloth = s.scalars(select(Repo).where(Repo.author == "unsloth")).one()
-        repo = Repo(
-            repo_id="newcomer/Zeta-9.75B-GGUF", author="newcomer", sha="e" * 40, private=False,
-            first_seen_at=unsloth.first_seen_at, last_seen_at=unsloth.last_seen_at,
-        )  # fmt: skip
-        s.add(repo)
-        s.flush()
-        old = s.scalars(select(Quant).where(Quant.repo_pk == unsloth.id)).first()
-        assert old is not None
-        s.add(
-            Quant(
-                repo_pk=repo.id,
-                path="Zeta-9.75B-Q4_K_M.gguf",
-                revision="a" * 40,
-                content_key="oid-zeta",
-                quant_label="Q4_K_M",
-                architecture="llama",
-                shard_count=1,
-                size_bytes=old.size_bytes,
-                claims=[],
-                first_seen_at=old.first_seen_at,
-            )
-        )
-        refresh_live_rows(s, [repo.id])
+    repo_pk, _ = add_newcomer(catalog_url)
     (zeta,) = _holding(catalog_url, "9.75b")
     assert _ids(catalog_url, "9.75b") >= {zeta}
     _check_fts(catalog_url)
 
     # An update of the names: the base model (the search text follows it).
     with Catalog.open(catalog_url) as catalog, catalog.session() as s:
-        s.execute(update(Repo).where(Repo.id == repo.id).values(base_model="org/Omega-7.25B"))
+        s.execute(update(Repo).where(Repo.id == repo_pk).values(base_model="org/Omega-7.25B"))
         s.execute(update(Quant).where(Quant.id == zeta).values(base_model=None))
-        refresh_live_rows(s, [repo.id])
+        refresh_live_rows(s, [repo_pk])
     assert zeta in _ids(catalog_url, "7.25b")
     _check_fts(catalog_url)
 
     # Vanished: still indexed (the search's live filter drops it), text unchanged.
     with Catalog.open(catalog_url) as catalog:
-        assert mark_repos_vanished(catalog, seen=[], authors=["newcomer"]) == [repo.repo_id]
+        assert mark_repos_vanished(catalog, seen=[], authors=["newcomer"]) == [NEWCOMER]
     assert zeta in _ids(catalog_url, "7.25b")
 
     # Deleted: a quant alone, then a repo with its quants (the foreign key's cascade).

@@ -27,7 +27,7 @@ from crawler.library.search import COUNT_CAP, validate_request
 from crawler.ranking.columns import stored_columns
 from crawler.ranking.query import QueryMatcher
 from crawler.ranking.rank import count_fitting
-from tests.catalog.populate import populate
+from tests.catalog.populate import add_newcomer, populate
 from tests.catalog.reads import by_name_agrees
 from tests.pg import BOTH_DATABASES, built_catalog
 
@@ -126,39 +126,20 @@ def test_the_shapes_follow_every_write(catalog_url):
         )
 
     # A new repo and quant, written and refreshed as a crawl does: a new name and a new shape.
-    with Catalog.open(catalog_url) as catalog, catalog.session() as s:
-        unsloth = s.scalars(select(Repo).where(Repo.author == "unsloth")).one()
-        repo = Repo(
-            repo_id="newcomer/Zeta-9.75B-GGUF", author="newcomer", sha="e" * 40, private=False,
-            first_seen_at=unsloth.first_seen_at, last_seen_at=unsloth.last_seen_at,
-        )  # fmt: skip
-        s.add(repo)
-        s.flush()
-        old = s.scalars(select(Quant).where(Quant.repo_pk == unsloth.id)).first()
-        assert old is not None
-        zeta = Quant(
-            repo_pk=repo.id, path="Zeta-9.75B-Q4_K_M.gguf", revision="a" * 40,
-            content_key="oid-zeta", quant_label="Q4_K_M", architecture="llama", shard_count=1,
-            size_bytes=old.size_bytes, claims=[], first_seen_at=old.first_seen_at,
-            quality_score=0.123456,
-        )  # fmt: skip
-        s.add(zeta)
-        refresh_live_rows(s, [repo.id])
-        s.flush()
-        zeta_id = zeta.id
+    repo_pk, zeta_id = add_newcomer(catalog_url, quality_score=0.123456)
     shape = _shape_of(catalog_url, zeta_id)
     assert shape in _shapes(catalog_url, "9.75b")
     assert shape not in _shapes(catalog_url, "27b")
 
     # An update of the names (the search text follows the base model), then of the shape.
     with Catalog.open(catalog_url) as catalog, catalog.session() as s:
-        s.execute(update(Repo).where(Repo.id == repo.id).values(base_model="org/Omega-7.25B"))
+        s.execute(update(Repo).where(Repo.id == repo_pk).values(base_model="org/Omega-7.25B"))
         s.execute(update(Quant).where(Quant.id == zeta_id).values(base_model=None))
-        refresh_live_rows(s, [repo.id])
+        refresh_live_rows(s, [repo_pk])
     assert shape in _shapes(catalog_url, "7.25b")
     with Catalog.open(catalog_url) as catalog, catalog.session() as s:
         s.execute(update(Quant).where(Quant.id == zeta_id).values(quality_score=0.654321))
-        refresh_live_rows(s, [repo.id])
+        refresh_live_rows(s, [repo_pk])
     moved = _shape_of(catalog_url, zeta_id)
     assert moved != shape and moved in _shapes(catalog_url, "7.25b")
 
