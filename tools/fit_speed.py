@@ -27,6 +27,7 @@ from crawler.ranking.speed import expected_tokens
 from tests.fixtures.llamacpp.speed import (
     PublishedRow,
     Row,
+    depth_fit,
     held_out,
     predict,
     predict_published,
@@ -119,11 +120,45 @@ def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def fit() -> list[float]:
-    """The constants fitted on the rows not held out."""
-    fit_rows = [r for r in rows() if not held_out(r)]
+    """The H200's constants, fitted on its rows not held out."""
+    fit_rows = [r for r in rows() if not held_out(r) and not depth_fit(r)]
     a = np.array([features(r) for r in fit_rows])
     y = np.array([seconds(r) for r in fit_rows])
     return [float(v) for v in nnls(a / y[:, None], np.ones_like(y))]
+
+
+@contextmanager
+def depth_terms(share: float, layers: float) -> Iterator[None]:
+    """The model with these depth terms of other GPUs and of drafting, restored afterwards."""
+    saved = speed.DEPTH_BANDWIDTH_SHARE["quant"], speed.DRAFT_DEPTH_LAYERS
+    speed.DEPTH_BANDWIDTH_SHARE["quant"], speed.DRAFT_DEPTH_LAYERS = share, layers
+    try:
+        yield
+    finally:
+        speed.DEPTH_BANDWIDTH_SHARE["quant"], speed.DRAFT_DEPTH_LAYERS = saved
+
+
+def fit_depth(values: list[float]) -> tuple[float, float]:
+    """DEPTH_BANDWIDTH_SHARE["quant"] and DRAFT_DEPTH_LAYERS on the depth_fit rows, with the
+    H200's constants ``values``, each by least squares of the relative errors: the share (in a
+    max(), so by a scan of 0-1) on the rows without MTP, then the layers (linear) on the MTP
+    rows."""
+    no_mtp = [r for r in rows() if depth_fit(r) and r.k == 0]
+    mtp = [r for r in rows() if depth_fit(r) and r.k > 0]
+    with constants(values):
+
+        def sse(share: float) -> float:
+            with depth_terms(share, 0.0):
+                return sum((predict(r) / r.measured - 1) ** 2 for r in no_mtp)
+
+        share = min((i / 1000 for i in range(1001)), key=sse)
+        with depth_terms(share, 0.0):
+            base = np.array([seconds(r) * r.measured / predict(r) for r in mtp])
+        with depth_terms(share, 1.0):
+            per_layer = np.array([seconds(r) * r.measured / predict(r) for r in mtp]) - base
+    y = np.array([seconds(r) for r in mtp])
+    f = per_layer / y
+    return share, float(np.dot(f, 1.0 - base / y) / np.dot(f, f))
 
 
 def report(values: list[float], pick: Callable[[Row], bool]) -> list[float]:
@@ -186,9 +221,12 @@ def main() -> None:
     for name, v in zip(names(), values, strict=False):
         shown = f"eff {1 / v:.3f}" if name.startswith("1/") and v > 0 else f"{v:.4g}"
         print(f"{name:>16}: {shown}")
-    for label, pick in (("fitted", lambda r: not held_out(r)), ("held out", held_out)):
-        e = np.abs(report(values, pick))
-        print(f"{label}: n={len(e)} median {np.median(e):.1%} p90 {np.percentile(e, 90):.1%}")
+    share, layers = fit_depth(values)
+    print(f"DEPTH_BANDWIDTH_SHARE quant: {share:.3f}\nDRAFT_DEPTH_LAYERS: {layers:.3f}")
+    with depth_terms(share, layers):
+        for label, pick in (("fitted", lambda r: not held_out(r)), ("held out", held_out)):
+            e = np.abs(report(values, pick))
+            print(f"{label}: n={len(e)} median {np.median(e):.1%} p90 {np.percentile(e, 90):.1%}")
 
 
 if __name__ == "__main__":

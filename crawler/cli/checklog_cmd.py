@@ -61,6 +61,8 @@ def check_log(
 def _render_speed(s: Mapping[str, Any]) -> str:
     m = s["measured"]
     line = f"decode: measured {m['tok_s']:.1f} tok/s"
+    if m["depth"]:
+        line += f" with ~{m['depth']:,} tokens in the cache"
     if m["draft_acceptance"] is not None:
         line += f", draft acceptance {m['draft_acceptance']:.3f} (mean len {m['mean_len']})"
     if s["predicted_tok_s"] is not None:

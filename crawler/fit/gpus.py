@@ -54,6 +54,7 @@ class GPU:
     kind: str  # desktop | laptop | workstation | datacenter | apple | apu
     memory_gib: float
     bandwidth_gb_s: float  # peak, 10^9 bytes per second
+    fp32_tflops: float | None  # peak FP32 throughput (TechPowerUp rows; else unknown)
     unified: bool  # memory shared with the CPU (Apple silicon, Strix Halo)
     aliases: tuple[str, ...]
     source: str
@@ -96,6 +97,7 @@ def _parse(text: str) -> tuple[GPU, ...]:
             kind=rec["kind"],
             memory_gib=float(rec["memory_gib"]),
             bandwidth_gb_s=float(rec["bandwidth_gb_s"]),
+            fp32_tflops=float(rec["fp32_tflops"]) if rec["fp32_tflops"].strip() else None,
             unified=rec["unified"].strip().lower() == "true",
             aliases=tuple(a.strip() for a in rec["aliases"].split(";") if a.strip()),
             source=rec["source"],

@@ -336,7 +336,8 @@ def speed_check(
     text: str, coeffs: MemoryCoefficients, run: RunConfig, gpu: str | None, source: str = ""
 ) -> dict[str, Any] | None:
     """Measured decode speed (and acceptance) of the log's last request, with the estimate
-    for the same run on ``gpu`` at the acceptance the log shows."""
+    for the same run on ``gpu`` at the acceptance and the depth the log shows (the mean
+    tokens in the cache while it decoded; an empty cache where the log does not say)."""
     import dataclasses
 
     from crawler.fit.gpus import resolve_gpu
@@ -362,12 +363,20 @@ def speed_check(
     if drafting and t.mean_len is not None:
         a = per_token_acceptance(t.mean_len, k)
     label = Path(source).name if source else None
-    x = dataclasses.replace(speed_inputs(coeffs, run, label=label), mtp=drafting, draft_n_max=k)
-    est = estimate_speed(x, g.bandwidth_gb_s, acceptance=a, platform=gpu_platform(g.name))
+    x = speed_inputs(coeffs, run, label=label)
+    x = dataclasses.replace(x, mtp=drafting, draft_n_max=k, ctx=t.depth or 0)
+    est = estimate_speed(
+        x,
+        g.bandwidth_gb_s,
+        acceptance=a,
+        platform=gpu_platform(g.name),
+        fp32_tflops=g.fp32_tflops,
+    )
+    predicted = est.tok_s_at_ctx
     out.update(
         gpu=g.name,
-        predicted_tok_s=round(est.tok_s, 1),
-        diff_pct=round(100 * (est.tok_s / t.tok_s - 1), 1),
+        predicted_tok_s=round(predicted, 1),
+        diff_pct=round(100 * (predicted / t.tok_s - 1), 1),
         acceptance_used=round(a, 4) if drafting else None,
         basis=est.basis,
     )

@@ -266,6 +266,7 @@ def resolve_budget(req: SearchRequest) -> tuple[Budget, GPUMatch | None]:
             ram_gib=req.ram_gib,
             bandwidth_gb_s=match.gpu.bandwidth_gb_s if match else None,
             gpu_name=match.gpu.name if match else None,
+            fp32_tflops=match.gpu.fp32_tflops if match else None,
         ),
         match,
     )

@@ -94,6 +94,7 @@ def speed_of(
         acceptance=acceptance,
         choose_draft=choose_draft,
         platform=gpu_platform(budget.gpu_name),
+        fp32_tflops=budget.fp32_tflops,
     )
     return speed if cfg.n_gpu_layers is None else _partial_speed(c, est, speed)
 

@@ -65,6 +65,7 @@ class Budget:
     ram_bytes: int | None = None  # host memory for --cpu-moe
     bandwidth_gb_s: float | None = None  # for the speed estimate (from --gpu)
     gpu_name: str | None = None
+    fp32_tflops: float | None = None  # the GPU's compute, for attention at depth (from --gpu)
     #: Several GPUs (llama.cpp's layer split): each device's usable bytes (the headroom taken
     #: from the first) and the ``-ts`` proportions; empty for one GPU.
     devices: tuple[int, ...] = ()
@@ -84,6 +85,7 @@ class Budget:
         ram_gib: float | None = None,
         bandwidth_gb_s: float | None = None,
         gpu_name: str | None = None,
+        fp32_tflops: float | None = None,
     ) -> Budget:
         """Build from GiB figures (the one place GiB become bytes)."""
         if vram_gib <= 0:
@@ -95,6 +97,7 @@ class Budget:
             ram_bytes=None if ram_gib is None else int(ram_gib * GIB),
             bandwidth_gb_s=bandwidth_gb_s,
             gpu_name=gpu_name,
+            fp32_tflops=fp32_tflops,
         )
 
 

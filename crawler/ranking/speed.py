@@ -46,8 +46,10 @@ ACCEPTANCE_SOURCE = "median of 5 published MTP acceptance rates (llama.cpp PR #2
 #: Host memory bandwidth for experts kept on the CPU (--cpu-moe) when none is given: dual-channel
 #: DDR5-4800 peak is 76.8 GB/s; we assume ~60 GB/s reached.
 DEFAULT_HOST_BANDWIDTH_GB_S = 60.0
-#: The GPU the constants were measured on: NVIDIA H200 SXM, 4890 GB/s (crawler/data/gpus.csv).
+#: The GPU the constants were measured on: NVIDIA H200 SXM, 4890 GB/s and 66.91 FP32 TFLOPS
+#: (crawler/data/gpus.csv).
 MEASURED_GPU_BANDWIDTH_GB_S = 4890.0
+MEASURED_GPU_FP32_TFLOPS = 66.91
 #: Draft lengths ``--spec-draft-n-max`` is chosen from (the measured range).
 DRAFT_N_CHOICES = (1, 2, 3, 4, 5)
 
@@ -78,6 +80,18 @@ MOE_LAYER_S = 6.895e-5
 #: the H200, by cache type class; a quantized cache's fixed cost per attention layer.
 DEPTH_S = {"f16": 3.437e-13, "quant": 8.889e-13}
 QCACHE_LAYER_S = 1.552e-5
+#: Attention at depth on another GPU (depth_scale): bound by the GPU's compute, or by this share
+#: of what its bandwidth alone would allow, whichever is slower. An H100 SXM (the H200's
+#: compute, 0.69x its bandwidth) attends over a q4_0 cache 1.13-1.17x slower per token, not
+#: 1.46x: a quantized cache's attention is compute-bound there (fitted on the H100's
+#: llama-server rows at 64K-258K without MTP). An f16 cache keeps the bandwidth ratio (the H100's
+#: f16 row at 128K: -4 %).
+DEPTH_BANDWIDTH_SHARE = {"f16": 1.0, "quant": 0.766}
+#: MTP at depth: each drafted token also attends over the cache (the MTP block's own attention
+#: layer, and one more query column in each of the verify batch's attention layers), costing
+#: this many attention layers' depth cost (fitted on the H100's k=3 rows at acceptance 0 and 1
+#: with 64K-258K tokens in the cache).
+DRAFT_DEPTH_LAYERS = 1.477
 #: Experts in host memory: share of the host bandwidth reached (fitted against the default
 #: 60 GB/s on the measuring machine's host).
 HOST_EFF = 0.629
@@ -274,6 +288,29 @@ def active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) ->
     return expert_bytes * max(n_expert_used, 1) / n_expert if n_expert > 0 else float(expert_bytes)
 
 
+def depth_scale(bandwidth_gb_s: float, fp32_tflops: float | None, cache_type: str) -> float:
+    """How many times the H200's time attention over the cache takes on a GPU: the slower of
+    its compute ratio and DEPTH_BANDWIDTH_SHARE of its bandwidth ratio; the bandwidth ratio
+    alone where the GPU's compute is not known."""
+    bw = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s
+    if fp32_tflops is None or fp32_tflops <= 0:
+        return bw
+    share = DEPTH_BANDWIDTH_SHARE[_cache_class(cache_type)]
+    return max(MEASURED_GPU_FP32_TFLOPS / fp32_tflops, share * bw)
+
+
+def _cache_class(cache_type: str) -> str:
+    return "f16" if cache_type in ("f16", "bf16", "f32") else "quant"
+
+
+def _layer_depth_seconds(
+    x: SpeedInputs, depth: int, bandwidth_gb_s: float, fp32_tflops: float | None
+) -> float:
+    """One full-attention layer's attention over ``depth`` tokens of cache, per token."""
+    per = x.q_width * DEPTH_S[_cache_class(x.cache_type)]
+    return depth * per * depth_scale(bandwidth_gb_s, fp32_tflops, x.cache_type)
+
+
 def decode_seconds(
     x: SpeedInputs,
     bandwidth_gb_s: float,
@@ -282,6 +319,7 @@ def decode_seconds(
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     server: bool = True,
     platform: str = "cuda",
+    fp32_tflops: float | None = None,
 ) -> float:
     """Seconds of one decode step (no MTP) at ``depth`` tokens of context on a GPU of
     ``platform`` (the measured H200's own terms at its bandwidth, else the platform's)."""
@@ -290,7 +328,6 @@ def decode_seconds(
     measured = measured_gpu(bandwidth_gb_s, platform)
     active = active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     device = x.dense_bytes + 2 * x.recurrent_bytes + (0.0 if x.experts_on_host else active)
-    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # attention at depth (KV reads)
     s = device * per_byte
     if x.experts_on_host:
         s += active / (HOST_EFF * host_bandwidth_gb_s * GB)
@@ -298,11 +335,12 @@ def decode_seconds(
         s += x.n_moe_layers * (MOE_LAYER_S if measured else PLATFORM_MOE_LAYER_S[platform])
     if not measured:
         s += x.n_layer * PLATFORM_LAYER_S[platform]
-    quant = x.cache_type not in ("f16", "bf16", "f32")
-    if depth > 0 and x.q_width:
-        seen = x.n_attn * depth + x.n_swa * min(depth, x.swa_window or depth)
-        s += seen * x.q_width * DEPTH_S["quant" if quant else "f16"] * slow
-    if quant:
+    if depth > 0:
+        # global layers see the whole depth, sliding-window layers at most their window
+        s += x.n_attn * _layer_depth_seconds(x, depth, bandwidth_gb_s, fp32_tflops)
+        window = min(depth, x.swa_window or depth)
+        s += x.n_swa * _layer_depth_seconds(x, window, bandwidth_gb_s, fp32_tflops)
+    if _cache_class(x.cache_type) == "quant":
         s += (x.n_attn + x.n_swa) * QCACHE_LAYER_S
     if server:
         s += SERVER_S
@@ -316,9 +354,11 @@ def mtp_cycle_seconds(
     alpha: float,
     depth: int = 0,
     platform: str = "cuda",
+    fp32_tflops: float | None = None,
 ) -> float:
-    """Seconds of one MTP cycle: target pass, ``k`` drafts, verify and accepted-token costs."""
-    t0 = decode_seconds(x, bandwidth_gb_s, depth, platform=platform)
+    """Seconds of one MTP cycle: target pass, ``k`` drafts (each attending over the cache at
+    depth), verify and accepted-token costs."""
+    t0 = decode_seconds(x, bandwidth_gb_s, depth, platform=platform, fp32_tflops=fp32_tflops)
     if k <= 0:
         return t0
     bw = bandwidth_gb_s * GB
@@ -327,8 +367,9 @@ def mtp_cycle_seconds(
     q8 = SpeedInputs(0, type_mix=(("Q8_0", 1.0),)).weight_seconds_per_byte(bw, platform)
     active = active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     target = x.dense_bytes + (0.0 if x.experts_on_host else active)
-    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # the H200's rate, scaled as at depth
+    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # the H200's rate, by bandwidth
     draft = read * q8 + DRAFT_S + target * VERIFY_S * slow
+    draft += DRAFT_DEPTH_LAYERS * _layer_depth_seconds(x, depth, bandwidth_gb_s, fp32_tflops)
     extra = 0.0
     if x.n_expert > 0 and x.n_expert_used > 0 and not x.experts_on_host and not x.same_experts:
         p = x.n_expert_used / x.n_expert
@@ -353,19 +394,23 @@ def estimate_speed(
     acceptance: float = DEFAULT_ACCEPTANCE,
     choose_draft: bool = False,
     platform: str = "cuda",
+    fp32_tflops: float | None = None,
 ) -> SpeedEstimate:
     """Estimated decode tokens/s at an empty and at the target context (``x.ctx``) on a GPU
-    of ``platform`` (gpu_platform).
+    of ``platform`` (gpu_platform) with ``fp32_tflops`` of compute (None: not known).
 
     With MTP on and ``choose_draft`` the draft length is the one of DRAFT_N_CHOICES with
     the highest predicted tok/s at an empty context; else ``x.draft_n_max``.
     """
-    host = host_bandwidth_gb_s
-    t0 = decode_seconds(x, bandwidth_gb_s, 0, host_bandwidth_gb_s=host, platform=platform)
-    t_ctx = decode_seconds(x, bandwidth_gb_s, x.ctx, host_bandwidth_gb_s=host, platform=platform)
+    host, fp32 = host_bandwidth_gb_s, fp32_tflops
+    t0, t_ctx = (
+        decode_seconds(x, bandwidth_gb_s, d, host_bandwidth_gb_s=host, platform=platform,
+                       fp32_tflops=fp32)
+        for d in (0, x.ctx)
+    )  # fmt: skip
 
-    def cycle(n: int) -> float:
-        return mtp_cycle_seconds(x, bandwidth_gb_s, n, acceptance, platform=platform)
+    def cycle(n: int, depth: int = 0) -> float:
+        return mtp_cycle_seconds(x, bandwidth_gb_s, n, acceptance, depth, platform, fp32)
 
     k = x.draft_n_max if x.mtp else 0
     if x.mtp and choose_draft:
@@ -374,9 +419,7 @@ def estimate_speed(
     if k > 0:
         e = expected_tokens(acceptance, k)
         tok = e / cycle(k)
-        # at depth the target pass grows; the draft/verify costs do not
-        extra = cycle(k) - t0
-        tok_ctx = e / (t_ctx + extra)
+        tok_ctx = e / cycle(k, x.ctx)
         speedup = tok * t0
     else:
         tok, tok_ctx, speedup = 1.0 / t0, 1.0 / t_ctx, 1.0

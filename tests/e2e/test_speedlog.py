@@ -117,3 +117,32 @@ def test_the_search_path_predicts_the_seed_setup(tmp_path):
     assert on.tok_s == pytest.approx(102.3, rel=0.15)  # k=3, a=0.789
     # llama-bench at depth 32K (no server step): 58.3 tok/s
     assert at32k.tok_s_at_ctx == pytest.approx(58.3, rel=0.15)
+
+
+def test_check_log_predicts_at_the_depth_the_log_decoded_at(tmp_path):
+    """A request after a 131,072-token prompt: the prediction is for that depth (the slot's
+    release line: 131,327 tokens in its cache, 256 generated), not for an empty cache."""
+    from crawler.cli.checklog_cmd import _render_speed
+    from crawler.fit import RunConfig, coefficients
+    from crawler.library.checklog import speed_check
+    from tests.fixtures.llamacpp.models import read_header
+    from tests.fixtures.llamacpp.tools import tool_module
+
+    log = LOGS / "speed" / "p5-080-mtp-qwen36-27b.log"  # MTP off, -c 262144, q4_0 cache, H100
+    text = log.read_text()
+    t = parse_timings(text)
+    assert t is not None and t.cache_tokens is not None and t.n_tokens == 256
+    assert t.depth == t.cache_tokens - 128 and t.depth > 131072
+    model = tool_module("measure_server").write_model("qwen36-27b", tmp_path)
+    co = coefficients(read_header(model))
+    run = RunConfig(ctx=262144, type_k="q4_0", type_v="q4_0")
+    source = "Qwen3.6-27B-UD-Q3_K_XL.gguf"  # the label gives search its type mix
+    speed = speed_check(text, co, run, "H100 SXM5", source)
+    assert speed is not None and speed["measured"]["depth"] == t.depth
+    # 35.7 tok/s measured; predicted for an empty cache it would be ~+60 %
+    assert abs(speed["diff_pct"]) < 10, speed
+    empty = speed_check(text.replace("stop processing", "stopped"), co, run, "H100 SXM5", source)
+    assert empty is not None and empty["measured"]["depth"] is None
+    assert empty["diff_pct"] > 40
+    assert f"with ~{t.depth:,} tokens in the cache" in _render_speed(speed)
+    assert "tokens in the cache" not in _render_speed(empty)

@@ -10,10 +10,15 @@ from hypothesis import strategies as st
 
 from crawler.ranking.speed import (
     DEFAULT_ACCEPTANCE,
+    DEPTH_BANDWIDTH_SHARE,
+    DEPTH_S,
+    DRAFT_DEPTH_LAYERS,
     MEASURED_GPU_BANDWIDTH_GB_S,
     MOE_LAYER_S,
     SERVER_S,
     SpeedInputs,
+    decode_seconds,
+    depth_scale,
     estimate_speed,
     expected_tokens,
     label_type_mix,
@@ -67,6 +72,39 @@ def test_depth_is_slower_a_quantized_cache_more_so_and_host_experts_are_slower()
     )
     on_host = dataclasses.replace(on_gpu, experts_on_host=True)
     assert estimate_speed(on_host, 896).tok_s < estimate_speed(on_gpu, 896).tok_s
+
+
+def test_attention_at_depth_on_another_gpu_is_bound_by_compute_or_a_share_of_bandwidth():
+    h200, h100 = 4890.0, 3360.0  # the same FP32 compute (66.91 TFLOPS)
+    assert depth_scale(h200, 66.91, "q4_0") == depth_scale(h200, 66.91, "f16") == 1.0
+    # a quantized cache: the H100 is slower by the bandwidth share, less than by bandwidth
+    q = depth_scale(h100, 66.91, "q4_0")
+    assert q == pytest.approx(DEPTH_BANDWIDTH_SHARE["quant"] * h200 / h100)
+    assert 1.0 < q < h200 / h100
+    assert depth_scale(h100, 66.91, "f16") == pytest.approx(h200 / h100)
+    # compute can bind: a card of the H200's bandwidth with half its compute takes twice as long
+    assert depth_scale(h200, 66.91 / 2, "q8_0") == pytest.approx(2.0)
+    # compute not known: the bandwidth ratio
+    assert depth_scale(h100, None, "q4_0") == pytest.approx(h200 / h100)
+    x = SpeedInputs(dense_bytes=int(14 * GB), n_attn=16, q_width=6144, cache_type="q4_0")
+    d0, d1 = (decode_seconds(x, h100, d, fp32_tflops=66.91) for d in (0, 131072))
+    full = decode_seconds(x, h100, 131072, fp32_tflops=None)
+    assert d0 < d1 < full
+
+
+def test_a_drafted_token_attends_over_the_cache():
+    x = SpeedInputs(dense_bytes=int(14 * GB), n_attn=16, q_width=6144, cache_type="q4_0",
+                    mtp=True, mtp_bytes=int(0.5 * GB), ctx=262144)  # fmt: skip
+    grow = [
+        mtp_cycle_seconds(x, 4890.0, 3, 0.0, d) - mtp_cycle_seconds(x, 4890.0, 0, 0.0, d)
+        for d in (0, 131072, 262144)
+    ]
+    per_layer = 131072 * 6144 * DEPTH_S["quant"]  # one layer over 128K tokens, the H200
+    assert grow[1] - grow[0] == pytest.approx(3 * DRAFT_DEPTH_LAYERS * per_layer)
+    assert grow[2] - grow[1] == pytest.approx(grow[1] - grow[0])
+    # the estimate at the target context counts it
+    est = estimate_speed(x, 4890.0, acceptance=0.0)
+    assert est.tok_s_at_ctx == pytest.approx(1 / mtp_cycle_seconds(x, 4890.0, 3, 0.0, 262144))
 
 
 def test_expected_tokens_per_cycle():
