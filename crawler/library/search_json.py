@@ -97,6 +97,7 @@ def search_json(res: SearchResult) -> dict[str, Any]:
             "name": g.name,
             "memory_gib": g.memory_gib,
             "bandwidth_gb_s": g.bandwidth_gb_s,
+            "fp32_tflops": g.fp32_tflops,
             "unified": g.unified,
             "source": g.source,
             # Unified memory (Apple, Strix Halo): the budget is the working-set share; the

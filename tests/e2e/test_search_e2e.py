@@ -239,6 +239,7 @@ def test_gpu_by_name_sets_budget_and_speed_and_says_which(catalog_db):
     doc = checked("search", out.stdout)
     assert doc["gpu"]["name"] == "GeForce RTX 5090 Laptop GPU"
     assert doc["gpu"]["bandwidth_gb_s"] == 896.0
+    assert doc["gpu"]["fp32_tflops"] == 31.8  # TechPowerUp's FP32 figure (attention at depth)
     assert doc["budget"]["vram_bytes"] == 24 * GIB
     for r in doc["results"]:
         assert r["tok_s"] > 0 and r["speed"]["estimate"] is True
