@@ -91,7 +91,7 @@ DEPTH_BANDWIDTH_SHARE = {"f16": 1.0, "quant": 0.766}
 #: layer, and one more query column in each of the verify batch's attention layers), costing
 #: this many attention layers' depth cost (fitted on the H100's k=3 rows at acceptance 0 and 1
 #: with 64K-258K tokens in the cache).
-DRAFT_DEPTH_LAYERS = 1.477
+DRAFT_DEPTH_LAYERS = 1.296
 #: Experts in host memory: share of the host bandwidth reached (fitted against the default
 #: 60 GB/s on the measuring machine's host).
 HOST_EFF = 0.629
