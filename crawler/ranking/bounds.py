@@ -118,25 +118,57 @@ def _ram_rule(spec: RunSpec, budget: Budget) -> str | None:
     return "experts_cpu" if spec.tier == "experts_cpu" else None
 
 
-def margin_upper_bound(c: MemoryCoefficients, spec: RunSpec, budget: Budget) -> int:
+def margin_upper_bound(
+    c: MemoryCoefficients, spec: RunSpec, budget: Budget, *, head: bool = True
+) -> int:
     """An upper bound of the margin (budget less the estimate) ``spec`` can give ``c``.
 
     In general the budget less lower_bound_bytes. With the default per-quant cache
     (_ladder_margin_applies) tighter: the search takes the first cache step that fits,
     so either f16 fits (margin <= budget - the f16 lower bound), or f16 did not fit and a cheaper
     step can free at most what its cache saves over f16 (ladder_savings_bytes).
+    Under ``--tier experts_cpu`` the whole model comes first (_whole_first; ``head``: the
+    quant's MTP head may draft, i.e. its mtp_present and mtp_preserved verdicts).
     Under ``--tier partial`` (-ngl auto, one GPU, one slot) the larger of the experts_cpu
     tier's bound (the whole model, then its experts in RAM) and the layer offload's
     (crawler.ranking.partial_bound.layout_margin_bound).
     """
     if pb.partial_margin_applies(spec, budget):
-        whole = margin_upper_bound(c, _experts_cpu(spec), budget)
+        whole = margin_upper_bound(c, _experts_cpu(spec), budget, head=head)
         return max(whole, pb.layout_margin_bound(c, spec, budget, lower_bound_bytes(c, spec)))
     loose = budget.device_bytes - lower_bound_bytes(c, spec)
     if not _ladder_margin_applies(spec, budget, margin=True):
         return loose
     first = budget.device_bytes - lower_bound_bytes(c, _f16(spec))
-    return max(first, min(loose, ladder_savings_bytes(c, spec)))
+    ladder = max(first, min(loose, ladder_savings_bytes(c, spec)))
+    if not _whole_first(spec, budget, head):
+        return ladder
+    on_gpu = margin_upper_bound(c, _gpu(spec), budget)
+    return max(on_gpu, min(ladder, c.expert_bytes))
+
+
+def _whole_first(spec: RunSpec, budget: Budget, head: bool) -> bool:
+    """Whether the experts_cpu margin is at most the larger of the gpu tier's bound and the
+    smaller of the experts_cpu bound and ``expert_bytes``: under ``--tier experts_cpu`` (or
+    partial's first two tiers) without --cpu-moe / --n-cpu-moe, with the ladder's conditions,
+    and without ``--ram``, MTP auto or a head that may draft.
+
+    Why: the tier (crawler.fit.tiers.choose_tier) takes the whole model if a cache step fits it
+    (the gpu tier's bound), else the experts in RAM at the first step whose plain (no MTP)
+    trial fits (an MTP trial there only adds bytes: crawler.fit.choose). At one step both
+    estimates hold the same cache, recurrent state, compute and overhead but for the trunk
+    experts' device bytes (``expert_bytes``: crawler.fit.layout sums those tensors) off the GPU
+    and ``expert_copy_bytes`` >= 0 added to the compute buffer; the whole model did not fit
+    there, so that margin is below ``expert_bytes``. A whole model that fits with its host bytes
+    over --ram sends the search on only where the experts in RAM need fewer: never at FA on
+    (same pinned buffers at every step, the experts' host bytes added) unless the whole model
+    ran with the MTP draft context's buffers and the experts in RAM without them."""
+    return (
+        spec.tier == "experts_cpu"
+        and not spec.cpu_moe
+        and spec.n_cpu_moe == 0
+        and (budget.ram_bytes is None or not spec.mtp_auto or not head)
+    )
 
 
 def ladder_savings_bytes(c: MemoryCoefficients, spec: RunSpec) -> int:
@@ -158,6 +190,11 @@ _LADDER_SLACK = 1 << 20
 def _experts_cpu(spec: RunSpec) -> RunSpec:
     """The tiers before the layer offload: the whole model, then its experts in RAM."""
     return dataclasses.replace(spec, tier="experts_cpu")
+
+
+def _gpu(spec: RunSpec) -> RunSpec:
+    """The whole model on the GPU (the first configuration the experts_cpu tier tries)."""
+    return dataclasses.replace(spec, tier="gpu")
 
 
 def _f16(spec: RunSpec) -> RunSpec:
@@ -326,7 +363,27 @@ def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]
         " * :m_save + :m_slack)"
     )
     lower = f"(CASE WHEN {loose} < {savings} THEN {loose} ELSE {savings} END)"
-    return f"(CASE WHEN {first} > {lower} THEN {first} ELSE {lower} END)", params
+    ladder = f"(CASE WHEN {first} > {lower} THEN {first} ELSE {lower} END)"
+    if not _whole_first(spec, budget, head=False):
+        return ladder, params
+    on_gpu, gpu_params = margin_bound_sql(_gpu(spec), budget)
+    params = _merged(params, gpu_params)
+    # NULL for unmodelled quants, as the other terms; +1 byte as m_room's
+    experts = "(q.fit_weights_bytes * 0.0 + COALESCE(q.fit_expert_bytes, 0) + 1.0)"
+    in_ram = f"(CASE WHEN {ladder} < {experts} THEN {ladder} ELSE {experts} END)"
+    tight = f"(CASE WHEN {on_gpu} > {in_ram} THEN {on_gpu} ELSE {in_ram} END)"
+    if _whole_first(spec, budget, head=True):
+        return tight, params
+    head = "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
+    return f"(CASE WHEN {head} THEN {ladder} ELSE {tight} END)", params
+
+
+def _merged(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two bounds' parameters in one statement: a name both use must hold one value."""
+    clash = [k for k in a.keys() & b.keys() if a[k] != b[k]]
+    if clash:
+        raise ValueError(f"bound parameters clash: {sorted(clash)}")
+    return {**a, **b}
 
 
 def ctx_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""The --tier partial margin and context bounds (crawler/ranking/partial_bound.py, bounds.py)
-against what ranking gives, over many synthetic model shapes.
+"""The --tier partial and experts_cpu margin bounds and the partial context bound
+(crawler/ranking/partial_bound.py, bounds.py) against what ranking gives, over many synthetic
+model shapes.
 
 Each shape is a MemoryCoefficients with its own per-layer weights, experts, caches (full, SWA
 or recurrent layers, or the older coefficients without a per-layer index) and output layer;
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from crawler.base.errors import EstimateError
 from crawler.fit import KVGroup, MemoryCoefficients
+from crawler.fit.estimate import estimate
 from crawler.ranking.bounds import (
     ctx_bound_sql,
     lower_bound_bytes,
@@ -25,7 +28,7 @@ from crawler.ranking.bounds import (
 from crawler.ranking.evaluate import evaluate, margin_of, with_max_ctx
 from crawler.ranking.model import Budget, Ranked, RunSpec
 from crawler.ranking.partial_bound import slot_terms
-from tests.unit.rank_helpers import candidate, sql_value, stored_row
+from tests.unit.rank_helpers import candidate, moe, sql_value, stored_row
 
 MIB = 1024**2
 
@@ -55,6 +58,9 @@ def shapes(draw: st.DrawFn) -> MemoryCoefficients:
     )
     index = {g.swa: i for i, g in enumerate(groups)}
     layer_group = tuple(-1 if k == "recurrent" else index[k == "swa"] for k in kinds)
+    # An MoE MTP block has routed experts of its own (counted in mtp_weights_bytes, not in
+    # expert_bytes: crawler.fit.layout); --cpu-moe moves them only with MTP on.
+    mtp_experts = draw(st.integers(1 * MIB, 300 * MIB)) if moe and n_nextn else 0
     output = draw(st.integers(0, 2000 * MIB))
     extra = draw(st.integers(0, 50 * MIB))
     recurrent = kinds.count("recurrent")
@@ -76,7 +82,8 @@ def shapes(draw: st.DrawFn) -> MemoryCoefficients:
         mtp_weights_bytes=400 * MIB if n_nextn else 0,
         expert_bytes=sum(experts),
         host_bytes=300 * MIB,
-        expert_layers=tuple((il, d, d) for il, d in enumerate(experts)),
+        expert_layers=tuple((il, d, d) for il, d in enumerate(experts))
+        + (((n_layer, mtp_experts, mtp_experts),) if mtp_experts else ()),
         kv_groups=groups,
         mtp_kv_groups=(KVGroup(1, widths["full"], widths["full"], False, head, head),)
         if n_nextn
@@ -184,3 +191,118 @@ def test_a_layer_offload_bound_is_one_layer_not_the_whole_budget():
     assert t.slot_bytes == 2100 * MIB and t.resident_bytes == 900 * MIB
     assert t.slot_kv_per_token == 2 * 576
     assert bound <= t.slot_bytes + 1152 * 32768 + (1 << 20) + 1  # f16 K, no V (MLA)
+
+
+# --- --tier experts_cpu: the whole model first, then its experts in RAM ------------------------
+
+_EXPERTS_CPU_SPECS = st.builds(
+    RunSpec,
+    ctx=st.sampled_from([None, 4096, 32768, 131072]),
+    type_k=st.sampled_from(["f16", "q8_0", "q4_0"]),
+    type_v=st.sampled_from(["f16", "q8_0", "q4_0"]),
+    auto_cache=st.booleans(),
+    mtp_auto=st.booleans(),
+    cpu_moe=st.booleans(),
+    n_cpu_moe=st.sampled_from([0, 0, 0, 2]),
+    tier=st.sampled_from(["experts_cpu", "experts_cpu", "partial"]),
+)
+
+
+def _head_row(co: MemoryCoefficients, present: bool, preserved: bool) -> dict:
+    """The stored columns with the quant's two MTP verdicts (the margin bound reads them)."""
+    return {**stored_row(co), "mtp_present": present, "mtp_preserved": preserved}
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    co=shapes(),
+    spec=_EXPERTS_CPU_SPECS,
+    gib=st.sampled_from([2, 4, 6, 8, 12, 16, 24, 48]),
+    ram=st.sampled_from([None, 1, 4, 8, 16, 64]),
+    present=st.booleans(),
+    mtp_bits=st.sampled_from([4.5, 8.5]),
+)
+def test_the_experts_cpu_margin_bound_is_never_below_what_ranking_gives(
+    co, spec, gib, ram, present, mtp_bits
+):
+    # The experts_cpu bound takes the whole model first where the tier does (_whole_first):
+    # whatever the shape, --ram, the quant's MTP verdicts and the tier's own flags, the margin
+    # ranking gives never exceeds it, in Python and in SQL, and both agree.
+    budget = Budget.from_gib(gib, ram_gib=ram)
+    c = candidate(1, "model", 1.0, coefficients=co, mtp=present, mtp_bits=mtp_bits)
+    head = bool(c.mtp_present and c.mtp_preserved)
+    bound = margin_upper_bound(co, spec, budget, head=head)
+    row = _head_row(co, c.mtp_present, c.mtp_preserved)
+    expr, params = margin_bound_sql(spec, budget)
+    got = sql_value(expr, params, row)
+    assert abs(got - (bound + 1)) <= 64.0 + 1e-9 * abs(got)
+    r = _ranked(c, spec, budget)
+    if r is None:
+        return
+    event(
+        "layer offload"
+        if r.config.n_gpu_layers is not None
+        else "experts in RAM"
+        if r.config.cpu_moe
+        else "whole"
+    )
+    assert r.margin_bytes <= bound
+    assert r.margin_bytes <= got
+
+
+def _a3b(experts_gib: float) -> MemoryCoefficients:
+    """A Qwen3.6-35B-A3B-like MoE quant: little besides its routed experts, an MTP block."""
+    return dataclasses.replace(moe(0.3, experts_gib), n_nextn=1, mtp_weights_bytes=20 * MIB)
+
+
+@pytest.mark.parametrize("ram", [None, 64])
+def test_a_moe_that_fits_whole_is_bounded_by_its_whole_margin(ram):
+    # A 6 GiB MoE quant on a 12 GiB GPU at 32k: the tier keeps it whole (margin ~3.7 GiB). The
+    # bound before assumed its experts in RAM (~9.6 GiB, above a 1B dense quant's margin, so
+    # the search read every copy of it first); now it is at most its experts' 6 GiB.
+    co = _a3b(6.0)
+    spec = RunSpec(ctx=32768, tier="experts_cpu", auto_cache=True, mtp_auto=True)
+    budget = Budget.from_gib(12, ram_gib=ram)
+    c = candidate(1, "IQ1_S", 1.0, coefficients=co, mtp=True, mtp_bits=4.5)  # head not kept
+    r = _ranked(c, spec, budget)
+    assert r is not None and not r.config.cpu_moe
+    bound = margin_upper_bound(co, spec, budget, head=False)
+    in_ram = budget.device_bytes - lower_bound_bytes(co, spec)
+    assert r.margin_bytes <= bound <= co.expert_bytes < in_ram - 3 * 1024**3
+    row = _head_row(co, True, False)
+    assert sql_value(*margin_bound_sql(spec, budget), row) == pytest.approx(bound + 1, abs=64)
+    # A head that may draft, with --ram: the experts-in-RAM bound stays (_whole_first).
+    drafts = margin_upper_bound(co, spec, budget, head=True)
+    assert (drafts == bound) if ram is None else drafts > in_ram - 1024**3
+    assert sql_value(*margin_bound_sql(spec, budget), _head_row(co, True, True)) == (
+        pytest.approx(drafts + 1, abs=64)
+    )
+
+
+def test_a_moe_whose_experts_must_go_to_ram_keeps_its_bound():
+    # 18 GiB of experts on a 12 GiB GPU: the whole model never fits, the experts go to RAM and
+    # the margin is the experts_cpu tier's; the bound is that tier's, not the experts' bytes.
+    co = moe(2.0, 18.0)
+    spec = RunSpec(ctx=32768, tier="experts_cpu", auto_cache=True)
+    budget = Budget.from_gib(12)
+    c = candidate(1, "Q4_K_M", 1.0, coefficients=co, mtp=False)
+    r = _ranked(c, spec, budget)
+    assert r is not None and r.config.cpu_moe
+    bound = margin_upper_bound(co, spec, budget)
+    assert r.margin_bytes <= bound == margin_upper_bound(co, spec, budget, head=True)
+    assert bound < co.expert_bytes
+
+
+def test_experts_sent_to_ram_by_a_near_miss_keep_almost_their_bytes_as_margin():
+    # The whole model misses the GPU by 1 MiB at its cheapest cache step: the experts go to RAM
+    # and free nearly their bytes (less the near miss, the f16 cache's extra and the expert
+    # copy area), so the bound's expert_bytes term is within a few hundred MiB of the margin.
+    co = dataclasses.replace(moe(2.0, 8.0), expert_copy_bytes=64 * MIB)
+    spec = RunSpec(ctx=4096, tier="experts_cpu", auto_cache=True)
+    cheapest = spec.base_config().replace(type_k="q4_0", type_v="q4_0", flash_attn="on")
+    budget = Budget(vram_bytes=estimate(co, cheapest).total - MIB, headroom_bytes=0)
+    c = candidate(1, "Q4_K_M", 1.0, coefficients=co, mtp=False)
+    r = _ranked(c, spec, budget)
+    assert r is not None and r.config.cpu_moe and r.config.type_k == "f16"
+    bound = margin_upper_bound(co, spec, budget)
+    assert co.expert_bytes - 300 * MIB < r.margin_bytes <= bound <= co.expert_bytes
