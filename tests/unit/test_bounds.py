@@ -384,3 +384,40 @@ def test_the_mask_term_of_per_slot_caches_stays_below_the_estimate(parallel, ctx
     )  # fmt: skip
     spec = RunSpec(ctx=ctx, parallel=parallel)
     assert lower_bound_bytes(co, spec) <= estimate(co, spec.base_config()).total
+
+
+# --- the keys the shape reads take from the shape listing ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec, ram",
+    [
+        (RunSpec(ctx=32768), None),
+        (RunSpec(ctx=32768, tier="experts_cpu", auto_cache=True, mtp_auto=True), 64),
+        (RunSpec(ctx=32768, tier="partial", auto_cache=True, mtp_auto=True), None),
+        (RunSpec(ctx=None, tier="partial"), 16),
+        (RunSpec(ctx=65536, mtp=True, cpu_moe=True), None),
+    ],
+    ids=repr,
+)
+def test_the_margin_and_ctx_keys_read_only_exact_shape_columns(spec, ram):
+    # crawler.catalog.ordered reads a margin or ctx run's key from its shapes (_EXACT_KEYS):
+    # true only while those bounds read integer and boolean shape columns, which the shape text
+    # holds exactly (a float may be rounded to 15 digits there). Speed reads floats.
+    import re
+
+    import sqlalchemy as sa
+
+    from crawler.catalog.search_index import SHAPE_COLUMNS
+    from crawler.catalog.tables import Quant
+
+    def columns(expr: str) -> set[str]:
+        return set(re.findall(r"\bq\.(\w+)", expr))
+
+    budget = Budget.from_gib(12, ram_gib=ram, bandwidth_gb_s=360.0)
+    read = columns(margin_bound_sql(spec, budget)[0]) | columns(ctx_bound_sql(spec, budget)[0])
+    assert read and read <= set(SHAPE_COLUMNS)
+    types = {c: type(Quant.__table__.c[c].type) for c in read}
+    assert all(t in (sa.BigInteger, sa.Boolean) for t in types.values()), types
+    speed = columns(speed_bound_sql(spec, budget)[0])
+    assert any(type(Quant.__table__.c[c].type) is sa.Float for c in speed)
