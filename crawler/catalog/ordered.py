@@ -276,10 +276,9 @@ _EXACT_KEYS = ("margin", "ctx")
 def _run_key(run: list[str], exact: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """The key of a run's rows from their shapes' keys (``y`` is the row's index entry); None
     when a shape has none."""
-    values = [exact.get(shape) for shape in run]
-    if any(v is None for v in values):
+    if any(exact.get(shape) is None for shape in run):
         return None
-    params = {f"run_key{i}": float(v) for i, v in enumerate(values)}
+    params = {f"run_key{i}": float(exact[shape]) for i, shape in enumerate(run)}
     if len(run) == 1:
         return "CAST(:run_key0 AS DOUBLE PRECISION)", params
     arms = " ".join(f"WHEN :shape{i} THEN :run_key{i}" for i in range(len(run)))
