@@ -20,7 +20,7 @@ from crawler.catalog.candidates import (
 )
 from crawler.catalog.name_index import by_ids, name_candidates
 from crawler.catalog.name_shapes import name_shapes
-from crawler.catalog.quality_runs import quality_run
+from crawler.catalog.quality_runs import keyed_run, quality_run
 from crawler.catalog.reader import Reader, placeholders
 from crawler.catalog.size_order import ram_condition, shape_by_size, size_by_shape
 from crawler.ranking.bounds import bound_sql, ctx_bound_sql, margin_bound_sql
@@ -313,6 +313,11 @@ def _read_runs(
             # `quality` (its key is stored): the run's ids from the shape index, then only the
             # rows ranking reaches (crawler.catalog.quality_runs).
             yield from ((row, None) for row in quality_run(reader, w, run))
+            continue
+        if copies is None and reader.dialect == "sqlite" and keys and exact is not None:
+            # margin, ctx: each shape's key is exact (_EXACT_KEYS), so the run's order is its
+            # ids' (crawler.catalog.quality_runs.keyed_run): only the rows ranking reaches.
+            yield from keyed_run(reader, w, run, exact)
             continue
         if reader.dialect in _BY_IDS and not short and len(run) == 1 and run[0] in keys:
             # One shape's quants share its key (PostgreSQL writes a float's shortest exact text:

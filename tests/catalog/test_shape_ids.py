@@ -67,6 +67,38 @@ def test_runs_read_by_ids_equal_the_runs_read_whole(hub_url, monkeypatch):
         assert checked >= 10  # most requests read many candidates and have results
 
 
+def test_runs_keyed_by_their_shapes_equal_runs_keyed_row_by_row(hub_url, monkeypatch):
+    """margin and ctx runs take each shape's key from the shape listing (ordered._EXACT_KEYS;
+    on SQLite the runs without copies are read ids first: quality_runs.keyed_run) against
+    the bound computed on every row: the same candidates, hints and order, the same results,
+    with and without the copies left out."""
+    with Reader.open(hub_url) as reader:
+        checked = 0
+        for query in (None, "qwen3.6 27b"):
+            for _tier, targs in TIERS:
+                for sort in ("margin", "ctx"):
+                    argv = ([query] if query else []) + [*targs, "--sort", sort, "--limit", "7"]
+                    req = request_from_argv(argv)
+                    with monkeypatch.context() as m:
+                        m.setattr(ordered, "_EXACT_KEYS", ())
+                        per_row = streamed(reader, req, by_shape=True)
+                        per_row_copies = streamed(reader, req, by_shape=True, copies=7)
+                        ranked_per_row = ranked(reader, req, by_shape=True)
+                        ranked_copies = ranked(reader, req, by_shape=True, copies=7)
+                    keyed = streamed(reader, req, by_shape=True)
+                    keyed_copies = streamed(reader, req, by_shape=True, copies=7)
+                    for new, old in ((keyed, per_row), (keyed_copies, per_row_copies)):
+                        keys = [pre_key(sort, c) for c in new]
+                        assert keys == [pre_key(sort, c) for c in old] == sorted(keys)
+                        assert sorted(zip(keys, (c.quant_id for c in new), strict=True)) == (
+                            sorted((pre_key(sort, c), c.quant_id) for c in old)
+                        )
+                    assert ranked(reader, req, by_shape=True) == ranked_per_row
+                    assert ranked(reader, req, by_shape=True, copies=7) == ranked_copies
+                    checked += len(keyed) > 100 and bool(ranked_per_row)
+        assert checked >= 4
+
+
 def test_shape_index_carries_the_id_on_postgresql_and_downgrades(catalog_url):
     """0017: on PostgreSQL ix_quants_search_shape INCLUDEs the quant id (the ids read is then
     index-only); its downgrade drops it and a new upgrade adds it back. SQLite: unchanged."""
