@@ -255,6 +255,9 @@ def _by_shape(
     if any(len(run) > _MAX_SHAPES_PER_READ for run in runs):
         return None
     exact = {shape: value for shape, value, _q in shapes} if sort in _EXACT_KEYS else None
+    if copies is not None and _classes_by_ids(reader, w, spec, budget, exact):
+        assert exact is not None
+        return _keyed_copies(reader, w, runs, exact, copies)
     if copies is not None:
         partition, copy_params = copy_class_sql(sort, spec)
         params = {**params, **copy_params, "copies": copies}
@@ -271,6 +274,27 @@ def _by_shape(
 #: SQL is long: ~1 us a row, 8,642 copies in one run at 1M quants). Not speed: it reads
 #: floats (fit_type_eff, fit_verify_experts), which the text may round.
 _EXACT_KEYS = ("margin", "ctx")
+
+
+def _classes_by_ids(
+    reader: Reader, w: Where, spec: RunSpec, budget: Budget, exact: dict[str, Any] | None
+) -> bool:
+    """Whether a run's copies are left out from its ids (quality_runs.keyed_run with copies):
+    SQLite, an exact key for every shape, and no filter but the live flag and the memory bound,
+    which every live quant of a listed shape passes (so the ids need no table row)."""
+    return (
+        reader.dialect == "sqlite"
+        and exact is not None
+        and all(v is not None for v in exact.values())
+        and w.sql == bounded(Filters(), spec, budget).sql
+    )
+
+
+def _keyed_copies(
+    reader: Reader, w: Where, runs: list[list[str]], exact: dict[str, Any], copies: int
+) -> Iterator[tuple[tuple[Any, ...], float | None]]:
+    for run in runs:
+        yield from keyed_run(reader, w, run, exact, copies)
 
 
 def _run_key(run: list[str], exact: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:

@@ -7,11 +7,12 @@ Details: docs/internals/catalog.md#quality_runs
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from crawler.catalog.candidates import PARTIAL_COLUMNS, STREAM_CHUNK, Where, desc_key
 from crawler.catalog.reader import Reader, placeholders
+from crawler.catalog.search_index import SHAPE_COLUMNS
 
 __all__ = ["keyed_run", "quality_run"]
 
@@ -50,20 +51,42 @@ def quality_run(reader: Reader, w: Where, shapes: Sequence[str]) -> Iterator[tup
 
 
 def keyed_run(
-    reader: Reader, w: Where, shapes: Sequence[str], keys: Mapping[str, float]
+    reader: Reader,
+    w: Where,
+    shapes: Sequence[str],
+    keys: Mapping[str, float],
+    copies: int | None = None,
 ) -> Iterator[tuple[tuple[Any, ...], float]]:
     """(row, key) of the live quants of ``shapes`` that pass ``w``, in the order of a bounded
     sort whose key is a function of the shape (``keys``: each shape's, the shape listing's;
     crawler.catalog.ordered._EXACT_KEYS): key, then quality_run's order. Read as quality_run
     reads: the ids, their keys and tie-breaks from the shape index and the repos, then the rows
     ranking reaches, a batch at a time (6,000-9,000 copies of a shape at 1M quants, of which
-    the fit count reads 128)."""
+    the fit count reads 128).
+
+    ``copies``: less each copy class's quants that at least that many of its others beat on
+    (size, downloads), as crawler.ranking.copies.best_copies_sql leaves them out (_Classes);
+    only where every live quant of ``shapes`` passes ``w`` (the caller's word: ``w`` holds
+    only the live flag and the memory bound, which the shape listing tested)."""
+    classes = _Classes(reader, copies) if copies is not None else None
+    # With copies left out, most of a batch is not read whole: larger batches, fewer reads.
+    cap = STREAM_CHUNK if classes is None else _CLASS_CHUNK
+    for batch in _keyed_batches(reader, shapes, keys, cap):
+        yield from _keyed_rows(reader, w, classes.kept(batch) if classes else batch)
+
+
+def _keyed_batches(
+    reader: Reader, shapes: Sequence[str], keys: Mapping[str, float], cap: int
+) -> Iterator[list[tuple[Any, ...]]]:
+    """keyed_run's ids as batches of (id, key, quality, size, downloads, repo, shape), each
+    ending where (key, quality, size, downloads, repo) changes: _HEAD, then four times more
+    a batch up to ``cap``."""
     marks, names = placeholders("keyed_shape", list(shapes))
     values = {f"keyed_value{i}": float(keys[shape]) for i, shape in enumerate(shapes)}
     arms = " ".join(f"WHEN :keyed_shape{i} THEN :keyed_value{i}" for i in range(len(shapes)))
     ids = (
         f"SELECT y.id, (CASE y.search_shape {arms} END) AS keyed, y.quality_score, y.size_bytes,"
-        " r.downloads, r.repo_id FROM quants y CROSS JOIN repos r"
+        " r.downloads, r.repo_id, y.search_shape FROM quants y CROSS JOIN repos r"
         f" WHERE y.live = TRUE AND y.search_shape IN ({marks}) AND r.id = y.repo_pk"
         " ORDER BY keyed DESC, y.quality_score DESC NULLS LAST, y.size_bytes DESC,"
         " r.downloads DESC NULLS LAST, r.repo_id"
@@ -71,11 +94,100 @@ def keyed_run(
     batch: list[tuple[Any, ...]] = []
     size = _HEAD
     for item in reader.stream(ids, {**names, **values}, chunk=STREAM_CHUNK):
-        if len(batch) >= size and tuple(item[1:]) != tuple(batch[-1][1:]):
-            yield from _keyed_rows(reader, w, batch)
-            batch, size = [], min(size * 4, STREAM_CHUNK)
+        if len(batch) >= size and tuple(item[1:6]) != tuple(batch[-1][1:6]):
+            yield batch
+            batch, size = [], min(size * 4, cap)
         batch.append(item)
-    yield from _keyed_rows(reader, w, batch)
+    yield batch
+
+
+class _Classes:
+    """The copy classes of a keyed run's quants, met in its order, and how many of each
+    class's quants came before: best_copies_sql's RANK() over (size, downloads) without a sort
+    of every copy's row (a window over 8,642 copies with their coefficient text: 0.14-0.23 s at
+    1M quants; their ids and memory models here: ~40 ms).
+
+    A quant's class is copy_class_sql's for margin: its coefficient text, its two MTP verdicts
+    (read from its shape's text, which holds them exactly), its memory model's MTP flag and its
+    quality. Within a class the run's order is (size, downloads) (the key is a function of the
+    class), so a quant's rank is one more than the quants before it, or its tie's first's. A
+    quant without a quality score is kept, as there; one without a memory model is not a
+    candidate (the row read joins it).
+
+    The coefficient texts are compared in the database with those of the classes met so far
+    (the first _MAX_TEXTS), so only a new class's text is read out."""
+
+    def __init__(self, reader: Reader, copies: int) -> None:
+        self.reader, self.copies = reader, copies
+        self.texts: dict[str | None, int] = {}
+        self.sent: list[str] = []  # the texts the database compares
+        self.sent_class: list[int] = []  # and their classes' indexes
+        self.seen: dict[tuple[Any, ...], list[Any]] = {}  # class: [quants, last tie, its rank]
+
+    def kept(self, batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The batch's items a class leaves in, in order."""
+        info = self._memory(item[0] for item in batch if item[2] is not None)
+        kept = []
+        for item in batch:
+            qid, _key, quality, size, downloads, _repo, shape = item
+            if quality is None:
+                kept.append(item)
+                continue
+            found = info.get(qid)
+            if found is None:  # no memory model
+                continue
+            available, known, text = found
+            index = self.sent_class[known] if known >= 0 else self._index(text)
+            fields = shape.split("|")
+            verdicts = fields[_MTP_PRESENT], fields[_MTP_PRESERVED]
+            state = self.seen.setdefault((index, *verdicts, available, quality), [0, None, 0])
+            tie = (size, downloads)
+            rank = state[2] if state[0] and tie == state[1] else state[0] + 1
+            state[0], state[1], state[2] = state[0] + 1, tie, rank
+            if rank <= self.copies:
+                kept.append(item)
+        return kept
+
+    def _index(self, text: str | None) -> int:
+        """The class index of a coefficient text read out (a new one is sent from now on)."""
+        if text in self.texts:
+            return self.texts[text]
+        index = self.texts[text] = len(self.texts)
+        if text is not None and len(self.sent) < _MAX_TEXTS:
+            self.sent.append(text)
+            self.sent_class.append(index)
+        return index
+
+    def _memory(self, ids: Iterable[int]) -> dict[int, tuple[Any, int, str | None]]:
+        """Each id's (mtp_available, the position of its text among those sent or -1, its
+        text when not sent)."""
+        marks, names = placeholders("class_id", list(ids))
+        if not names:
+            return {}
+        text = "CAST(m.coefficients AS TEXT)"
+        sent, refs = placeholders("class_text", self.sent)
+        if self.sent:
+            arms = " ".join(f"WHEN :class_text{i} THEN {i}" for i in range(len(self.sent)))
+            known = f"CASE {text} {arms} ELSE -1 END"
+            unsent = f"CASE WHEN {text} IN ({sent}) THEN NULL ELSE {text} END"
+        else:
+            known, unsent = "-1", text
+        rows = self.reader.rows(
+            f"SELECT m.quant_id, m.mtp_available, {known}, {unsent} FROM memory_models m"
+            f" WHERE m.quant_id IN ({marks})",
+            {**names, **refs},
+        )
+        return {int(qid): (available, int(k), t) for qid, available, k, t in rows}
+
+
+#: Where the shape text (crawler.catalog.search_index.search_shape_sql) holds the MTP verdicts.
+_MTP_PRESENT = SHAPE_COLUMNS.index("mtp_present")
+_MTP_PRESERVED = SHAPE_COLUMNS.index("mtp_preserved")
+#: Coefficient texts a run's class read compares in the database (then read out per quant).
+_MAX_TEXTS = 8
+#: Largest batch of a run whose copies are left out (each batch: one read of its memory
+#: models, one of the rows it keeps).
+_CLASS_CHUNK = 2048
 
 
 def _keyed_rows(
