@@ -69,6 +69,7 @@ def stream_candidates(
     by_shape: bool = True,
     by_name: bool = True,
     copies: int | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> Generator[Candidate, None, None]:
     """Partial candidates in crawler.ranking.order.pre_key order, read lazily.
 
@@ -78,6 +79,8 @@ def stream_candidates(
     through the name index nor its shapes (the tests compare the reads). ``copies`` (ranking's
     limit): speed and margin read by shape leave out the quants that at least this many of
     their copies beat (crawler.ranking.copies), so the stream no longer holds every candidate.
+    ``memo``: one dict for the streams of one search in one read transaction, which may then
+    share what they read (crawler.catalog.quality_runs.keyed_run).
     """
     if sort not in EARLY_STOP_SORTS + BOUNDED_SORTS:
         raise ValueError(f"unknown sort {sort!r}")
@@ -103,7 +106,11 @@ def stream_candidates(
     if copies is not None and not (sort in _COPY_SORTS and prunable(filters, spec)):
         copies = None
     by_ids = matcher is None or only is not None
-    rows = _by_shape(reader, w, spec, budget, sort, only, copies, by_ids=by_ids) if shaped else None
+    rows = (
+        _by_shape(reader, w, spec, budget, sort, only, copies, by_ids=by_ids, memo=memo)
+        if shaped
+        else None
+    )
     if rows is None and by_shape and sort == "size" and unnamed:
         rows = size_by_shape(reader, w, spec, budget, only)
     if rows is None:
@@ -222,6 +229,7 @@ def _by_shape(
     copies: int | None = None,
     *,
     by_ids: bool = True,
+    memo: dict[Any, Any] | None = None,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]] | None:
     """(row, bound) in pre_key order, read shape by shape (of ``only``, if given: the others
     hold no row ``w`` passes); None when a live quant has no shape yet (the per-quant reads
@@ -257,7 +265,7 @@ def _by_shape(
     exact = {shape: value for shape, value, _q in shapes} if sort in _EXACT_KEYS else None
     if copies is not None and _classes_by_ids(reader, w, spec, budget, exact):
         assert exact is not None
-        return _keyed_copies(reader, w, runs, exact, copies)
+        return _keyed_copies(reader, w, runs, exact, copies, memo)
     if copies is not None:
         partition, copy_params = copy_class_sql(sort, spec)
         params = {**params, **copy_params, "copies": copies}
@@ -265,7 +273,9 @@ def _by_shape(
             reader, w, params, key, runs, {}, hinted=True, copies=partition, exact=exact
         )
     keys = {shape: value for shape, value, _quality in shapes} if by_ids else {}
-    return _read_runs(reader, w, params, key, runs, keys, hinted=sort != "quality", exact=exact)
+    return _read_runs(
+        reader, w, params, key, runs, keys, hinted=sort != "quality", exact=exact, memo=memo
+    )
 
 
 #: Sorts whose key (margin_bound_sql, ctx_bound_sql) reads only integer and boolean shape
@@ -291,10 +301,15 @@ def _classes_by_ids(
 
 
 def _keyed_copies(
-    reader: Reader, w: Where, runs: list[list[str]], exact: dict[str, Any], copies: int
+    reader: Reader,
+    w: Where,
+    runs: list[list[str]],
+    exact: dict[str, Any],
+    copies: int,
+    memo: dict[Any, Any] | None,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
     for run in runs:
-        yield from keyed_run(reader, w, run, exact, copies)
+        yield from keyed_run(reader, w, run, exact, copies, memo)
 
 
 def _run_key(run: list[str], exact: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -324,6 +339,7 @@ def _read_runs(
     hinted: bool,
     copies: str | None = None,
     exact: dict[str, Any] | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> Iterator[tuple[tuple[Any, ...], float | None]]:
     # ``keys``: the sort key of each shape a run of its own may read ids first (_BY_IDS).
     # PostgreSQL reads a stream through a server-side cursor: three round trips a read, and a
@@ -341,7 +357,7 @@ def _read_runs(
         if copies is None and reader.dialect == "sqlite" and keys and exact is not None:
             # margin, ctx: each shape's key is exact (_EXACT_KEYS), so the run's order is its
             # ids' (crawler.catalog.quality_runs.keyed_run): only the rows ranking reaches.
-            yield from keyed_run(reader, w, run, exact)
+            yield from keyed_run(reader, w, run, exact, memo=memo)
             continue
         if reader.dialect in _BY_IDS and not short and len(run) == 1 and run[0] in keys:
             # One shape's quants share its key (PostgreSQL writes a float's shortest exact text:

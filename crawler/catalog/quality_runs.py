@@ -56,6 +56,7 @@ def keyed_run(
     shapes: Sequence[str],
     keys: Mapping[str, float],
     copies: int | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> Iterator[tuple[tuple[Any, ...], float]]:
     """(row, key) of the live quants of ``shapes`` that pass ``w``, in the order of a bounded
     sort whose key is a function of the shape (``keys``: each shape's, the shape listing's;
@@ -67,15 +68,18 @@ def keyed_run(
     ``copies``: less each copy class's quants that at least that many of its others beat on
     (size, downloads), as crawler.ranking.copies.best_copies_sql leaves them out (_Classes);
     only where every live quant of ``shapes`` passes ``w`` (the caller's word: ``w`` holds
-    only the live flag and the memory bound, which the shape listing tested)."""
+    only the live flag and the memory bound, which the shape listing tested). ``memo``: the
+    ids of the runs read to their end, for the next read of the same run in the same read
+    transaction (a search's ranking reads a run's copies to the end, its fit count the run's
+    head again)."""
     if copies is None:
-        for batch in _keyed_batches(reader, shapes, keys, [_HEAD]):
+        for batch in _keyed_batches(reader, shapes, keys, [_HEAD], memo):
             yield from _keyed_rows(reader, w, batch)
         return
     # The first rows (ranking may stop at a run's head), then all the rest: its quants'
     # classes are read in the order of their ids, and only the rows kept are read whole.
     classes = _Classes(reader, copies)
-    for batch in _keyed_batches(reader, shapes, keys, [_HEAD, 1 << 62]):
+    for batch in _keyed_batches(reader, shapes, keys, [_HEAD, 1 << 62], memo):
         kept = classes.kept(batch)
         start = 0
         while start < len(kept):  # completed a chunk at a time, each with its last key's ties
@@ -87,7 +91,11 @@ def keyed_run(
 
 
 def _keyed_batches(
-    reader: Reader, shapes: Sequence[str], keys: Mapping[str, float], sizes: Sequence[int]
+    reader: Reader,
+    shapes: Sequence[str],
+    keys: Mapping[str, float],
+    sizes: Sequence[int],
+    memo: dict[Any, Any] | None = None,
 ) -> Iterator[list[tuple[Any, ...]]]:
     """keyed_run's ids as batches of (id, key, quality, size, downloads, repo, shape), each
     ending where (key, quality, size, downloads, repo) changes: ``sizes``, then four times
@@ -102,15 +110,25 @@ def _keyed_batches(
         " ORDER BY keyed DESC, y.quality_score DESC NULLS LAST, y.size_bytes DESC,"
         " r.downloads DESC NULLS LAST, r.repo_id"
     )
+    run = (tuple(shapes), tuple(values.values()))
+    known = memo.get(run) if memo is not None else None
+    read: list[tuple[Any, ...]] = []
+    items = (
+        known if known is not None else reader.stream(ids, {**names, **values}, chunk=STREAM_CHUNK)
+    )
     batch: list[tuple[Any, ...]] = []
     planned = list(sizes)
     size = planned.pop(0)
-    for item in reader.stream(ids, {**names, **values}, chunk=STREAM_CHUNK):
+    for item in items:
+        if known is None:
+            read.append(item)
         if len(batch) >= size and tuple(item[1:6]) != tuple(batch[-1][1:6]):
             yield batch
             batch = []
             size = planned.pop(0) if planned else max(min(size * 4, STREAM_CHUNK), size)
         batch.append(item)
+    if memo is not None and known is None:
+        memo[run] = read  # read to the end
     yield batch
 
 
@@ -137,22 +155,26 @@ class _Classes:
         self.sent_class: list[int] = []  # and their classes' indexes
         self.seen: dict[tuple[Any, ...], list[Any]] = {}  # class: [quants, last tie, its rank]
         self.memory: dict[int, tuple[int, Any]] = {}  # id: (text's class, mtp_available)
+        self.verdicts: dict[str, tuple[str, str]] = {}  # shape: its two MTP verdicts' text
 
     def kept(self, batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """The batch's items a class leaves in, in order."""
         self._classify([item[0] for item in batch if item[2] is not None])
         kept = []
+        memory, verdicts = self.memory, self.verdicts
         for item in batch:
             qid, _key, quality, size, downloads, _repo, shape = item
             if quality is None:
                 kept.append(item)
                 continue
-            found = self.memory.get(qid)
+            found = memory.get(qid)
             if found is None:  # no memory model
                 continue
-            fields = shape.split("|")
-            verdicts = fields[_MTP_PRESENT], fields[_MTP_PRESERVED]
-            state = self.seen.setdefault((*found, *verdicts, quality), [0, None, 0])
+            mtp = verdicts.get(shape)
+            if mtp is None:
+                fields = shape.split("|")
+                mtp = verdicts[shape] = (fields[_MTP_PRESENT], fields[_MTP_PRESERVED])
+            state = self.seen.setdefault((found, mtp, quality), [0, None, 0])
             tie = (size, downloads)
             rank = state[2] if state[0] and tie == state[1] else state[0] + 1
             state[0], state[1], state[2] = state[0] + 1, tie, rank

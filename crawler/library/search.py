@@ -332,7 +332,10 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     # order of an upper bound) and ranking stops reading once nothing left can rank higher.
     # Each run of copies is read only as far as a copy can enter the first ``limit`` rows (the
     # fit count's own read below reads them all).
-    stream = stream_candidates(reader, spec, budget, req.filters, req.sort, copies=req.limit)
+    shared: dict[Any, Any] = {}  # what the ranking's stream read, for the fit count's
+    stream = stream_candidates(
+        reader, spec, budget, req.filters, req.sort, copies=req.limit, memo=shared
+    )
     unreadable: list[str] = []
     try:
         outcome = rank_candidates(
@@ -353,7 +356,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
         # Ranking stopped once nothing could rank higher: count what fits apart, bounded.
         from crawler.ranking.rank import count_fitting
 
-        counted = stream_candidates(reader, spec, budget, req.filters, req.sort)
+        counted = stream_candidates(reader, spec, budget, req.filters, req.sort, memo=shared)
         try:
             fits, _, exact = count_fitting(
                 counted, budget, spec, req.filters,

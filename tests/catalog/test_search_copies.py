@@ -171,7 +171,9 @@ def test_margin_copies_left_out_from_ids_equal_the_windows(hub_url, monkeypatch)
     """On SQLite a margin run's copies are left out from its ids and memory models
     (crawler.catalog.quality_runs.keyed_run with copies): the same candidates in the same
     order as the database's window over every copy (the read PostgreSQL keeps), on shapes
-    with several copy classes, exact ties between classes and copies tied on downloads."""
+    with several copy classes, exact ties between classes and copies tied on downloads. The
+    ids it reads, shared with the next stream of the search (its fit count), give that stream
+    its own candidates."""
     from crawler.catalog import ordered
     from crawler.ranking.rank import pre_key
 
@@ -184,7 +186,12 @@ def test_margin_copies_left_out_from_ids_equal_the_windows(hub_url, monkeypatch)
                 by_ids += ordered._classes_by_ids(
                     reader, ordered.bounded(req.filters, spec, budget), spec, budget, {}
                 )
-                got = streamed(reader, req, by_shape=True, copies=limit)
+                shared: dict = {}  # as a search shares its reads with its fit count
+                got = streamed(reader, req, by_shape=True, copies=limit, memo=shared)
+                assert [c.quant_id for c in streamed(reader, req, memo=shared)] == [
+                    c.quant_id for c in streamed(reader, req)
+                ]
+                assert shared or reader.dialect != "sqlite"
                 with monkeypatch.context() as m:
                     m.setattr(ordered, "_classes_by_ids", lambda *_a: False)
                     window = streamed(reader, req, by_shape=True, copies=limit)
