@@ -370,8 +370,10 @@ def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]
     params = _merged(params, gpu_params)
     # NULL for unmodelled quants, as the other terms; +1 byte as m_room's
     experts = "(q.fit_weights_bytes * 0.0 + COALESCE(q.fit_expert_bytes, 0) + 1.0)"
-    in_ram = f"(CASE WHEN {ladder} < {experts} THEN {ladder} ELSE {experts} END)"
-    tight = f"(CASE WHEN {on_gpu} > {in_ram} THEN {on_gpu} ELSE {in_ram} END)"
+    # max(on_gpu, min(ladder, experts)), written with each bound twice, not four times: the
+    # gpu tier's bound is at most the ladder's (its lower bound adds the experts' bytes)
+    above = f"(CASE WHEN {on_gpu} > {experts} THEN {on_gpu} ELSE {experts} END)"
+    tight = f"(CASE WHEN {ladder} < {experts} THEN {ladder} ELSE {above} END)"
     if _whole_first(spec, budget, head=True):
         return tight, params
     head = "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
