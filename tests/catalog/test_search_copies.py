@@ -179,8 +179,10 @@ def test_margin_copies_left_out_from_ids_equal_the_windows(hub_url, monkeypatch)
 
     with Reader.open(hub_url) as reader:
         by_ids = checked = 0
+        # PostgreSQL reads the window either way: one limit shows it (and the memo unused)
+        limits = (1, 5, 12) if reader.dialect == "sqlite" else (12,)
         for _tier, targs in TIERS:
-            for limit in (1, 5, 12):
+            for limit in limits:
                 req = request_from_argv([*targs, "--sort", "margin", "--limit", str(limit)])
                 budget, _, spec = validate_request(req)
                 by_ids += ordered._classes_by_ids(
@@ -201,8 +203,8 @@ def test_margin_copies_left_out_from_ids_equal_the_windows(hub_url, monkeypatch)
                     (pre_key("margin", c), c.quant_id) for c in window
                 )
                 checked += len(got) < _count(reader, spec, budget, req, None)
-        assert checked == 9  # copies were left out in every case
-        assert by_ids == (9 if reader.dialect == "sqlite" else 0)
+        assert checked == len(TIERS) * len(limits)  # copies were left out in every case
+        assert by_ids == (checked if reader.dialect == "sqlite" else 0)
 
 
 def test_a_copy_class_holds_equal_values(hub_url):
