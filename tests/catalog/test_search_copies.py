@@ -1,4 +1,4 @@
-"""The copies the speed and margin reads leave out (crawler.ranking.copies), on SQLite and
+"""The copies the speed, margin and ctx reads leave out (crawler.ranking.copies), on SQLite and
 PostgreSQL: the search returns exactly the rows of a ranking of every quant, on a Hub-shaped
 catalog (bench/bench_search_hub.py) whose shapes also hold quants that are not copies (another
 coefficient text, head bytes, label) and whose copies tie on size and downloads.
@@ -22,8 +22,8 @@ from crawler.catalog.reader import Reader
 from crawler.cli.search_cmd import request_from_argv
 from crawler.library.search import search, validate_request
 from crawler.ranking.copies import copy_class_sql
-from crawler.ranking.evaluate import evaluate, margin_of, speed_of
-from crawler.ranking.model import Budget, Filters, RunSpec
+from crawler.ranking.evaluate import evaluate, margin_of, speed_of, with_max_ctx
+from crawler.ranking.model import Budget, Filters, Ranked, RunSpec
 from crawler.ranking.rank import rank_candidates
 from tests.catalog.reads import streamed
 from tests.pg import BOTH_DATABASES, built_catalog
@@ -140,10 +140,18 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
             reader, RunSpec(), Budget.from_gib(1e6), Filters(), "quality", by_shape=False
         )
         full = materializer(reader)(list(everything))
-        left_out = checked = 0
+        left_out = checked = named_left_out = 0
         cases = [(t, sort, []) for _tier, t in TIERS for sort in ("speed", "margin")]
         cases += [(t, "speed", ["--mtp"]) for _tier, t in (*TIERS, _FAST)]
         cases += [(_FAST[1], "speed", ["--min-attn-bits", "8"])]
+        # Name queries (tested in Python), read by shape (this catalog is small enough for the
+        # name index to serve them): one the database's LIKE test nearly decides, and a word
+        # (no LIKE test) that only some copies of each class hold in their names, so a read
+        # that left out copies by class alone would lose the matching ones. ctx's bound is loose
+        # for this query under --tier partial: its read turns to the copies mid-run.
+        gpu, experts, partial = (t for _tier, t in TIERS)
+        cases += [(gpu, "speed", ["qwen3.6 27b"]), (partial, "ctx", ["qwen3.6 27b"])]
+        cases += [(experts, "margin", ["coder"])]
         for targs, sort, extra in cases:
             req = request_from_argv([*targs, *extra, "--sort", sort, "--limit", "12"])
             budget, _, spec = validate_request(req)
@@ -155,16 +163,25 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
                 full, budget, spec, req.filters, sort=sort, limit=12,
                 siblings=sibling_lookup(reader),
             ).results  # fmt: skip
-            assert before == [_row(r) for r in oracle], (targs, sort)
-            read = _count(reader, spec, budget, req, None)
+            assert before == [_row(r) for r in oracle], (targs, extra, sort)
+            named = req.filters.query is not None
+            every = _ids(reader, spec, budget, req, None, by_name=not named)
             for limit in (1, 5, 12):
                 req = request_from_argv([*targs, *extra, "--sort", sort, "--limit", str(limit)])
                 got = [_row(r) for r in search(reader, req).outcome.results]
-                assert got == before[:limit], (targs, sort, limit)
+                assert got == before[:limit], (targs, extra, sort, limit)
+                if named:  # the search's read of a broad query, by shape
+                    got = [_row(r) for r in ranked_all(reader, req, limit, by_name=False)]
+                    assert got == before[:limit], (targs, extra, sort, limit)
                 checked += bool(got)
-                left_out += read - _count(reader, spec, budget, req, limit)
+                kept = _ids(reader, spec, budget, req, limit, by_name=not named)
+                # Fewer rows, the same order, none twice (ctx's read changes course mid-run).
+                assert len(set(kept)) == len(kept) and _subsequence(kept, every)
+                left_out += len(every) - len(kept)
+                named_left_out += len(every) - len(kept) if named else 0
         assert checked >= 15
         assert left_out > 1000  # the copies were left out, not read
+        assert named_left_out > 500  # also with a name query
 
 
 def test_margin_copies_left_out_from_ids_equal_the_windows(hub_url, monkeypatch):
@@ -202,14 +219,15 @@ def test_margin_copies_left_out_from_ids_equal_the_windows(hub_url, monkeypatch)
                 assert sorted(zip(keys, (c.quant_id for c in got), strict=True)) == sorted(
                     (pre_key("margin", c), c.quant_id) for c in window
                 )
-                checked += len(got) < _count(reader, spec, budget, req, None)
+                checked += len(got) < len(_ids(reader, spec, budget, req, None))
         assert checked == len(TIERS) * len(limits)  # copies were left out in every case
         assert by_ids == (checked if reader.dialect == "sqlite" else 0)
 
 
 def test_a_copy_class_holds_equal_values(hub_url):
     """Quants the database puts in one copy class have equal sort values, tie-breaks before
-    downloads, and fit alike, under every tier; the catalog has classes that share a shape."""
+    downloads, and fit alike, under every tier; the catalog has classes that share a shape.
+    margin's and ctx's classes (no speed columns) hold equal values but speed."""
     with Reader.open(hub_url) as reader:
         everything = stream_candidates(
             reader, RunSpec(), Budget.from_gib(1e6), Filters(), "quality", by_shape=False
@@ -218,23 +236,28 @@ def test_a_copy_class_holds_equal_values(hub_url):
         for targs, extra in [(t, e) for _tier, t in (*TIERS, _FAST) for e in ([], ["--mtp"])]:
             req = request_from_argv([*targs, *extra, "--sort", "speed"])
             budget, _, spec = validate_request(req)
-            partition, params = copy_class_sql("speed", spec)
-            classes: dict[tuple[Any, ...], set[Any]] = {}
-            shapes: dict[tuple[Any, ...], set[str]] = {}
-            for row in reader.rows(
-                f"SELECT q.id, q.search_shape, {partition} FROM quants q"
-                " JOIN memory_models m ON m.quant_id = q.id WHERE q.live = TRUE",
-                params,
-            ):
-                c = full[row[0]]
-                classes.setdefault(tuple(row[2:]), set()).add(_values(c, spec, budget))
-                shapes.setdefault(row[1], set()).add(tuple(row[2:]))
-            assert all(len(values) == 1 for values in classes.values()), (targs, extra)
-            assert sum(len(s) > 1 for s in shapes.values()) >= 20
+            memo: dict[Any, Any] = {}  # largest contexts, per coefficient object
+            values = {qid: _values(c, spec, budget, memo) for qid, c in full.items()}
+            for sort in ("speed", "ctx"):
+                partition, params = copy_class_sql(sort, spec)
+                classes: dict[tuple[Any, ...], set[Any]] = {}
+                shapes: dict[tuple[Any, ...], set[str]] = {}
+                for row in reader.rows(
+                    f"SELECT q.id, q.search_shape, {partition} FROM quants q"
+                    " JOIN memory_models m ON m.quant_id = q.id WHERE q.live = TRUE",
+                    params,
+                ):
+                    v = values[row[0]]
+                    v = v if sort == "speed" or len(v) < 6 else v[:3] + v[4:]
+                    classes.setdefault(tuple(row[2:]), set()).add(v)
+                    shapes.setdefault(row[1], set()).add(tuple(row[2:]))
+                assert all(len(v) == 1 for v in classes.values()), (targs, extra, sort)
+                assert sum(len(s) > 1 for s in shapes.values()) >= 20
 
 
-def _values(c: Any, spec: RunSpec, budget: Budget) -> tuple[Any, ...]:
-    """What ranking reads of a candidate before its downloads, repo and path."""
+def _values(c: Any, spec: RunSpec, budget: Budget, memo: dict[Any, Any]) -> tuple[Any, ...]:
+    """What ranking reads of a candidate before its downloads, repo and path (its largest
+    context last)."""
     accepted = Filters(mtp=spec.mtp).accepts(c)
     try:
         cfg, est = evaluate(c, spec, budget)
@@ -246,22 +269,35 @@ def _values(c: Any, spec: RunSpec, budget: Budget) -> tuple[Any, ...]:
         c, est, budget, acceptance=spec.mtp_acceptance, choose_draft=spec.spec_draft_auto
     )
     margin = margin_of(c, cfg, est, budget)[0]
-    return (accepted, cfg, margin, speed, c.quality_hint)
+    ranked = Ranked(0, c, cfg, est, margin, None, None, speed, None)
+    return (
+        accepted,
+        cfg,
+        margin,
+        speed,
+        c.quality_hint,
+        with_max_ctx(ranked, spec, budget, memo).max_ctx,
+    )
 
 
 def test_copies_are_kept_where_the_database_cannot_tell(hub_url):
-    """A name query, a text filter or --vision: the stream reads every candidate."""
+    """A text filter: the stream reads every candidate. A word no SQL tests (the name query's
+    matcher rules out most of each class's best copies): the runs are read whole."""
     with Reader.open(hub_url) as reader:
-        for extra in (["qwen3"], ["--arch", "llama"]):
+        for extra in (["coder"], ["--arch", "llama"]):
             req = request_from_argv([*TIERS[0][1], *extra, "--sort", "speed", "--limit", "2"])
             budget, _, spec = validate_request(req)
-            assert _count(reader, spec, budget, req, 2) == _count(reader, spec, budget, req, None)
+            reads = [_ids(reader, spec, budget, req, c, by_name=False) for c in (2, None)]
+            assert reads[0] == reads[1], extra
 
 
-def ranked_all(reader: Any, req: Any) -> Any:
-    """The results of the search's ranking on the read of every copy."""
+def ranked_all(reader: Any, req: Any, copies: int | None = None, *, by_name: bool = True) -> Any:
+    """The results of the search's ranking on the read of every copy (of the best ``copies``
+    of each class, if given)."""
     budget, _, spec = validate_request(req)
-    stream = stream_candidates(reader, spec, budget, req.filters, req.sort)
+    stream = stream_candidates(
+        reader, spec, budget, req.filters, req.sort, copies=copies, by_name=by_name
+    )
     try:
         return rank_candidates(
             stream, budget, spec, req.filters, sort=req.sort, limit=req.limit,
@@ -271,9 +307,25 @@ def ranked_all(reader: Any, req: Any) -> Any:
         stream.close()
 
 
-def _count(reader: Any, spec: RunSpec, budget: Budget, req: Any, copies: int | None) -> int:
-    stream = stream_candidates(reader, spec, budget, req.filters, req.sort, copies=copies)
+def _ids(
+    reader: Any,
+    spec: RunSpec,
+    budget: Budget,
+    req: Any,
+    copies: int | None,
+    *,
+    by_name: bool = True,
+) -> list[int]:
+    """The quant ids of the search's stream, read to its end."""
+    stream = stream_candidates(
+        reader, spec, budget, req.filters, req.sort, copies=copies, by_name=by_name
+    )
     try:
-        return sum(1 for _ in stream)
+        return [c.quant_id for c in stream]
     finally:
         stream.close()
+
+
+def _subsequence(part: list[int], whole: list[int]) -> bool:
+    rest = iter(whole)
+    return all(item in rest for item in part)
