@@ -1,7 +1,5 @@
 """``--sort quality`` (and margin, ctx) read by shape on SQLite: a run's ids ordered from the
-shape index first.
-
-Only the rows ranking reaches are read whole, a batch at a time (as size_order does by size).
+shape index first; only the rows ranking reaches are read whole, a batch at a time.
 Details: docs/internals/catalog.md#quality_runs
 """
 

@@ -33,7 +33,7 @@ def prunable(filters: Filters, spec: RunSpec) -> bool:
     the read leaves out has better copies that ranking accepts too: no case-folded text filter
     (SQL's lower() is ASCII-only), no projector (its bytes are the repo's, not the quant's). A
     name query is tested in Python: the read keeps its copies left out only where the query
-    matches every copy it kept (crawler.catalog.ordered._read_runs)."""
+    matches every copy it kept (crawler.catalog.shape_runs.read_runs)."""
     text = filters.arch or filters.author or filters.base or filters.label
     return not text and not spec.vision
 

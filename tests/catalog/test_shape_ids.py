@@ -1,4 +1,4 @@
-"""A shape's run read ids first (PostgreSQL, crawler.catalog.ordered._BY_IDS) against the one
+"""A shape's run read ids first (PostgreSQL, crawler.catalog.shape_runs.BY_IDS) against the one
 read of the run's rows, on the Hub-shaped catalog (bench/bench_search_hub.py), on SQLite and
 PostgreSQL: the same candidates with the same hints in the same pre_key order, the same results.
 """
@@ -12,7 +12,7 @@ from alembic import command
 from sqlalchemy import inspect
 
 from bench.bench_search_hub import TIERS, build
-from crawler.catalog import Catalog, ordered
+from crawler.catalog import Catalog, ordered, shape_runs
 from crawler.catalog.reader import SCHEMA_HEAD, Reader
 from crawler.cli.search_cmd import request_from_argv
 from crawler.ranking.columns import stored_columns
@@ -42,7 +42,7 @@ def _reads(reader: Reader, req, by_ids: bool, monkeypatch) -> tuple[list, list]:
     with monkeypatch.context() as m:
         if by_ids:
             m.setattr(ordered, "STREAM_CHUNK", 1)
-        m.setattr(ordered, "_BY_IDS", (reader.dialect,) if by_ids else ())
+        m.setattr(shape_runs, "BY_IDS", (reader.dialect,) if by_ids else ())
         return streamed(reader, req, by_shape=True), ranked(reader, req, by_shape=True)
 
 
