@@ -246,18 +246,23 @@ def _write_pg(
 ) -> None:
     """One batch of the refill on PostgreSQL, in one statement: the columns from arrays
     (unnest), each row's shape from its new values, and the pieces of the shapes that changed.
-    An UPDATE a row (executemany) kept every row's trigger and round trip."""
+    An UPDATE a row (executemany) kept every row's trigger and round trip. Rows whose values
+    and shape are already those are not written (after 0016 most quants have no SWA layer:
+    ~0.2 ms a row written, with the quants' 13 indexes)."""
     cols = ["b_id", *names]
     types = {"b_id": q.c.id.type, **{n: q.c[n].type for n in names}}
     arrays = ", ".join(f"CAST(:{c} AS {types[c].compile(dialect=conn.dialect)}[])" for c in cols)
     written = set(names)
     shape = _shape_of(conn, lambda n: f"v.{n}" if n in written else f"q.{n}")
     sets = ", ".join(f"{n} = v.{n}" for n in names)
+    old = ", ".join(f"q.{n}" for n in names)
+    new = ", ".join(f"v.{n}" for n in names)
     conn.execute(
         sa.text(
             f"WITH changed AS (UPDATE quants AS q SET {sets}, search_shape = {shape}"
             f" FROM unnest({arrays}) AS v({', '.join(cols)}), quants AS o"
             " WHERE q.id = v.b_id AND o.id = v.b_id"
+            f" AND ({old}, q.search_shape) IS DISTINCT FROM ({new}, {shape})"
             " RETURNING q.search_text, q.search_shape, o.search_shape AS old_shape)" + _ADD_PIECES
         ),
         {c: [row[c] for row in rows] for c in cols},
