@@ -153,13 +153,11 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
     """
     q, m, g = (typing.cast(sa.Table, t.__table__) for t in (Quant, MemoryModel, TensorGroup))
     pg = conn.dialect.name == "postgresql"
-    indexes: list[tuple[str, str]] = []
     if pg:
         # One statement a batch writes the rows and their pieces (_write_pg): the trigger's
         # row-by-row work (~60 pieces a quant) would run twice a quant, in the refill and in the
         # shapes' rewrite. Transactional: a failed upgrade leaves the trigger as it was.
         conn.exec_driver_sql(f"ALTER TABLE quants DISABLE TRIGGER {_GRAMS_TRIGGER}")
-        indexes = _drop_indexes(conn)
     ids = [row[0] for row in conn.execute(select(m.c.quant_id).order_by(m.c.quant_id))]
     for i in range(0, len(ids), _BATCH):
         chunk = ids[i : i + _BATCH]
@@ -197,8 +195,6 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
     if pg:
         _shapes_pg(conn)
         conn.exec_driver_sql(f"ALTER TABLE quants ENABLE TRIGGER {_GRAMS_TRIGGER}")
-        for _name, definition in indexes:
-            conn.exec_driver_sql(definition)
     else:
         conn.execute(
             update(q).where(q.c.search_shape.is_distinct_from(shape)).values(search_shape=shape)
@@ -222,25 +218,6 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
 
 #: Migration 0015's PostgreSQL trigger on quants that adds a new text's or shape's pieces.
 _GRAMS_TRIGGER = "search_shape_grams_add"
-
-
-def _drop_indexes(conn: sa.Connection) -> list[tuple[str, str]]:
-    """PostgreSQL: drop the indexes of ``quants`` that back no constraint; return their (name,
-    definition) to create them again. Every row the refill writes (all of them after a revision
-    adds a column) is otherwise a new entry in each of the 11 (200k quants: 28 s to write every
-    row with them, 2.2 s without, 10 s to build them again). The primary key stays: the batches
-    find their rows by id. Transactional, as the upgrade's ALTER TABLEs already lock the table."""
-    rows = conn.exec_driver_sql(
-        "SELECT i.indexname, i.indexdef FROM pg_indexes i"
-        " WHERE i.schemaname = current_schema() AND i.tablename = 'quants'"
-        " AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid ="
-        " (quote_ident(i.schemaname) || '.' || quote_ident(i.indexname))::regclass)"
-        " ORDER BY i.indexname"
-    ).all()
-    indexes = [(str(name), str(definition)) for name, definition in rows]
-    for name, _definition in indexes:
-        conn.exec_driver_sql(f'DROP INDEX "{name}"')
-    return indexes
 
 
 #: Add the pieces migration 0015's trigger adds (each 3-character piece with a digit of the

@@ -115,15 +115,6 @@ _PG_REWRITE = (
     " ON CONFLICT DO NOTHING"
 )
 
-#: PostgreSQL: the indexes of quants that back no constraint, (name, definition).
-_PG_INDEXES = (
-    "SELECT i.indexname, i.indexdef FROM pg_indexes i"
-    " WHERE i.schemaname = current_schema() AND i.tablename = 'quants'"
-    " AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid ="
-    " (quote_ident(i.schemaname) || '.' || quote_ident(i.indexname))::regclass)"
-    " ORDER BY i.indexname"
-)
-
 
 def _rewrite_shapes(names: tuple[str, ...]) -> None:
     bind = op.get_bind()
@@ -135,16 +126,9 @@ def _rewrite_shapes(names: tuple[str, ...]) -> None:
     shape = _shape_sql(q.c, names).compile(
         dialect=bind.dialect, compile_kwargs={"literal_binds": True}
     )
-    # Every row is written: without the other indexes (each row a new entry in every one of
-    # them), built again after (crawler.catalog.search_index._drop_indexes, as of this revision).
-    indexes = bind.exec_driver_sql(_PG_INDEXES).all()
-    for name, _definition in indexes:
-        bind.exec_driver_sql(f'DROP INDEX "{name}"')
     op.execute("ALTER TABLE quants DISABLE TRIGGER search_shape_grams_add")
     op.execute(_PG_REWRITE.format(shape=shape))
     op.execute("ALTER TABLE quants ENABLE TRIGGER search_shape_grams_add")
-    for _name, definition in indexes:
-        bind.exec_driver_sql(definition)
 
 
 def _drop(bound: tuple[str, ...]) -> None:
