@@ -22,6 +22,7 @@ from crawler.ranking.model import Budget, Candidate, Filters, RunSpec
 __all__ = [
     "CANDIDATE_COLUMNS",
     "PARTIAL_COLUMNS",
+    "SHAPE_COLUMNS",
     "STREAM_CHUNK",
     "VERDICT_COLUMNS",
     "Where",
@@ -35,6 +36,35 @@ __all__ = [
     "sibling_lookup",
     "verdicts",
 ]
+
+#: The columns a quant's search shape is made of: the stored quality score and every column a
+#: memory or sort bound reads (crawler.ranking.bounds: the ``fit_*`` copies, and the MTP verdicts
+#: the speed bound tests). Quants with equal values get one shape (migrations 0010, 0013, 0014
+#: and 0016 keep their own copies of this list; crawler.catalog.search_index writes it).
+SHAPE_COLUMNS = (
+    "quality_score",
+    "fit_weights_bytes",
+    "fit_expert_bytes",
+    "fit_mtp_bytes",
+    "fit_kv_per_token",
+    "fit_fixed_bytes",
+    "fit_ubatch_bytes",
+    "fit_mtp_kv_per_token",
+    "fit_read_bytes",
+    "fit_moe_layers",
+    "fit_draft_bytes",
+    "fit_verify_experts",
+    "fit_type_eff",
+    "fit_trunk_layers",
+    "fit_slot_bytes",
+    "fit_slot_kv_per_token",
+    "fit_resident_bytes",
+    "fit_ctx_train",
+    "mtp_present",
+    "mtp_preserved",
+    "fit_swa_kv_per_cell",
+    "fit_swa_cells",
+)
 
 # Bind-parameter budget per IN (...) list; SQLite allows 32766 variables, PostgreSQL 65535.
 _IN_CHUNK = 5000

@@ -8,9 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from crawler.catalog.candidates import PARTIAL_COLUMNS, STREAM_CHUNK, Where, desc_key
+from crawler.catalog.candidates import (
+    PARTIAL_COLUMNS,
+    SHAPE_COLUMNS,
+    STREAM_CHUNK,
+    Where,
+    desc_key,
+)
 from crawler.catalog.reader import Reader, placeholders
-from crawler.catalog.search_index import SHAPE_COLUMNS
 
 __all__ = ["keyed_run", "quality_run"]
 

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import and_, case, func, select, update
 
+from crawler.catalog.candidates import SHAPE_COLUMNS
 from crawler.catalog.tables import SEARCH_TEXT_MAX, MemoryModel, Quant, Repo, TensorGroup
 
 __all__ = [
@@ -66,36 +67,6 @@ def search_text_sql(quants: Any, repos: Any) -> Any:
         .where(repos.id == quants.repo_pk)
         .scalar_subquery()
     )
-
-
-#: The columns a quant's search shape is made of: the stored quality score and every column a
-#: memory or sort bound reads (crawler.ranking.bounds: the ``fit_*`` copies, and the MTP verdicts
-#: the speed bound tests). Quants with equal values get one shape (migrations 0010, 0013, 0014
-#: and 0016 keep their own copies of this list).
-SHAPE_COLUMNS = (
-    "quality_score",
-    "fit_weights_bytes",
-    "fit_expert_bytes",
-    "fit_mtp_bytes",
-    "fit_kv_per_token",
-    "fit_fixed_bytes",
-    "fit_ubatch_bytes",
-    "fit_mtp_kv_per_token",
-    "fit_read_bytes",
-    "fit_moe_layers",
-    "fit_draft_bytes",
-    "fit_verify_experts",
-    "fit_type_eff",
-    "fit_trunk_layers",
-    "fit_slot_bytes",
-    "fit_slot_kv_per_token",
-    "fit_resident_bytes",
-    "fit_ctx_train",
-    "mtp_present",
-    "mtp_preserved",
-    "fit_swa_kv_per_cell",
-    "fit_swa_cells",
-)
 
 
 def search_shape_sql(quants: Any) -> Any:
