@@ -64,13 +64,16 @@ def test_reads_through_the_index_equal_the_reads_without_it(hub_url):
         # A query the index does not serve reads the same way either way: only the served ones
         # are compared.
         served = 0
+        # the dialects differ in the index's SQL, not in the tiers: two on PostgreSQL
+        tiers = TIERS if reader.dialect == "sqlite" else TIERS[::2]
         for query in indexed:
-            for _tier, targs in TIERS:
+            for _tier, targs in tiers:
                 for sort in SORTS:
                     served += by_name_agrees(
                         reader, [query, *targs, "--sort", sort, "--limit", "7"]
                     )
-        assert served >= 60  # most indexed requests have results: that is what is compared
+        # most indexed requests have results: that is what is compared
+        assert served >= (60 if reader.dialect == "sqlite" else 35)
 
 
 def test_what_nothing_fits_counts_is_the_same_through_the_index(hub_url):

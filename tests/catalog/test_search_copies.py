@@ -166,7 +166,8 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
             assert before == [_row(r) for r in oracle], (targs, extra, sort)
             named = req.filters.query is not None
             every = _ids(reader, spec, budget, req, None, by_name=not named)
-            for limit in (1, 5, 12):
+            # the dialects differ in the window's SQL, not in its limit: two on PostgreSQL
+            for limit in (1, 5, 12) if reader.dialect == "sqlite" else (1, 12):
                 req = request_from_argv([*targs, *extra, "--sort", sort, "--limit", str(limit)])
                 got = [_row(r) for r in search(reader, req).outcome.results]
                 assert got == before[:limit], (targs, extra, sort, limit)
@@ -233,7 +234,9 @@ def test_a_copy_class_holds_equal_values(hub_url):
             reader, RunSpec(), Budget.from_gib(1e6), Filters(), "quality", by_shape=False
         )
         full = {c.quant_id: c for c in materializer(reader)(list(everything))}
-        for targs, extra in [(t, e) for _tier, t in (*TIERS, _FAST) for e in ([], ["--mtp"])]:
+        # The tiers change the values, the dialects the classes' SQL: PostgreSQL takes two
+        tiers = (*TIERS, _FAST) if reader.dialect == "sqlite" else (TIERS[0], _FAST)
+        for targs, extra in [(t, e) for _tier, t in tiers for e in ([], ["--mtp"])]:
             req = request_from_argv([*targs, *extra, "--sort", "speed"])
             budget, _, spec = validate_request(req)
             memo: dict[Any, Any] = {}  # largest contexts, per coefficient object
