@@ -18,9 +18,9 @@ typecheck:
 
 # pytest exits 5 when it collected no test: that must fail, not pass silently. Tests run on every
 # core (pytest-xdist); each worker builds the session fixtures it needs, and an idle worker takes
-# tests queued for the other (worksteal: the run's long tests then do not end it on one worker;
-# 375 s instead of 435 s here). PYTEST_WORKERS=0 runs in one process (for a debugger, or to read
-# one test's output in order).
+# tests queued for the other (worksteal: the long tests do not leave one worker busy and the
+# other idle at the end). PYTEST_WORKERS=0 runs in one process (for a debugger, or to read one
+# test's output in order).
 PYTEST_WORKERS ?= auto
 PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist worksteal
 NO_TESTS_FAIL = rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 1; fi; exit $$rc
