@@ -11,6 +11,7 @@ SQLite over the columns a crawl stores (tests/unit/test_bounds.py's helpers).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from hypothesis import event, given, settings
@@ -113,16 +114,22 @@ def shapes(draw: st.DrawFn) -> MemoryCoefficients:
     )
 
 
-_SPECS = st.builds(
-    RunSpec,
-    ctx=st.sampled_from([None, 4096, 32768, 131072]),
-    type_k=st.sampled_from(["f16", "q8_0", "q4_0"]),
-    type_v=st.sampled_from(["f16", "q8_0", "q4_0"]),
-    auto_cache=st.booleans(),
-    mtp_auto=st.booleans(),
-    cpu_moe=st.booleans(),
-    tier=st.just("partial"),
-)
+def _specs(tier: Any, n_cpu_moe: Any = None) -> Any:
+    """Run specs of a tier (a strategy), with --n-cpu-moe where ``n_cpu_moe`` draws one."""
+    return st.builds(
+        RunSpec,
+        ctx=st.sampled_from([None, 4096, 32768, 131072]),
+        type_k=st.sampled_from(["f16", "q8_0", "q4_0"]),
+        type_v=st.sampled_from(["f16", "q8_0", "q4_0"]),
+        auto_cache=st.booleans(),
+        mtp_auto=st.booleans(),
+        cpu_moe=st.booleans(),
+        n_cpu_moe=n_cpu_moe if n_cpu_moe is not None else st.just(0),
+        tier=tier,
+    )
+
+
+_SPECS = _specs(st.just("partial"))
 
 
 def _ranked(c, spec: RunSpec, budget: Budget) -> Ranked | None:
@@ -195,16 +202,8 @@ def test_a_layer_offload_bound_is_one_layer_not_the_whole_budget():
 
 # --- --tier experts_cpu: the whole model first, then its experts in RAM ------------------------
 
-_EXPERTS_CPU_SPECS = st.builds(
-    RunSpec,
-    ctx=st.sampled_from([None, 4096, 32768, 131072]),
-    type_k=st.sampled_from(["f16", "q8_0", "q4_0"]),
-    type_v=st.sampled_from(["f16", "q8_0", "q4_0"]),
-    auto_cache=st.booleans(),
-    mtp_auto=st.booleans(),
-    cpu_moe=st.booleans(),
-    n_cpu_moe=st.sampled_from([0, 0, 0, 2]),
-    tier=st.sampled_from(["experts_cpu", "experts_cpu", "partial"]),
+_EXPERTS_CPU_SPECS = _specs(
+    st.sampled_from(["experts_cpu", "experts_cpu", "partial"]), st.sampled_from([0, 0, 0, 2])
 )
 
 
