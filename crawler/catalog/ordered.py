@@ -203,7 +203,7 @@ _COPY_SORTS = ("speed", "margin", "ctx")
 #: it saves (280 against 87 ms on the 1M generator catalog); where it is not (a model whose
 #: layers or experts the tier keeps in RAM), ranking would read thousands of copies.
 _LAZY_COPIES = {"ctx": 4}
-#: Sorts whose order is a function of the shape (crawler.catalog.search_index.SHAPE_COLUMNS)
+#: Sorts whose order is a function of the shape (crawler.catalog.candidates.SHAPE_COLUMNS)
 #: first: they are read shape by shape.
 _SHAPE_SORTS = ("quality", *BOUNDED_SORTS)
 #: Most shapes one read of a run of equal sort keys names (else the search reads per quant).

@@ -18,7 +18,6 @@ from crawler.catalog.candidates import SHAPE_COLUMNS
 from crawler.catalog.tables import SEARCH_TEXT_MAX, MemoryModel, Quant, Repo, TensorGroup
 
 __all__ = [
-    "SHAPE_COLUMNS",
     "ColumnsFn",
     "live_sql",
     "refresh_live_rows",
@@ -160,7 +159,7 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
                 .values({name: sa.bindparam(name) for name in names}),
                 rows,
             )
-    # The shapes are made of these columns (crawler.catalog.search_index.SHAPE_COLUMNS); only
+    # The shapes are made of these columns (crawler.catalog.candidates.SHAPE_COLUMNS); only
     # the rows whose shape changes are written (the triggers add pieces for no other).
     shape = search_shape_sql(q.c)
     if pg:

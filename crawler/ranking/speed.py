@@ -402,15 +402,15 @@ def estimate_speed(
     With MTP on and ``choose_draft`` the draft length is the one of DRAFT_N_CHOICES with
     the highest predicted tok/s at an empty context; else ``x.draft_n_max``.
     """
-    host, fp32 = host_bandwidth_gb_s, fp32_tflops
-    t0, t_ctx = (
-        decode_seconds(x, bandwidth_gb_s, d, host_bandwidth_gb_s=host, platform=platform,
-                       fp32_tflops=fp32)
-        for d in (0, x.ctx)
-    )  # fmt: skip
+
+    def step(depth: int) -> float:
+        return decode_seconds(x, bandwidth_gb_s, depth, host_bandwidth_gb_s=host_bandwidth_gb_s,
+                              platform=platform, fp32_tflops=fp32_tflops)  # fmt: skip
 
     def cycle(n: int, depth: int = 0) -> float:
-        return mtp_cycle_seconds(x, bandwidth_gb_s, n, acceptance, depth, platform, fp32)
+        return mtp_cycle_seconds(x, bandwidth_gb_s, n, acceptance, depth, platform, fp32_tflops)
+
+    t0, t_ctx = step(0), step(x.ctx)
 
     k = x.draft_n_max if x.mtp else 0
     if x.mtp and choose_draft:

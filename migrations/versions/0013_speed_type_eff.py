@@ -30,7 +30,7 @@ down_revision: str | None = "0012_search_shape_size"
 branch_labels = None
 depends_on = None
 
-# crawler.catalog.search_index.SHAPE_COLUMNS at this revision (a migration keeps its own copy).
+# SHAPE_COLUMNS (crawler.catalog.candidates) at this revision (a migration keeps its own copy).
 _SHAPE = (
     "quality_score",
     "fit_weights_bytes",

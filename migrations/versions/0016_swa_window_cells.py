@@ -31,7 +31,7 @@ branch_labels = None
 depends_on = None
 
 _NEW = ("fit_swa_kv_per_cell", "fit_swa_cells")
-# crawler.catalog.search_index.SHAPE_COLUMNS at this revision (a migration keeps its own copy).
+# SHAPE_COLUMNS (crawler.catalog.candidates) at this revision (a migration keeps its own copy).
 _SHAPE = (
     "quality_score",
     "fit_weights_bytes",

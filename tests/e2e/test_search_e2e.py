@@ -709,7 +709,7 @@ def test_migrations_0003_and_0004_fill_what_the_crawl_stores(catalog_db, tmp_pat
 def test_migration_0013_fills_the_speed_type_efficiency(catalog_db, tmp_path):
     # A catalog at 0012 has no fit_type_eff; opened as every command opens it, it gets the
     # crawl's values and shapes that carry them.
-    from crawler.catalog.search_index import SHAPE_COLUMNS
+    from crawler.catalog.candidates import SHAPE_COLUMNS
     from crawler.crawl.catalogs import open_catalog
 
     db, expected = _downgraded(catalog_db, tmp_path, "0012_search_shape_size")
@@ -731,7 +731,7 @@ def test_migration_0013_fills_the_speed_type_efficiency(catalog_db, tmp_path):
 def test_migration_0014_fills_the_partial_slot_bytes(catalog_db, tmp_path):
     # A catalog at 0013 has no fit_slot_bytes (nor its kin); opened as every command opens it,
     # it gets the crawl's values and shapes that carry them.
-    from crawler.catalog.search_index import SHAPE_COLUMNS
+    from crawler.catalog.candidates import SHAPE_COLUMNS
     from crawler.crawl.catalogs import open_catalog
 
     db, expected = _downgraded(catalog_db, tmp_path, "0013_speed_type_eff")
@@ -755,7 +755,7 @@ def test_migration_0016_fills_the_swa_window_cells(catalog_db, tmp_path):
     # A catalog at 0015 has no fit_swa_kv_per_cell nor fit_swa_cells; opened as every command
     # opens it, it gets the crawl's values, shapes that carry them, and a memory bound that
     # reads them.
-    from crawler.catalog.search_index import SHAPE_COLUMNS
+    from crawler.catalog.candidates import SHAPE_COLUMNS
     from crawler.crawl.catalogs import open_catalog
 
     db, expected = _downgraded(catalog_db, tmp_path, "0015_search_shape_grams")

@@ -408,7 +408,7 @@ def test_the_margin_and_ctx_keys_read_only_exact_shape_columns(spec, ram):
 
     import sqlalchemy as sa
 
-    from crawler.catalog.search_index import SHAPE_COLUMNS
+    from crawler.catalog.candidates import SHAPE_COLUMNS
     from crawler.catalog.tables import Quant
 
     def columns(expr: str) -> set[str]:
