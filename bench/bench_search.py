@@ -33,8 +33,7 @@ from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.fit import KVGroup, MemoryCoefficients
 from crawler.library.search import SearchRequest, search
-from crawler.profile.groups import GroupStats
-from crawler.ranking.columns import draft_head_bytes, fit_extras, quality_score_of, search_scalars
+from crawler.ranking.columns import search_scalars, stored_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
@@ -163,15 +162,11 @@ def build(path: Path | str, n_quants: int, seed: int = 6) -> float:
                                      for g in co["kv_groups"]),
                 fit_fixed_bytes=co["recurrent_layers"]
                 * (co["recurrent_r"] + co["recurrent_s"]) * 4,
-                **fit_extras(co, draft_head_bytes((g["group_name"], g["n_bytes"]) for g in mine),
-                             label=label, groups=[GroupStats(*row) for row in sorted(
-                                 (g["group_name"], g["n_params"], g["n_bytes"], g["bpw"])
-                                 for g in mine)]),
+                **stored_columns(
+                    sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in mine),
+                    "ok", co, label,
+                ),
             )  # fmt: skip
-            quants[-1]["quality_score"] = quality_score_of(
-                sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in mine),
-                co,
-            )
             memory.append(
                 {"quant_id": qid, "status": "ok", "weights_bytes": co["weights_bytes"],
                  "mtp_weights_bytes": co["mtp_weights_bytes"], "expert_bytes": co["expert_bytes"],

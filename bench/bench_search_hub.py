@@ -69,8 +69,7 @@ from crawler.catalog.reader import Reader
 from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.library.search import search
-from crawler.profile.groups import GroupStats
-from crawler.ranking.columns import draft_head_bytes, fit_extras, quality_score_of, search_scalars
+from crawler.ranking.columns import search_scalars, stored_columns
 
 #: Uploader styles: (share of uploaders, quant labels a repo of theirs holds).
 FULL = [label for label, _, _ in LADDER]
@@ -117,12 +116,6 @@ def plan(n_quants: int, seed: int = 27) -> Iterator[tuple[str, str, str, int, li
             done += len(labels)
 
 
-def _stats(groups: list[dict[str, Any]]) -> list[GroupStats]:
-    """The groups as ranking loads them (name order)."""
-    rows = sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in groups)
-    return [GroupStats(*row) for row in rows]
-
-
 def _template_rows(fam_i: int, label: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict]:
     """The quant, tensor-group and memory-model columns every copy of (family, label) shares
     (computed once: the crawl's own search-column functions)."""
@@ -149,10 +142,9 @@ def _template_rows(fam_i: int, label: str) -> tuple[dict[str, Any], list[dict[st
         "fit_weights_bytes": co["weights_bytes"], "fit_expert_bytes": co["expert_bytes"],
         "fit_mtp_bytes": co["mtp_weights_bytes"], "fit_kv_per_token": kv,
         "fit_fixed_bytes": fixed,
-        **fit_extras(co, draft_head_bytes((g["group_name"], g["n_bytes"]) for g in groups),
-                     label=label, groups=_stats(groups)),
-        "quality_score": quality_score_of(
-            sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in groups), co
+        **stored_columns(
+            sorted((g["group_name"], g["n_params"], g["n_bytes"], g["bpw"]) for g in groups),
+            "ok", co, label,
         ),
     }  # fmt: skip
     memory = {

@@ -44,8 +44,8 @@ __all__ = ["Catalog", "catalog_identity", "params_from_pairs", "redact_url", "re
 #: (crawler/ranking/quality.py), so scores stored before it are recomputed once; 0013 added
 #: ``fit_type_eff`` (the --sort speed bound's weight rate), 0014 ``fit_slot_bytes`` and its kin (the
 #: --tier partial margin bound), 0016 ``fit_swa_kv_per_cell`` and ``fit_swa_cells`` (the memory
-#: bound's sliding-window cells).
-_SEARCH_COLUMNS_REVISION = "0016_swa_window_cells"
+#: bound's sliding-window cells), 0018 ``copy_key`` (a quant's copy class).
+_SEARCH_COLUMNS_REVISION = "0018_copy_classes"
 # SQLite waits this long for a writer's lock before "database is locked" (WAL readers never wait).
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Upper bound on rows `quants sql` materialises, so a cross join cannot exhaust memory.

@@ -20,7 +20,7 @@ from crawler.base.errors import CatalogError, SchemaOutOfDate
 __all__ = ["SCHEMA_HEAD", "Reader", "as_bool", "as_datetime", "placeholders"]
 
 #: The Alembic revision this version of quants reads and writes (a test checks it is the head).
-SCHEMA_HEAD = "0017_shape_index_ids"
+SCHEMA_HEAD = "0018_copy_classes"
 
 # The busy timeout the SQLAlchemy engine uses too (crawler.catalog.database).
 _SQLITE_TIMEOUT_S = 30.0

@@ -20,8 +20,11 @@ from crawler.catalog.tables import SEARCH_TEXT_MAX, MemoryModel, Quant, Repo, Te
 __all__ = [
     "ColumnsFn",
     "live_sql",
+    "live_values",
     "refresh_live_rows",
+    "refresh_repo_downloads",
     "refresh_search_columns",
+    "repo_downloads_sql",
     "search_shape_sql",
     "search_text_sql",
 ]
@@ -89,9 +92,44 @@ def live_sql(quants: Any, repos: Any) -> Any:
     return case((and_(quants.vanished_at.is_(None), repo_live.exists()), True), else_=False)
 
 
+def repo_downloads_sql(quants: Any, repos: Any) -> Any:
+    """SQL for ``quants.repo_downloads``: the repo's downloads, -1 for none (the search orders
+    downloads descending with none last; every count is >= 0)."""
+    return (
+        select(func.coalesce(repos.downloads, -1)).where(repos.id == quants.repo_pk)
+    ).scalar_subquery()
+
+
+def live_values(quants: Any, repos: Any) -> dict[str, Any]:
+    """The SQL of the columns kept with ``live``, for an UPDATE of ``quants`` rows."""
+    return {
+        "live": live_sql(quants, repos),
+        "search_text": search_text_sql(quants, repos),
+        "search_shape": search_shape_sql(quants),
+        "repo_downloads": repo_downloads_sql(quants, repos),
+    }
+
+
+def refresh_repo_downloads(s: Any, repo_pks: Sequence[int]) -> None:
+    """Copy these repos' downloads into their quants (only the rows whose copy differs), in
+    the transaction that changes them."""
+    s.flush()
+    new = repo_downloads_sql(Quant, Repo)
+    for chunk in range(0, len(repo_pks), 5000):
+        s.execute(
+            update(Quant)
+            .where(
+                Quant.repo_pk.in_(list(repo_pks[chunk : chunk + 5000])),
+                Quant.repo_downloads.is_distinct_from(new),
+            )
+            .values(repo_downloads=new)
+            .execution_options(synchronize_session=False)
+        )
+
+
 def refresh_live_rows(s: Any, repo_pks: Sequence[int]) -> None:
-    """Recompute ``quants.live``, ``search_text`` and ``search_shape`` for the quants of these
-    repos.
+    """Recompute ``quants.live``, ``search_text``, ``search_shape`` and ``repo_downloads`` for
+    the quants of these repos.
 
     Called in the transaction that changes any ``vanished_at``, base model or profile of those
     repos or their quants, so the search index never disagrees with the rows it copies.
@@ -103,11 +141,7 @@ def refresh_live_rows(s: Any, repo_pks: Sequence[int]) -> None:
         s.execute(
             update(Quant)
             .where(Quant.repo_pk.in_(list(repo_pks[chunk : chunk + 5000])))
-            .values(
-                live=live_sql(Quant, Repo),
-                search_text=search_text_sql(Quant, Repo),
-                search_shape=search_shape_sql(Quant),
-            )
+            .values(live_values(Quant, Repo))
             .execution_options(synchronize_session=False)
         )
 

@@ -9,6 +9,7 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 from crawler.catalog.candidates import JOINED, PARTIAL_COLUMNS, STREAM_CHUNK, Where
+from crawler.catalog.copy_walk import best_copy_ids
 from crawler.catalog.quality_runs import keyed_run, quality_run
 from crawler.catalog.reader import Reader, placeholders
 from crawler.catalog.size_order import shape_by_size
@@ -179,7 +180,9 @@ def best_of_run(
     exact: dict[str, Any] | None,
 ) -> list[tuple[tuple[Any, ...], float]] | None:
     """(row, bound) of a run's quants less each copy class's that ``:copies`` of its others
-    beat, in the run's order; None when a name query's ``matcher`` rules out one of them.
+    beat, in the run's order; None when a name query's ``matcher`` rules out one of them. The
+    kept ids from crawler.catalog.copy_walk (its stored classes), else from the window over
+    the run (``partition``'s classes).
 
     A copy left out ranks below at least ``:copies`` of its class's quants, all of them read
     here: with no name query, or one that matches all of them, they are ranking's candidates,
@@ -188,19 +191,32 @@ def best_of_run(
     # The columns are read for the kept quants only, named q (not their index entries y).
     keyed = run_key(run, exact, "q") if exact is not None else None
     row_key, key_params = keyed if keyed is not None else (key, {})
-    source, names = run_source(w, run)
-    sql = best_copies_sql(
-        f"{PARTIAL_COLUMNS}, {row_key} AS shape_key",
-        source,
-        JOINED,
-        partition,
-        "c.shape_key DESC, c.quality_score DESC NULLS LAST, c.size_bytes DESC,"
-        " c.downloads DESC NULLS LAST, c.repo_id, c.path",
-    )
+    columns = f"{PARTIAL_COLUMNS}, {row_key} AS shape_key"
+    source, names = run_source(w, run)  # the key's CASE names the run's shapes
+    ids = best_copy_ids(reader, w, run, int(params["copies"]))
+    if ids is not None:
+        if not ids:
+            return []
+        marks, id_names = placeholders("best_id", ids)
+        names = {**names, **id_names}
+        sql = (
+            f"{columns} FROM quants y CROSS JOIN {JOINED} WHERE y.id IN ({marks})"
+            f" AND q.id = y.id AND {w.sql} ORDER BY shape_key DESC,"
+            " q.quality_score DESC NULLS LAST, q.size_bytes DESC, r.downloads DESC NULLS LAST,"
+            " r.repo_id, q.path"
+        )
+        tail = 1  # the rows end on the key
+    else:
+        order = (
+            "c.shape_key DESC, c.quality_score DESC NULLS LAST, c.size_bytes DESC,"
+            " c.downloads DESC NULLS LAST, c.repo_id, c.path"
+        )
+        sql = best_copies_sql(columns, source, JOINED, partition, order)
+        tail = 2  # the rows end on the key and the copy's rank
     rows = reader.rows(sql, {**w.params, **params, **names, **key_params})
     if matcher is not None and not all(names_match(matcher, row) for row in rows):
         return None
-    return [(row[:-2], float(row[-2])) for row in rows]  # the rows end on the key and rank
+    return [(row[:-tail], float(row[-tail])) for row in rows]
 
 
 def names_match(matcher: QueryMatcher, row: tuple[Any, ...]) -> bool:

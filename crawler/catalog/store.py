@@ -16,7 +16,7 @@ from sqlalchemy import delete, func, select, update
 from crawler.catalog import Catalog
 from crawler.catalog.analyses import QuantRow, write_analyses
 from crawler.catalog.scans import ErrorRecord, add_errors, now_utc
-from crawler.catalog.search_index import refresh_live_rows
+from crawler.catalog.search_index import refresh_live_rows, refresh_repo_downloads
 from crawler.catalog.tables import (
     File,
     MeasuredQuality,
@@ -308,6 +308,7 @@ def touch_repos(catalog: Catalog, metas: Sequence[RepoMeta]) -> None:
             if m.likes is not None:
                 repo.likes = m.likes
             repo.last_seen_at = now
+        refresh_repo_downloads(s, [r.id for r in by_id.values()])
 
 
 def mark_repos_vanished(

@@ -147,6 +147,12 @@ class Quant(Base):
     # recipe of one base across its fine-tunes) get one memory bound and one sort bound, so a
     # search computes those per shape, not per quant.
     search_shape: Mapped[str | None] = mapped_column(String(SEARCH_SHAPE_MAX))
+    # Migration 0018: the copy class within a shape (crawler.ranking.columns.copy_key, written
+    # with the search columns), and the repo's downloads (-1 for none: the search's order puts
+    # them last), kept with ``live``: a class's best copies are the first entries of
+    # ix_quants_copy_class (crawler.catalog.copy_walk).
+    copy_key: Mapped[int | None] = mapped_column(BigInteger)
+    repo_downloads: Mapped[int] = mapped_column(BigInteger, default=-1, server_default="-1")
     # Provenance (migration 0006): NULL when this catalog's crawl read the header itself, else
     # where an imported analysis came from ("dataset OWNER/NAME", "directory PATH") and that
     # source's revision (dataset commit, manifest sha256).
@@ -392,6 +398,15 @@ Index(
     Quant.quality_score,
     Quant.repo_pk,
     postgresql_include=["id"],
+)
+# Each shape's copy classes, one seek each, and a class's quants best first (0018).
+Index(
+    "ix_quants_copy_class",
+    Quant.live,
+    Quant.search_shape,
+    Quant.copy_key,
+    Quant.size_bytes,
+    Quant.repo_downloads,
 )
 
 

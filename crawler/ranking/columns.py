@@ -6,6 +6,8 @@ Details: docs/internals/ranking.md#columns
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +23,7 @@ from crawler.ranking.speed_bound import read_bytes_floor, verify_experts_floor
 __all__ = [
     "FIT_EXTRAS",
     "SEARCH_SCALARS",
+    "copy_key",
     "draft_head_bytes",
     "fit_extras",
     "quality_score_of",
@@ -102,6 +105,41 @@ def draft_head_bytes(groups: Iterable[tuple[str, int]]) -> int:
     return int(found.get("output") or found.get("token_embd") or 0)
 
 
+def copy_key(
+    groups: Iterable[tuple[str, int, int, float | None]],
+    status: str,
+    coefficients: Mapping[str, Any] | None,
+    label: str | None,
+    quality: float | None,
+) -> int | None:
+    """``quants.copy_key``: a 64-bit digest of what ranking's estimates and quality read from a
+    quant beside its shape (crawler.catalog.search_index.search_shape_sql, which holds the MTP
+    verdicts): its tensor groups (name, n_params, n_bytes, bpw), memory model (status,
+    coefficient JSON), quant label and quality score. Quants of one shape with equal keys are
+    copies: equal estimates, sort values and quality whatever the request
+    (crawler.ranking.copies.copy_class_sql's classes, finer). None (never taken for a copy)
+    without a quality score, as ranking keeps those.
+
+    Two different quants share a key with probability 2**-64 a pair (BLAKE2b truncated to 8
+    bytes; https://www.rfc-editor.org/rfc/rfc7693)."""
+    if quality is None:
+        return None
+    text = json.dumps(
+        [
+            # Sorted here: a database's collation may order the names otherwise.
+            sorted([name, n_params, n_bytes, bpw] for name, n_params, n_bytes, bpw in groups),
+            status,
+            coefficients,
+            label,
+            quality,
+        ],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)  # a BIGINT on both databases
+
+
 def fit_extras(
     coefficients: Mapping[str, Any] | None,
     draft_head: int = 0,
@@ -153,13 +191,16 @@ def stored_columns(
     coefficients: Mapping[str, Any] | None,
     label: str | None,
 ) -> dict[str, Any]:
-    """``quality_score`` and FIT_EXTRAS of a stored quant, from its ``tensor_groups`` rows
-    (name, n_params, n_bytes, bpw; in name order), its memory model and its quant label: what
-    the catalog's upgrade back-fills after the migrations that add these columns."""
+    """``quality_score``, ``copy_key`` and FIT_EXTRAS of a stored quant, from its
+    ``tensor_groups`` rows (name, n_params, n_bytes, bpw; in name order), its memory model and
+    its quant label: what the catalog's upgrade back-fills after the migrations that add these
+    columns."""
     head = draft_head_bytes((name, n_bytes) for name, _p, n_bytes, _b in groups)
     stats = [GroupStats(name, n_params, n_bytes, bpw) for name, n_params, n_bytes, bpw in groups]
+    quality = quality_score_of(groups, coefficients)
     return {
-        "quality_score": quality_score_of(groups, coefficients),
+        "quality_score": quality,
+        "copy_key": copy_key(groups, status, coefficients, label, quality),
         **fit_extras(coefficients if status == "ok" else None, head, label=label, groups=stats),
     }
 
@@ -167,7 +208,8 @@ def stored_columns(
 def search_columns(
     groups: Sequence[GroupStats], memory: MemoryRecord, label: str | None
 ) -> dict[str, Any]:
-    """Every ``quants`` search column of one analysed quant: ``quality_score`` and ``fit_*``.
+    """Every ``quants`` search column of one analysed quant: ``quality_score``, ``copy_key``
+    and ``fit_*``.
 
     ``groups`` are its tensor groups (any order), ``label`` its quant label; the ``fit_*``
     copies of the prefilter terms are NULL unless the memory rules are modelled (status "ok").
@@ -175,10 +217,11 @@ def search_columns(
     ordered = sorted(groups, key=lambda g: g.name)
     ok = memory.status == "ok"
     head = draft_head_bytes((g.name, g.n_bytes) for g in ordered)
+    rows = [(g.name, g.n_params, g.n_bytes, g.bpw) for g in ordered]
+    quality = quality_score_of(rows, memory.coefficients)
     return {
-        "quality_score": quality_score_of(
-            ((g.name, g.n_params, g.n_bytes, g.bpw) for g in ordered), memory.coefficients
-        ),
+        "quality_score": quality,
+        "copy_key": copy_key(rows, memory.status, memory.coefficients, label, quality),
         "fit_weights_bytes": memory.weights_bytes if ok else None,
         "fit_expert_bytes": memory.expert_bytes if ok else None,
         "fit_mtp_bytes": memory.mtp_weights_bytes if ok else None,

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, bindparam, delete, select, update
 
 from crawler.base.errors import SnapshotError
 from crawler.catalog import Catalog
-from crawler.catalog.search_index import live_sql, search_shape_sql, search_text_sql
+from crawler.catalog.search_index import live_values
 from crawler.catalog.tables import (
     File,
     MemoryModel,
@@ -411,17 +411,11 @@ class _Merge:
             self.summary.files_written += written + len(updates)
 
     def refresh_live(self) -> None:
-        """``quants.live`` / ``search_text`` / ``search_shape`` of the touched repos, as the crawl
-        keeps them."""
+        """``quants.live`` and the columns kept with it (search_index.live_values) of the
+        touched repos, as the crawl keeps them."""
         for chunk in _chunks(sorted(self.touched_repos)):
             self.conn.execute(
-                update(Quant)
-                .where(Quant.repo_pk.in_(chunk))
-                .values(
-                    live=live_sql(Quant, Repo),
-                    search_text=search_text_sql(Quant, Repo),
-                    search_shape=search_shape_sql(Quant),
-                )
+                update(Quant).where(Quant.repo_pk.in_(chunk)).values(live_values(Quant, Repo))
             )
 
 

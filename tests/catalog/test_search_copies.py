@@ -19,8 +19,11 @@ from crawler.catalog import Catalog
 from crawler.catalog.candidates import materializer, sibling_lookup
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import Reader
+from crawler.catalog.search_index import refresh_search_columns, repo_downloads_sql
+from crawler.catalog.tables import Quant, Repo
 from crawler.cli.search_cmd import request_from_argv
 from crawler.library.search import search, validate_request
+from crawler.ranking.columns import copy_key, quality_score_of
 from crawler.ranking.copies import copy_class_sql
 from crawler.ranking.evaluate import evaluate, margin_of, speed_of, with_max_ctx
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec
@@ -107,6 +110,15 @@ def _near_copies(conn: sa.Connection) -> None:
         ),
         [row for row in labels if row["bits"]],
     )
+    # Each quant's copy class from its rows as they now are and its repo's downloads, as the
+    # crawl writes them with those (the other search columns stay as they were: the bounds stay
+    # true).
+    refresh_search_columns(conn, _class_only)
+    conn.execute(sa.update(Quant).values(repo_downloads=repo_downloads_sql(Quant, Repo)))
+
+
+def _class_only(groups: Any, status: str, co: Any, label: str | None) -> dict[str, Any]:
+    return {"copy_key": copy_key(groups, status, co, label, quality_score_of(groups, co))}
 
 
 #: A GPU fast enough that the weights' types set the pace (crawler.ranking.speed: on the
@@ -192,9 +204,12 @@ def test_margin_copies_left_out_from_ids_equal_the_windows(hub_url, monkeypatch)
     with several copy classes, exact ties between classes and copies tied on downloads. The
     ids it reads, shared with the next stream of the search (its fit count), give that stream
     its own candidates."""
-    from crawler.catalog import ordered
+    from crawler.catalog import ordered, shape_runs
     from crawler.ranking.rank import pre_key
 
+    # Runs not read from their ids are ranked by the SQL window (the class walk's classes are
+    # finer: test_the_class_walk_keeps_what_a_window_over_the_stored_classes_keeps).
+    monkeypatch.setattr(shape_runs, "best_copy_ids", lambda *_a: None)
     with Reader.open(hub_url) as reader:
         by_ids = checked = 0
         # PostgreSQL reads the window either way: one limit shows it (and the memo unused)
@@ -256,6 +271,16 @@ def test_a_copy_class_holds_equal_values(hub_url):
                     shapes.setdefault(row[1], set()).add(tuple(row[2:]))
                 assert all(len(v) == 1 for v in classes.values()), (targs, extra, sort)
                 assert sum(len(s) > 1 for s in shapes.values()) >= 20
+            # The stored classes within a shape (crawler.ranking.columns.copy_key): equal
+            # values, speed included, under every sort.
+            stored: dict[tuple[Any, ...], set[Any]] = {}
+            for qid, shape, key in reader.rows(
+                "SELECT id, search_shape, copy_key FROM quants WHERE live = TRUE"
+            ):
+                assert key is not None
+                stored.setdefault((shape, key), set()).add(values[qid])
+            assert all(len(v) == 1 for v in stored.values()), (targs, extra)
+            assert len(stored) < len(full) / 10  # many copies a class
 
 
 def _values(c: Any, spec: RunSpec, budget: Budget, memo: dict[Any, Any]) -> tuple[Any, ...]:
@@ -281,6 +306,37 @@ def _values(c: Any, spec: RunSpec, budget: Budget, memo: dict[Any, Any]) -> tupl
         c.quality_hint,
         with_max_ctx(ranked, spec, budget, memo).max_ctx,
     )
+
+
+def test_the_class_walk_keeps_what_a_window_over_the_stored_classes_keeps(hub_url):
+    """best_copy_ids (ix_quants_copy_class, class by class) keeps the quants the database's
+    RANK() over (size, downloads) within each shape's stored classes keeps, with the memory
+    bound and with a name's LIKE test, for 1, 5 and 12 copies (copies tie on downloads)."""
+    from crawler.catalog.candidates import JOINED, bounded
+    from crawler.catalog.copy_walk import best_copy_ids
+    from crawler.catalog.shape_runs import run_source
+    from crawler.ranking.copies import best_copies_sql
+
+    with Reader.open(hub_url) as reader:
+        shapes = [
+            s for (s,) in reader.rows("SELECT DISTINCT search_shape FROM quants WHERE live = TRUE")
+        ]
+        pruned = 0
+        for extra in ([], ["qwen"]):
+            req = request_from_argv([*TIERS[2][1], *extra, "--sort", "speed"])
+            budget, _, spec = validate_request(req)
+            w = bounded(req.filters, spec, budget)
+            for copies in (1, 5, 12):
+                for shape in shapes:
+                    source, names = run_source(w, [shape])
+                    sql = best_copies_sql("SELECT q.id", source, JOINED, "y.copy_key", "c.id")
+                    args = {**w.params, **names, "copies": copies}
+                    window = sorted(int(row[0]) for row in reader.rows(sql, args))
+                    walked = best_copy_ids(reader, w, [shape], copies)
+                    assert walked is not None and sorted(walked) == window, (extra, copies, shape)
+                    every = reader.rows(f"SELECT COUNT(*) FROM {source}", args)[0][0]
+                    pruned += every - len(window)
+        assert pruned > 1000
 
 
 def test_copies_are_kept_where_the_database_cannot_tell(hub_url):

@@ -72,6 +72,9 @@ def test_runs_keyed_by_their_shapes_equal_runs_keyed_row_by_row(hub_url, monkeyp
     on SQLite the runs without copies are read ids first: quality_runs.keyed_run) against
     the bound computed on every row: the same candidates, hints and order, the same results,
     with and without the copies left out."""
+    # Copies of runs not read from their ids are left out by the SQL window, the read
+    # keyed_run's classes equal (crawler.catalog.copy_walk's are finer).
+    monkeypatch.setattr(shape_runs, "best_copy_ids", lambda *_a: None)
     with Reader.open(hub_url) as reader:
         checked = 0
         for query in (None, "qwen3.6 27b"):

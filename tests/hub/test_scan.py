@@ -145,6 +145,26 @@ def test_recrawl_reads_no_header_of_unchanged_files(
     assert snapshot(url) == before
 
 
+def test_a_recrawl_copies_new_downloads_into_the_quants(
+    hub: HubEmulator, url: str, make_client: Callable[..., HubClient]
+) -> None:
+    """An unchanged repo's new downloads (written without a commit: the touch path) reach its
+    quants' copy, which the search's copy classes are ordered by (migration 0018)."""
+    _crawl(hub, url, make_client(hub))
+    copies = (
+        "SELECT q.repo_downloads, COALESCE(r.downloads, -1) FROM quants q"
+        " JOIN repos r ON r.id = q.repo_pk WHERE r.repo_id = ?"
+    )
+    before = rows(url, copies, UNSLOTH)
+    assert before and all(mine == theirs for mine, theirs in before)
+    hub.state.update_repo(UNSLOTH, downloads=before[0][1] + 12345)
+    again = _crawl(hub, url, make_client(hub), full=True)  # the listing that refreshes them
+    assert again.quants_analysed == 0  # no header read: the repo is unchanged
+    after = rows(url, copies, UNSLOTH)
+    assert len(after) == len(before)
+    assert all(mine == theirs == before[0][1] + 12345 for mine, theirs in after), (before, after)
+
+
 def test_reupload_under_the_same_name_is_detected_and_reread(
     hub: HubEmulator, url: str, make_client: Callable[..., HubClient], world_cache: FileCache
 ) -> None:
