@@ -13,12 +13,13 @@ from crawler.catalog.reader import Reader
 
 __all__ = ["best_copy_ids"]
 
-#: Classes a shape may have for its copies to be walked class by class (two reads a class);
-#: past that the run is ranked in SQL (crawler.ranking.copies.best_copies_sql).
+#: Classes a shape may have for its copies to be walked class by class (a compound query of
+#: as many parts); past that the run is ranked in SQL (crawler.ranking.copies.best_copies_sql).
 _MAX_CLASSES = 32
 
 #: A shape's copy classes, ascending: one index seek each (a loose index scan; the rows carry
-#: a count so that both databases stop the recursion at :walk_max).
+#: a count so that both databases stop the recursion past :walk_max), then a NULL row if a live
+#: quant of the shape has no class.
 _CLASSES = (
     "WITH RECURSIVE walk(k, n) AS ("
     " SELECT MIN(copy_key), 1 FROM quants WHERE live = TRUE AND search_shape = :walk_shape"
@@ -26,17 +27,14 @@ _CLASSES = (
     " AND search_shape = :walk_shape AND copy_key > walk.k), walk.n + 1"
     " FROM walk WHERE walk.k IS NOT NULL AND walk.n <= :walk_max)"
     " SELECT k FROM walk WHERE k IS NOT NULL"
+    " UNION ALL SELECT NULL FROM (SELECT 1 AS one FROM quants WHERE live = TRUE"
+    " AND search_shape = :walk_shape AND copy_key IS NULL LIMIT 1) AS unclassed"
 )
-_UNCLASSED = (
-    "SELECT 1 FROM quants WHERE live = TRUE AND search_shape = :walk_shape"
-    " AND copy_key IS NULL LIMIT 1"
-)
-#: A class's quants that pass the request's filters (y: the index entry, q: the row).
+#: The quants of a shape that pass the request's filters (y: the index entry, q: the row).
 _SOURCE = (
     " FROM quants y CROSS JOIN quants q JOIN repos r ON r.id = q.repo_pk"
     " JOIN memory_models m ON m.quant_id = q.id"
-    " WHERE y.live = TRUE AND y.search_shape = :walk_shape AND y.copy_key = :walk_key"
-    " AND q.id = y.id AND {where}"
+    " WHERE y.live = TRUE AND y.search_shape = :walk_shape AND q.id = y.id AND {where}"
 )
 
 
@@ -50,31 +48,38 @@ def best_copy_ids(reader: Reader, w: Where, run: Sequence[str], copies: int) -> 
 
     Within a class the index holds the quants in (size, downloads) order: the first
     ``copies`` that pass ``w`` and every quant tied with the last of them are kept (RANK keeps
-    ties); every other is beaten by at least ``copies``."""
+    ties); every other is beaten by at least ``copies``. Three reads a shape at most: its
+    classes, each class's first quants (one compound query), the ties of the full ones."""
     kept: list[int] = []
     for shape in run:
-        args: dict[str, Any] = {"walk_shape": shape}
-        if reader.rows(_UNCLASSED, args):
+        args: dict[str, Any] = {**w.params, "walk_shape": shape, "walk_copies": copies}
+        keys = [key for (key,) in reader.rows(_CLASSES, {**args, "walk_max": _MAX_CLASSES})]
+        if None in keys or len(keys) > _MAX_CLASSES:
             return None
-        classes = reader.rows(_CLASSES, {**args, "walk_max": _MAX_CLASSES})
-        if len(classes) > _MAX_CLASSES:
-            return None
+        if not keys:
+            continue
         source = _SOURCE.format(where=w.sql)
-        for (key,) in classes:
-            found = {**w.params, **args, "walk_key": key, "walk_copies": copies}
-            head = reader.rows(
-                f"SELECT y.id, y.size_bytes, y.repo_downloads{source}"
-                " ORDER BY y.size_bytes DESC, y.repo_downloads DESC LIMIT :walk_copies",
-                found,
-            )
-            ids = {int(row[0]) for row in head}
-            if len(head) == copies:
-                edge = {"walk_size": head[-1][1], "walk_downloads": head[-1][2]}
-                ties = reader.rows(
-                    f"SELECT y.id{source}"
-                    " AND y.size_bytes = :walk_size AND y.repo_downloads = :walk_downloads",
-                    {**found, **edge},
+        heads = " UNION ALL ".join(
+            f"SELECT * FROM (SELECT {i} AS walk_class, y.id, y.size_bytes, y.repo_downloads"
+            f"{source} AND y.copy_key = :walk_key{i}"
+            f" ORDER BY y.size_bytes DESC, y.repo_downloads DESC LIMIT :walk_copies) AS head{i}"
+            for i in range(len(keys))
+        )
+        args.update({f"walk_key{i}": key for i, key in enumerate(keys)})
+        found: dict[int, list[tuple[Any, ...]]] = {}
+        for row in reader.rows(heads, args):
+            found.setdefault(int(row[0]), []).append(row)
+        edges = []
+        for i, rows in found.items():
+            kept.extend(int(row[1]) for row in rows)
+            if len(rows) == copies:  # full: its last quant's ties may lie beyond
+                last = max(rows, key=lambda row: (-row[2], -row[3]))
+                args.update({f"walk_size{i}": last[2], f"walk_downloads{i}": last[3]})
+                edges.append(
+                    f"(y.copy_key = :walk_key{i} AND y.size_bytes = :walk_size{i}"
+                    f" AND y.repo_downloads = :walk_downloads{i})"
                 )
-                ids.update(int(row[0]) for row in ties)
-            kept.extend(ids)
+        if edges:
+            ties = reader.rows(f"SELECT y.id{source} AND ({' OR '.join(edges)})", args)
+            kept.extend({int(row[0]) for row in ties} - set(kept))
     return kept
