@@ -7,11 +7,12 @@ Details: docs/internals/base.md#search
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import re
 import time
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,14 @@ from crawler.fit.devices import parse_tensor_split
 from crawler.fit.gpus import GPUMatch, device_set, resolve_gpu
 from crawler.fit.setup import parse_ngl
 from crawler.profile.measured import order_by_measured
-from crawler.ranking.model import Budget, Filters, RunSpec, SearchOutcome
+from crawler.ranking.model import (
+    EARLY_STOP_SORTS,
+    Budget,
+    Candidate,
+    Filters,
+    RunSpec,
+    SearchOutcome,
+)
 from crawler.ranking.rank import rank_candidates
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 
@@ -336,10 +344,15 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
     stream = stream_candidates(
         reader, spec, budget, req.filters, req.sort, copies=req.limit, memo=shared
     )
+    # The sorts that leave out no copy stream the fit count's candidates in the same order:
+    # the count goes on from where ranking stopped (after what it read), instead of reading
+    # the stream again from its start (a broad name query's reads test names row by row).
+    same = req.sort in EARLY_STOP_SORTS
+    read: list[Candidate] = []
     unreadable: list[str] = []
     try:
         outcome = rank_candidates(
-            stream,
+            _recorded(stream, read) if same else stream,
             budget,
             spec,
             req.filters,
@@ -349,22 +362,29 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
             materialize=materializer(reader, vision=spec.vision, unreadable=unreadable),
             presorted=True,
         )
+        if not same:
+            stream.close()
+        fit_count, exact = outcome.fitting, not outcome.unevaluated
+        if req.count_cap and (outcome.unevaluated or outcome.considered >= req.limit):
+            # Ranking stopped once nothing could rank higher: count what fits apart, bounded.
+            from crawler.ranking.rank import count_fitting
+
+            counted = (
+                itertools.chain(read, stream)
+                if same
+                else stream_candidates(reader, spec, budget, req.filters, req.sort, memo=shared)
+            )
+            try:
+                fits, _, exact = count_fitting(
+                    counted, budget, spec, req.filters,
+                    materialize=materializer(reader, vision=spec.vision), cap=req.count_cap,
+                )  # fmt: skip
+            finally:
+                if not same:
+                    typing.cast(Generator[Candidate, None, None], counted).close()
+            fit_count = max(fits, outcome.fitting)
     finally:
         stream.close()
-    fit_count, exact = outcome.fitting, not outcome.unevaluated
-    if req.count_cap and (outcome.unevaluated or outcome.considered >= req.limit):
-        # Ranking stopped once nothing could rank higher: count what fits apart, bounded.
-        from crawler.ranking.rank import count_fitting
-
-        counted = stream_candidates(reader, spec, budget, req.filters, req.sort, memo=shared)
-        try:
-            fits, _, exact = count_fitting(
-                counted, budget, spec, req.filters,
-                materialize=materializer(reader, vision=spec.vision), cap=req.count_cap,
-            )  # fmt: skip
-        finally:
-            counted.close()
-        fit_count = max(fits, outcome.fitting)
     prefiltered_out = unknown = 0
     if outcome.results:
         outcome = _with_measured(reader, outcome, req.sort)
@@ -389,6 +409,13 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
             raise NothingFits(EMPTY_CATALOG, hint=FILL_CATALOG)
         raise NothingFits(_nothing_fits_message(result), hint=_nothing_fits_hint(result))
     return result
+
+
+def _recorded(stream: Iterator[Candidate], read: list[Candidate]) -> Iterator[Candidate]:
+    """``stream``, each candidate also appended to ``read`` as it passes."""
+    for c in stream:
+        read.append(c)
+        yield c
 
 
 def _with_measured(reader: Reader, outcome: SearchOutcome, sort: str) -> SearchOutcome:
