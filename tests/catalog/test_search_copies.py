@@ -153,6 +153,7 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
         )
         full = materializer(reader)(list(everything))
         left_out = checked = named_left_out = 0
+        limits = (1, 5, 12) if reader.dialect == "sqlite" else (12,)
         cases = [(t, sort, []) for _tier, t in TIERS for sort in ("speed", "margin")]
         cases += [(t, "speed", ["--mtp"]) for _tier, t in (*TIERS, _FAST)]
         cases += [(_FAST[1], "speed", ["--min-attn-bits", "8"])]
@@ -178,8 +179,9 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
             assert before == [_row(r) for r in oracle], (targs, extra, sort)
             named = req.filters.query is not None
             every = _ids(reader, spec, budget, req, None, by_name=not named)
-            # the dialects differ in the window's SQL, not in its limit: two on PostgreSQL
-            for limit in (1, 5, 12) if reader.dialect == "sqlite" else (1, 12):
+            # The dialects differ in the reads' SQL, not in the limits that drive them: one on
+            # PostgreSQL (the class walk at 1, 5 and 12 copies on both: its own test below).
+            for limit in limits:
                 req = request_from_argv([*targs, *extra, "--sort", sort, "--limit", str(limit)])
                 got = [_row(r) for r in search(reader, req).outcome.results]
                 assert got == before[:limit], (targs, extra, sort, limit)
@@ -192,7 +194,7 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
                 assert len(set(kept)) == len(kept) and _subsequence(kept, every)
                 left_out += len(every) - len(kept)
                 named_left_out += len(every) - len(kept) if named else 0
-        assert checked >= 15
+        assert checked >= (len(cases) - 1) * len(limits)  # nearly every case has an answer
         assert left_out > 1000  # the copies were left out, not read
         assert named_left_out > 500  # also with a name query
 
