@@ -7,7 +7,6 @@ Details: docs/internals/base.md#search
 from __future__ import annotations
 
 import inspect
-import itertools
 import math
 import re
 import time
@@ -370,7 +369,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
             from crawler.ranking.rank import count_fitting
 
             counted = (
-                itertools.chain(read, stream)
+                _replayed(read, stream)
                 if same
                 else stream_candidates(reader, spec, budget, req.filters, req.sort, memo=shared)
             )
@@ -380,8 +379,7 @@ def search(reader: Reader, req: SearchRequest) -> SearchResult:
                     materialize=materializer(reader, vision=spec.vision), cap=req.count_cap,
                 )  # fmt: skip
             finally:
-                if not same:
-                    typing.cast(Generator[Candidate, None, None], counted).close()
+                counted.close()
             fit_count = max(fits, outcome.fitting)
     finally:
         stream.close()
@@ -416,6 +414,14 @@ def _recorded(stream: Iterator[Candidate], read: list[Candidate]) -> Iterator[Ca
     for c in stream:
         read.append(c)
         yield c
+
+
+def _replayed(
+    read: list[Candidate], stream: Iterator[Candidate]
+) -> Generator[Candidate, None, None]:
+    """The candidates ``read`` from ``stream`` so far, then the rest of it."""
+    yield from read
+    yield from stream
 
 
 def _with_measured(reader: Reader, outcome: SearchOutcome, sort: str) -> SearchOutcome:
