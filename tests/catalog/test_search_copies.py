@@ -341,6 +341,39 @@ def test_the_class_walk_keeps_what_a_window_over_the_stored_classes_keeps(hub_ur
         assert pruned > 1000
 
 
+def test_the_class_walk_gives_way_to_the_window_where_a_shape_is_not_keyed(hub_url, monkeypatch):
+    """A shape with a live quant without a class (a catalog not refilled since migration
+    0018), or with more classes than the walk takes: best_copy_ids says so (None) and the
+    search's read ranks that run in SQL, with the same answer."""
+    from crawler.catalog import copy_walk
+    from crawler.catalog.candidates import bounded
+
+    req = request_from_argv([*TIERS[0][1], "--sort", "speed", "--limit", "5"])
+    budget, _, spec = validate_request(req)
+    with Reader.open(hub_url) as reader:
+        before = [_row(r) for r in search(reader, req).outcome.results]
+        w = bounded(req.filters, spec, budget)
+        (shape, n), *_ = reader.rows(
+            "SELECT search_shape, COUNT(DISTINCT copy_key) FROM quants WHERE live = TRUE"
+            " GROUP BY search_shape ORDER BY 2 DESC, 1"
+        )
+        assert n > 1 and copy_walk.best_copy_ids(reader, w, [shape], 5) is not None
+        with monkeypatch.context() as m:
+            m.setattr(copy_walk, "_MAX_CLASSES", n - 1)
+            assert copy_walk.best_copy_ids(reader, w, [shape], 5) is None
+    with Catalog.open(hub_url) as catalog, catalog.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE quants SET copy_key = NULL WHERE live = TRUE AND copy_key IS NOT NULL")
+        )
+    try:
+        with Reader.open(hub_url) as reader:
+            assert copy_walk.best_copy_ids(reader, w, [shape], 5) is None
+            assert [_row(r) for r in search(reader, req).outcome.results] == before != []
+    finally:  # the module's catalog, as the other tests read it
+        with Catalog.open(hub_url) as catalog, catalog.engine.begin() as conn:
+            refresh_search_columns(conn, _class_only)
+
+
 def test_copies_are_kept_where_the_database_cannot_tell(hub_url):
     """A text filter: the stream reads every candidate. A word no SQL tests (the name query's
     matcher rules out most of each class's best copies): the runs are read whole."""
