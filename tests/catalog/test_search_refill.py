@@ -20,7 +20,7 @@ from crawler.crawl.catalogs import open_catalog
 from crawler.ranking.columns import FIT_EXTRAS, stored_columns
 from tests.pg import BOTH_DATABASES, built_catalog
 
-_COLUMNS = ("id", "quality_score", *FIT_EXTRAS, "search_shape", "search_text")
+_COLUMNS = ("id", "quality_score", "copy_key", *FIT_EXTRAS, "search_shape", "search_text")
 
 
 @pytest.fixture(params=BOTH_DATABASES)
@@ -79,7 +79,8 @@ def test_the_refill_writes_the_crawls_columns_shapes_and_pieces(hub_url, monkeyp
     _exec(hub_url, "UPDATE quants SET search_shape = 'stale' || CAST(id AS VARCHAR(12))")
     _exec(
         hub_url,
-        "UPDATE quants SET quality_score = NULL, fit_slot_bytes = NULL, fit_swa_cells = 1"
+        "UPDATE quants SET quality_score = NULL, copy_key = NULL, fit_slot_bytes = NULL,"
+        " fit_swa_cells = 1"
         " WHERE id <> :id",
         id=first,
     )

@@ -12,13 +12,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from crawler.base.config import Settings
 from crawler.catalog import Catalog
+from crawler.catalog.tables import MemoryModel as Memory
+from crawler.catalog.tables import Quant as QuantRow
+from crawler.catalog.tables import TensorGroup as Group
 from crawler.catalog.tensor_tables import decode_tensor_table
 from crawler.crawl.progress import CrawlCounts
 from crawler.crawl.scan import ScanSummary, run_once
 from crawler.hub import HubClient
+from crawler.ranking.columns import stored_columns
 from tests.fixtures.world import (
     FAILING,
     WORLD,
@@ -402,11 +407,40 @@ def test_crawl_and_recrawl_on_each_database(
             "SELECT count(*) FROM v_tensor_groups WHERE group_name = 'attn'"
         )
         assert groups == [(first.quants_analysed,)]
+        # Each quant's copy class as the crawl wrote it is the one the refill computes from
+        # the stored rows (the JSON and the groups read back from this database).
+        assert _stored_classes(catalog) == _recomputed_classes(catalog)
+        assert sum(key is not None for key in _stored_classes(catalog).values()) >= 5
     hub.clear_log()
     again = _crawl(hub, catalog_url, make_client(hub))
     assert again.files_analysed == 0
     touched = {p.split("/resolve/")[0].strip("/") for p in _resolve_paths(hub)}
     assert touched == FAILING
+
+
+def _stored_classes(catalog: Catalog) -> dict[int, int | None]:
+    with catalog.engine.connect() as conn:
+        return dict(conn.execute(select(QuantRow.id, QuantRow.copy_key)).all())
+
+
+def _recomputed_classes(catalog: Catalog) -> dict[int, int | None]:
+    """copy_key from each quant's stored groups (name order), memory model and label."""
+    with catalog.engine.connect() as conn:
+        groups: dict[int, list[tuple[str, int, int, float | None]]] = {}
+        for qid, *group in conn.execute(
+            select(
+                Group.quant_id, Group.group_name, Group.n_params, Group.n_bytes, Group.bpw
+            ).order_by(Group.quant_id, Group.group_name)
+        ):
+            groups.setdefault(qid, []).append(tuple(group))
+        out = dict.fromkeys(_stored_classes(catalog))
+        for qid, status, co, label in conn.execute(
+            select(Memory.quant_id, Memory.status, Memory.coefficients, QuantRow.quant_label).join(
+                QuantRow, QuantRow.id == Memory.quant_id
+            )
+        ):
+            out[qid] = stored_columns(groups.get(qid, []), status, co, label)["copy_key"]
+        return out
 
 
 def test_retry_waits_end_when_the_pass_is_stopped():
