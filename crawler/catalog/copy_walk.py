@@ -17,6 +17,13 @@ __all__ = ["best_copy_ids"]
 #: as many parts); past that the run is ranked in SQL (crawler.ranking.copies.best_copies_sql).
 _MAX_CLASSES = 32
 
+#: Quants the walk may keep in all: the kept rows are then read by their ids (bound
+#: parameters, which both databases cap: 32,766 on SQLite since 3.32,
+#: https://www.sqlite.org/limits.html; 65,535 in PostgreSQL's Bind message, its parameter count
+#: an Int16, https://www.postgresql.org/docs/current/protocol-message-formats.html). More
+#: (copies tied on size and downloads, e.g. thousands with none) and the run is ranked in SQL.
+_MAX_KEPT = 4096
+
 #: A shape's copy classes, ascending: one index seek each (a loose index scan; the rows carry
 #: a count so that both databases stop the recursion past :walk_max), then a NULL row if a live
 #: quant of the shape has no class.
@@ -44,7 +51,8 @@ def best_copy_ids(reader: Reader, w: Where, run: Sequence[str], copies: int) -> 
     crawler.ranking.copies.best_copies_sql keeps, its classes taken within each shape (finer:
     the shape holds the MTP verdicts, copy_key the rest). None where a shape has a live quant
     without a class (a catalog not refilled since migration 0018, or no quality score: never
-    left out) or more than _MAX_CLASSES classes: the caller ranks the run in SQL.
+    left out), more than _MAX_CLASSES classes or more than _MAX_KEPT quants kept: the caller
+    ranks the run in SQL.
 
     Within a class the index holds the quants in (size, downloads) order: the first
     ``copies`` that pass ``w`` and every quant tied with the last of them are kept (RANK keeps
@@ -82,4 +90,6 @@ def best_copy_ids(reader: Reader, w: Where, run: Sequence[str], copies: int) -> 
         if edges:
             ties = reader.rows(f"SELECT y.id{source} AND ({' OR '.join(edges)})", args)
             kept.extend({int(row[0]) for row in ties} - set(kept))
+        if len(kept) > _MAX_KEPT:
+            return None
     return kept

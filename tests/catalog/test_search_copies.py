@@ -343,8 +343,9 @@ def test_the_class_walk_keeps_what_a_window_over_the_stored_classes_keeps(hub_ur
 
 def test_the_class_walk_gives_way_to_the_window_where_a_shape_is_not_keyed(hub_url, monkeypatch):
     """A shape with a live quant without a class (a catalog not refilled since migration
-    0018), or with more classes than the walk takes: best_copy_ids says so (None) and the
-    search's read ranks that run in SQL, with the same answer."""
+    0018), with more classes than the walk takes, or more quants kept than it may read by id:
+    best_copy_ids says so (None) and the search's read ranks that run in SQL, with the same
+    answer."""
     from crawler.catalog import copy_walk
     from crawler.catalog.candidates import bounded
 
@@ -361,6 +362,10 @@ def test_the_class_walk_gives_way_to_the_window_where_a_shape_is_not_keyed(hub_u
         with monkeypatch.context() as m:
             m.setattr(copy_walk, "_MAX_CLASSES", n - 1)
             assert copy_walk.best_copy_ids(reader, w, [shape], 5) is None
+        with monkeypatch.context() as m:  # more kept (ties) than ids a read may bind
+            m.setattr(copy_walk, "_MAX_KEPT", 4)
+            assert copy_walk.best_copy_ids(reader, w, [shape], 5) is None
+            assert [_row(r) for r in search(reader, req).outcome.results] == before
     with Catalog.open(hub_url) as catalog, catalog.engine.begin() as conn:
         conn.execute(
             sa.text("UPDATE quants SET copy_key = NULL WHERE live = TRUE AND copy_key IS NOT NULL")
