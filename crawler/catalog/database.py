@@ -140,12 +140,9 @@ def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
 class Catalog(Closing):
     """An open catalog database. Use as a context manager or call close."""
 
-    def __init__(self, engine: Engine, url: str, columns: ColumnsFn | None = None) -> None:
+    def __init__(self, engine: Engine, url: str) -> None:
         self.engine = engine
         self.url = url
-        #: The search-column function the opener passed (crawler.ranking.columns'), for the
-        #: writes that store analyses they did not compute (a snapshot import); None: none.
-        self.columns = columns
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     @classmethod
@@ -182,7 +179,7 @@ class Catalog(Closing):
                 tracer(statement, params)
 
             event.listen(engine, "before_cursor_execute", _trace)
-        catalog = cls(engine, url, columns)
+        catalog = cls(engine, url)
         try:
             if upgrade:
                 catalog.upgrade(columns)

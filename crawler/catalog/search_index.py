@@ -27,7 +27,6 @@ __all__ = [
     "repo_downloads_sql",
     "search_shape_sql",
     "search_text_sql",
-    "write_search_columns",
 ]
 
 _BATCH = 5000
@@ -156,7 +155,7 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
     only where the memory rules are modelled. Then ``search_shape`` from them, and the name
     pieces of the shapes (migration 0015) as its triggers keep them.
     """
-    q, m = (typing.cast(sa.Table, t.__table__) for t in (Quant, MemoryModel))
+    q, m, g = (typing.cast(sa.Table, t.__table__) for t in (Quant, MemoryModel, TensorGroup))
     pg = conn.dialect.name == "postgresql"
     if pg:
         # One statement a batch writes the rows and their pieces (_write_pg): the trigger's
@@ -164,7 +163,36 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
         # shapes' rewrite. Transactional: a failed upgrade leaves the trigger as it was.
         conn.exec_driver_sql(f"ALTER TABLE quants DISABLE TRIGGER {_GRAMS_TRIGGER}")
     ids = [row[0] for row in conn.execute(select(m.c.quant_id).order_by(m.c.quant_id))]
-    write_search_columns(conn, columns, ids)
+    for i in range(0, len(ids), _BATCH):
+        chunk = ids[i : i + _BATCH]
+        memory = {
+            qid: (status, co, label)
+            for qid, status, co, label in conn.execute(
+                select(m.c.quant_id, m.c.status, m.c.coefficients, q.c.quant_label)
+                .join(q, q.c.id == m.c.quant_id)
+                .where(m.c.quant_id.in_(chunk))
+            )
+        }
+        groups: dict[int, list[tuple[str, int, int, float | None]]] = {}
+        for qid, name, n_params, n_bytes, bpw in conn.execute(
+            select(g.c.quant_id, g.c.group_name, g.c.n_params, g.c.n_bytes, g.c.bpw)
+            .where(g.c.quant_id.in_(chunk))
+            .order_by(g.c.quant_id, g.c.group_name)
+        ):
+            groups.setdefault(qid, []).append((name, n_params, n_bytes, bpw))
+        rows = [{"b_id": qid, **columns(groups.get(qid, []), *memory[qid])} for qid in chunk]
+        if not rows:
+            continue
+        names = [k for k in rows[0] if k != "b_id"]
+        if pg:
+            _write_pg(conn, q, names, rows)
+        else:
+            conn.execute(
+                update(q)
+                .where(q.c.id == sa.bindparam("b_id"))
+                .values({name: sa.bindparam(name) for name in names}),
+                rows,
+            )
     # The shapes are made of these columns (crawler.catalog.candidates.SHAPE_COLUMNS); only
     # the rows whose shape changes are written (the triggers add pieces for no other).
     shape = search_shape_sql(q.c)
@@ -190,49 +218,6 @@ def refresh_search_columns(conn: sa.Connection, columns: ColumnsFn) -> int:
         )
     )
     return len(ids)
-
-
-def write_search_columns(conn: sa.Connection, columns: ColumnsFn, ids: Sequence[int]) -> None:
-    """Write ``columns``' values for those of the quants ``ids`` that have a memory model, from
-    their tensor groups, memory models and labels, a batch at a time. On PostgreSQL each batch also
-    writes the rows' shapes and their name pieces (_write_pg); on SQLite the caller rewrites
-    the shapes."""
-    q, m, g = (typing.cast(sa.Table, t.__table__) for t in (Quant, MemoryModel, TensorGroup))
-    pg = conn.dialect.name == "postgresql"
-    for i in range(0, len(ids), _BATCH):
-        chunk = ids[i : i + _BATCH]
-        memory = {
-            qid: (status, co, label)
-            for qid, status, co, label in conn.execute(
-                select(m.c.quant_id, m.c.status, m.c.coefficients, q.c.quant_label)
-                .join(q, q.c.id == m.c.quant_id)
-                .where(m.c.quant_id.in_(chunk))
-            )
-        }
-        groups: dict[int, list[tuple[str, int, int, float | None]]] = {}
-        for qid, name, n_params, n_bytes, bpw in conn.execute(
-            select(g.c.quant_id, g.c.group_name, g.c.n_params, g.c.n_bytes, g.c.bpw)
-            .where(g.c.quant_id.in_(chunk))
-            .order_by(g.c.quant_id, g.c.group_name)
-        ):
-            groups.setdefault(qid, []).append((name, n_params, n_bytes, bpw))
-        rows = [
-            {"b_id": qid, **columns(groups.get(qid, []), *memory[qid])}
-            for qid in chunk
-            if qid in memory
-        ]
-        if not rows:
-            continue
-        names = [k for k in rows[0] if k != "b_id"]
-        if pg:
-            _write_pg(conn, q, names, rows)
-        else:
-            conn.execute(
-                update(q)
-                .where(q.c.id == sa.bindparam("b_id"))
-                .values({name: sa.bindparam(name) for name in names}),
-                rows,
-            )
 
 
 #: Migration 0015's PostgreSQL trigger on quants that adds a new text's or shape's pieces.

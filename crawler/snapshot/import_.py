@@ -20,7 +20,7 @@ from sqlalchemy import Connection, bindparam, delete, select, update
 
 from crawler.base.errors import SnapshotError
 from crawler.catalog import Catalog
-from crawler.catalog.search_index import ColumnsFn, live_values, write_search_columns
+from crawler.catalog.search_index import live_values
 from crawler.catalog.tables import (
     File,
     MemoryModel,
@@ -410,13 +410,6 @@ class _Merge:
                 )
             self.summary.files_written += written + len(updates)
 
-    def search_columns(self, columns: ColumnsFn) -> None:
-        """The search columns of the quants taken (quality, copy class, the fit extras the
-        manifest does not carry) computed from their imported rows, as the crawl computes them
-        from its own (search_index.write_search_columns)."""
-        ids = sorted(qid for key, qid in self.quant_id.items() if key in self.quants_taken)
-        write_search_columns(self.conn, columns, ids)
-
     def refresh_live(self) -> None:
         """``quants.live`` and the columns kept with it (search_index.live_values) of the
         touched repos, as the crawl keeps them."""
@@ -464,8 +457,6 @@ def import_snapshot(
                 merge.children("tensor_tables.parquet", replace_existing=True)
                 merge.versions()
                 merge.files()
-                if catalog.columns is not None:
-                    merge.search_columns(catalog.columns)
                 merge.refresh_live()
                 rebuild(conn, dropped)
                 conn.commit()
