@@ -32,7 +32,8 @@ from crawler.catalog.reader import Reader
 from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import MemoryModel, Quant, Repo, TensorGroup
 from crawler.fit import KVGroup, MemoryCoefficients
-from crawler.library.search import SearchRequest, search
+from crawler.library.search import search
+from crawler.library.search_request import SearchRequest
 from crawler.ranking.columns import search_scalars, stored_columns
 
 ROOT = Path(__file__).resolve().parents[1]

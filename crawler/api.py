@@ -147,8 +147,8 @@ def search(
     """
     from crawler.crawl.catalogs import reading
     from crawler.crawl.ondemand import look_up
-    from crawler.library.search import checked_request
     from crawler.library.search import search as run_search
+    from crawler.library.search_request import checked_request
 
     settings = Settings.from_env().replace(db_url=db)
     options = dict(  # noqa: C408 (keywords read as the call's own)

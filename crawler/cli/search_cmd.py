@@ -40,7 +40,8 @@ from crawler.cli._options import (
 from crawler.ranking.speed import DEFAULT_ACCEPTANCE
 
 if TYPE_CHECKING:
-    from crawler.library.search import SearchRequest, SearchResult
+    from crawler.library.search import SearchResult
+    from crawler.library.search_request import SearchRequest
 
 _EQUIVALENT_ROWS = 3
 #: Options of this command that are not part of the search request.
@@ -222,7 +223,7 @@ def request_from_argv(argv: Sequence[str]) -> SearchRequest:
     """The request ``quants search ARGV`` makes (checked as api.search checks it); without
     --headroom, QUANTS_HEADROOM's (the one budget rule, crawler.base.budget)."""
     from crawler.base.config import Settings
-    from crawler.library.search import checked_request
+    from crawler.library.search_request import checked_request
 
     return checked_request(search_options(argv), headroom_gib=Settings.from_env().headroom_gib)
 

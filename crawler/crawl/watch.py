@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from crawler.base.config import Settings
     from crawler.catalog import Catalog
     from crawler.catalog.watches import WatchHitRecord, WatchRecord
-    from crawler.library.search import SearchRequest
+    from crawler.library.search_request import SearchRequest
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def result_key(result: Mapping[str, Any], content_key: str | None) -> str:
 def watch_request(settings: Settings, options: Mapping[str, Any]) -> SearchRequest:
     """The request a watch's options make (UsageError for a bad one); without ``headroom``,
     the settings' (as ``quants search`` takes QUANTS_HEADROOM)."""
-    from crawler.library.search import checked_request
+    from crawler.library.search_request import checked_request
 
     return checked_request(options, headroom_gib=settings.headroom_gib)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from crawler.base.budget import DEFAULT_HEADROOM_GIB
 from crawler.fit.tiers import TIERS
-from crawler.library.search import SearchRequest, build_request
+from crawler.library.search_request import SearchRequest, build_request
 
 __all__ = [
     "SEARCH_PARAMS",

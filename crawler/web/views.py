@@ -18,7 +18,7 @@ from crawler.profile.mtp_grade import mtp_grade
 if TYPE_CHECKING:
     from crawler.catalog import Catalog
     from crawler.catalog.quant_detail import QuantDetail
-    from crawler.library.search import SearchRequest
+    from crawler.library.search_request import SearchRequest
 
 __all__ = ["model_view", "quant_view", "scans_view", "search_view"]
 

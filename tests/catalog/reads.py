@@ -8,7 +8,7 @@ from typing import Any
 from crawler.catalog.candidates import materializer, sibling_lookup
 from crawler.catalog.ordered import stream_candidates
 from crawler.cli.search_cmd import request_from_argv
-from crawler.library.search import validate_request
+from crawler.library.search_request import validate_request
 from crawler.ranking.rank import pre_key, rank_candidates
 
 

@@ -23,7 +23,7 @@ from crawler.catalog.store import mark_repos_vanished, refresh_live
 from crawler.catalog.tables import Quant, Repo
 from crawler.cli.search_cmd import request_from_argv
 from crawler.crawl.catalogs import open_catalog
-from crawler.library.search import validate_request
+from crawler.library.search_request import validate_request
 from crawler.ranking.query import QueryMatcher
 from tests.catalog.populate import NEWCOMER, add_newcomer, populate
 from tests.catalog.reads import by_name_agrees, ranked

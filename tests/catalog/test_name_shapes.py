@@ -23,7 +23,7 @@ from crawler.catalog.store import refresh_live
 from crawler.catalog.tables import Quant, Repo
 from crawler.cli.search_cmd import request_from_argv
 from crawler.crawl.catalogs import open_catalog
-from crawler.library.search import COUNT_CAP, validate_request
+from crawler.library.search_request import COUNT_CAP, validate_request
 from crawler.ranking.columns import stored_columns
 from crawler.ranking.query import QueryMatcher
 from crawler.ranking.rank import count_fitting

@@ -15,7 +15,8 @@ from crawler.catalog.candidates import materializer
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import Reader
 from crawler.cli.search_cmd import request_from_argv
-from crawler.library.search import search, validate_request
+from crawler.library.search import search
+from crawler.library.search_request import validate_request
 from crawler.ranking.model import Budget, Filters, RunSpec
 from crawler.ranking.rank import rank_candidates
 from tests.catalog.reads import ranked

@@ -22,7 +22,8 @@ from crawler.catalog.reader import Reader
 from crawler.catalog.search_index import refresh_search_columns, repo_downloads_sql
 from crawler.catalog.tables import Quant, Repo
 from crawler.cli.search_cmd import request_from_argv
-from crawler.library.search import search, validate_request
+from crawler.library.search import search
+from crawler.library.search_request import validate_request
 from crawler.ranking.columns import copy_key, quality_score_of
 from crawler.ranking.copies import copy_class_sql
 from crawler.ranking.evaluate import evaluate, margin_of, speed_of, with_max_ctx

@@ -23,7 +23,7 @@ from crawler.catalog.ordered import _walk, stream_candidates
 from crawler.catalog.reader import Reader
 from crawler.catalog.size_order import _SIZE_SHAPES, size_by_shape
 from crawler.cli.search_cmd import request_from_argv
-from crawler.library.search import validate_request
+from crawler.library.search_request import validate_request
 from crawler.ranking.bounds import bound_sql, ram_may_fit
 from crawler.ranking.evaluate import evaluate
 from crawler.ranking.model import BOUNDED_SORTS, Budget, Filters, RunSpec

@@ -18,7 +18,8 @@ from crawler.catalog import Catalog
 from crawler.catalog.candidates import materializer
 from crawler.catalog.ordered import stream_candidates
 from crawler.catalog.reader import Reader
-from crawler.library.search import SearchRequest, resolve_budget, search
+from crawler.library.search import search
+from crawler.library.search_request import SearchRequest, resolve_budget
 from crawler.ranking.model import SORT_KEYS, Budget, Candidate, Filters, RunSpec
 from crawler.ranking.rank import rank_candidates
 from tests.pg import BOTH_DATABASES, built_catalog

@@ -22,7 +22,7 @@ from crawler.catalog import Catalog
 from crawler.catalog.tables import Quant, Repo
 from crawler.catalog.watches import get_watch, list_hits
 from crawler.crawl.watch import add_watch, evaluate_watches, feed_paths
-from crawler.library.search import SearchRequest
+from crawler.library.search_request import SearchRequest
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 

@@ -7,7 +7,7 @@ import pytest
 
 from crawler.base.errors import UsageError
 from crawler.cli.search_cmd import options_argv, request_from_argv, search_options
-from crawler.library.search import checked_request
+from crawler.library.search_request import checked_request
 
 
 def test_only_the_given_options_are_kept_by_name():
