@@ -97,14 +97,21 @@ def seconds(row: Row) -> float:
     return expected_tokens(row.alpha, row.k) / row.measured
 
 
+def _predicted_seconds(row: Row, values: list[float]) -> float:
+    with constants(values):
+        return expected_tokens(row.alpha, row.k) / predict(row)
+
+
+def offset(row: Row) -> float:
+    """The row's predicted seconds with every constant at 0: what no constant scales (another
+    GPU's cache read at its bandwidth over the H200's)."""
+    return _predicted_seconds(row, [0.0] * len(names()))
+
+
 def features(row: Row) -> list[float]:
-    """The row's predicted seconds with each constant alone at 1."""
-    n = len(names())
-    out = []
-    for i in range(n):
-        with constants([1.0 if j == i else 0.0 for j in range(n)]):
-            out.append(expected_tokens(row.alpha, row.k) / predict(row))
-    return out
+    """The row's predicted seconds with each constant alone at 1, less its offset."""
+    n, base = len(names()), offset(row)
+    return [_predicted_seconds(row, [float(j == i) for j in range(n)]) - base for i in range(n)]
 
 
 def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -120,45 +127,39 @@ def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def fit() -> list[float]:
-    """The H200's constants, fitted on its rows not held out."""
-    fit_rows = [r for r in rows() if not held_out(r) and not depth_fit(r)]
+    """The H200's constants, fitted on its rows not held out and the other GPU's deep rows
+    without MTP (depth_fit: the H100 has the H200's compute, and attention over a long cache is
+    bound by compute)."""
+    fit_rows = [r for r in rows() if not held_out(r) and not (depth_fit(r) and r.k > 0)]
     a = np.array([features(r) for r in fit_rows])
     y = np.array([seconds(r) for r in fit_rows])
-    return [float(v) for v in nnls(a / y[:, None], np.ones_like(y))]
+    b = y - np.array([offset(r) for r in fit_rows])
+    return [float(v) for v in nnls(a / y[:, None], b / y)]
 
 
 @contextmanager
-def depth_terms(share: float, layers: float) -> Iterator[None]:
-    """The model with these depth terms of other GPUs and of drafting, restored afterwards."""
-    saved = speed.DEPTH_BANDWIDTH_SHARE["quant"], speed.DRAFT_DEPTH_LAYERS
-    speed.DEPTH_BANDWIDTH_SHARE["quant"], speed.DRAFT_DEPTH_LAYERS = share, layers
+def draft_depth(layers: float) -> Iterator[None]:
+    """The model with this DRAFT_DEPTH_LAYERS, restored afterwards."""
+    saved = speed.DRAFT_DEPTH_LAYERS
+    speed.DRAFT_DEPTH_LAYERS = layers
     try:
         yield
     finally:
-        speed.DEPTH_BANDWIDTH_SHARE["quant"], speed.DRAFT_DEPTH_LAYERS = saved
+        speed.DRAFT_DEPTH_LAYERS = saved
 
 
-def fit_depth(values: list[float]) -> tuple[float, float]:
-    """DEPTH_BANDWIDTH_SHARE["quant"] and DRAFT_DEPTH_LAYERS on the depth_fit rows, with the
-    H200's constants ``values``, each by least squares of the relative errors: the share (in a
-    max(), so by a scan of 0-1) on the rows without MTP, then the layers (linear) on the MTP
-    rows."""
-    no_mtp = [r for r in rows() if depth_fit(r) and r.k == 0]
+def fit_depth(values: list[float]) -> float:
+    """DRAFT_DEPTH_LAYERS on the depth_fit rows (the other GPU's MTP rows at depth), with the
+    H200's constants ``values``: linear least squares of the relative errors."""
     mtp = [r for r in rows() if depth_fit(r) and r.k > 0]
     with constants(values):
-
-        def sse(share: float) -> float:
-            with depth_terms(share, 0.0):
-                return sum((predict(r) / r.measured - 1) ** 2 for r in no_mtp)
-
-        share = min((i / 1000 for i in range(1001)), key=sse)
-        with depth_terms(share, 0.0):
+        with draft_depth(0.0):
             base = np.array([seconds(r) * r.measured / predict(r) for r in mtp])
-        with depth_terms(share, 1.0):
+        with draft_depth(1.0):
             per_layer = np.array([seconds(r) * r.measured / predict(r) for r in mtp]) - base
     y = np.array([seconds(r) for r in mtp])
     f = per_layer / y
-    return share, float(np.dot(f, 1.0 - base / y) / np.dot(f, f))
+    return float(np.dot(f, 1.0 - base / y) / np.dot(f, f))
 
 
 def report(values: list[float], pick: Callable[[Row], bool]) -> list[float]:
@@ -221,9 +222,9 @@ def main() -> None:
     for name, v in zip(names(), values, strict=False):
         shown = f"eff {1 / v:.3f}" if name.startswith("1/") and v > 0 else f"{v:.4g}"
         print(f"{name:>16}: {shown}")
-    share, layers = fit_depth(values)
-    print(f"DEPTH_BANDWIDTH_SHARE quant: {share:.3f}\nDRAFT_DEPTH_LAYERS: {layers:.3f}")
-    with depth_terms(share, layers):
+    layers = fit_depth(values)
+    print(f"DRAFT_DEPTH_LAYERS: {layers:.3f}")
+    with draft_depth(layers):
         for label, pick in (("fitted", lambda r: not held_out(r)), ("held out", held_out)):
             e = np.abs(report(values, pick))
             print(f"{label}: n={len(e)} median {np.median(e):.1%} p90 {np.percentile(e, 90):.1%}")

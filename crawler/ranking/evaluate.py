@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crawler.base.errors import EstimateError
-from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, estimate, max_ctx
+from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, cache_type, estimate, max_ctx
 from crawler.fit.choose import MtpMode
 from crawler.fit.devices import (
     DeviceShare,
@@ -155,9 +155,21 @@ def speed_inputs(
         n_swa=sum(g.count for g in swa),
         swa_window=co.n_swa,
         q_width=co.n_head * head,
+        kv_row_bytes=kv_row_bytes(co, cfg),
         cache_type=cfg.type_k,
         ctx=cfg.ctx,
     )
+
+
+def kv_row_bytes(co: MemoryCoefficients, cfg: RunConfig) -> float:
+    """K and V bytes of one cached token in one attention layer at the configured cache types,
+    averaged over the trunk's attention layers (0 without any)."""
+    n = sum(g.count for g in co.kv_groups)
+    if n == 0:
+        return 0.0
+    k, v = cache_type(cfg.type_k), cache_type(cfg.type_v)
+    rows = sum(g.count * (k.row_bytes(g.k_width) + v.row_bytes(g.v_width)) for g in co.kv_groups)
+    return rows / n
 
 
 def _partial_speed(c: Candidate, est: FitEstimate, speed: SpeedEstimate) -> SpeedEstimate:

@@ -57,16 +57,16 @@ DRAFT_N_CHOICES = (1, 2, 3, 4, 5)
 #: files of four architectures, H200; docs/models.md). Types not measured use their class.
 TYPE_EFFICIENCY: dict[str, float] = {
     "Q3_K": 0.125,
-    "IQ3_XXS": 0.179,
+    "IQ3_XXS": 0.178,
     "IQ4_XS": 0.255,
     "Q4_0": 0.283,
     "Q4_K": 0.245,
     "Q5_K": 0.280,
     "Q6_K": 0.260,
-    "Q8_0": 0.394,
-    "F16": 0.394,
-    "BF16": 0.394,
-    "F32": 0.394,
+    "Q8_0": 0.393,
+    "F16": 0.393,
+    "BF16": 0.393,
+    "F32": 0.393,
 }
 #: Bits-per-weight classes for files whose type mix is unknown: below 4 bits the 2- and 3-bit
 #: kernels (lookup-table and 3-bit K-quants), else the median of the 4- to 6-bit types.
@@ -75,38 +75,38 @@ MID_BIT_EFFICIENCY = 0.283
 #: The fastest type's efficiency: the --sort speed bound's for a quant whose mix is not stored.
 FASTEST_TYPE_EFFICIENCY = max(TYPE_EFFICIENCY.values())
 #: Fixed cost per MoE layer, seconds (router, expert gather: fitted).
-MOE_LAYER_S = 6.895e-5
+MOE_LAYER_S = 6.887e-5
 #: Attention at depth, seconds per (token of depth x query-head element) per attention layer on
 #: the H200, by cache type class; a quantized cache's fixed cost per attention layer.
-DEPTH_S = {"f16": 3.437e-13, "quant": 8.889e-13}
-QCACHE_LAYER_S = 1.552e-5
-#: Attention at depth on another GPU (depth_scale): bound by the GPU's compute, or by this share
-#: of what its bandwidth alone would allow, whichever is slower. An H100 SXM (the H200's
-#: compute, 0.69x its bandwidth) attends over a q4_0 cache 1.13-1.17x slower per token, not
-#: 1.46x: a quantized cache's attention is compute-bound there (fitted on the H100's
-#: llama-server rows at 64K-258K without MTP). An f16 cache keeps the bandwidth ratio (the H100's
-#: f16 row at 128K: -4 %).
-DEPTH_BANDWIDTH_SHARE = {"f16": 1.0, "quant": 0.766}
+DEPTH_S = {"f16": 3.444e-13, "quant": 9.405e-13}
+QCACHE_LAYER_S = 1.442e-5
+#: Attention at depth on another GPU (_layer_depth_seconds): the H200's time scaled by the
+#: GPU's compute (FP32 TFLOPS ratio), plus the cache bytes read at the GPU's bandwidth over what
+#: the H200's bandwidth took. Decode attention over a long cache is bound by compute: the H100 SXM
+#: (the H200's compute, 0.69x its bandwidth) decoded the seed's file as fast as the H200 at 262K
+#: (24.5 tok/s against 24.7), and an RTX 4090 (1.23x the H200's FP32, 0.21x its bandwidth) lost
+#: 15 % from 1K to 64K tokens of a q4_0 cache on Qwen3.5-27B (docs/models.md), not the 52 % its
+#: bandwidth ratio would give.
 #: MTP at depth: each drafted token also attends over the cache (the MTP block's own attention
 #: layer, and one more query column in each of the verify batch's attention layers), costing
 #: this many attention layers' depth cost (fitted on the H100's k=3 rows at acceptance 0 and 1
 #: with 64K-258K tokens in the cache).
-DRAFT_DEPTH_LAYERS = 1.296
+DRAFT_DEPTH_LAYERS = 1.550
 #: Experts in host memory: share of the host bandwidth reached (fitted against the default
 #: 60 GB/s on the measuring machine's host).
 HOST_EFF = 0.629
 #: llama-server's own cost per decode step (sampling, slot bookkeeping) over llama-bench's.
-SERVER_S = 4.104e-4
+SERVER_S = 4.193e-4
 #: MTP: fixed cost per drafted token (the draft pass and its share of the verify batch: the two
 #: scale together with k and are not separable from speed alone), and per accepted token.
-DRAFT_S = 1.736e-3
+DRAFT_S = 1.739e-3
 ACCEPT_S = 1.064e-3
 #: MTP verify: seconds per weight byte of the target pass per drafted token on the H200. Each
 #: drafted token is one more column of the verify batch, and the decode kernels are bound by
 #: dequantisation work per weight (TYPE_EFFICIENCY), so a column costs in proportion to the
 #: weights the target reads: 0.7 ms on the dense 27B, 0.1 ms on the 3B-active MoE (a drafted
 #: token costs 3.3 and 2.1 ms in all, measured at acceptance 0).
-VERIFY_S = 4.629e-14
+VERIFY_S = 4.411e-14
 #: Other GPUs, per platform (the llama.cpp backend: "cuda" for NVIDIA and the rest, "metal" for
 #: Apple): the share of peak bandwidth weight reads reach where the kernels keep up, a fixed cost
 #: per trunk layer beyond the H200's and per MoE layer (seconds). Fitted (tools/fit_speed.py
@@ -197,6 +197,7 @@ class SpeedInputs:
     n_swa: int = 0  # sliding-window trunk layers
     swa_window: int = 0
     q_width: int = 0  # query heads x head dim of an attention layer
+    kv_row_bytes: float = 0.0  # K and V bytes of one cached token in one attention layer
     cache_type: str = "f16"  # the K cache type (-ctk)
     ctx: int = 0  # tokens at the target context
 
@@ -288,15 +289,13 @@ def active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) ->
     return expert_bytes * max(n_expert_used, 1) / n_expert if n_expert > 0 else float(expert_bytes)
 
 
-def depth_scale(bandwidth_gb_s: float, fp32_tflops: float | None, cache_type: str) -> float:
-    """How many times the H200's time attention over the cache takes on a GPU: the slower of
-    its compute ratio and DEPTH_BANDWIDTH_SHARE of its bandwidth ratio; the bandwidth ratio
-    alone where the GPU's compute is not known."""
-    bw = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s
+def depth_scale(bandwidth_gb_s: float, fp32_tflops: float | None) -> float:
+    """How many times the H200's compute time attention over the cache takes on a GPU: its
+    compute ratio; the bandwidth ratio where the GPU's compute is not known (then the cache
+    read is not added apart: _layer_depth_seconds)."""
     if fp32_tflops is None or fp32_tflops <= 0:
-        return bw
-    share = DEPTH_BANDWIDTH_SHARE[_cache_class(cache_type)]
-    return max(MEASURED_GPU_FP32_TFLOPS / fp32_tflops, share * bw)
+        return MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s
+    return MEASURED_GPU_FP32_TFLOPS / fp32_tflops
 
 
 def _cache_class(cache_type: str) -> str:
@@ -306,9 +305,15 @@ def _cache_class(cache_type: str) -> str:
 def _layer_depth_seconds(
     x: SpeedInputs, depth: int, bandwidth_gb_s: float, fp32_tflops: float | None
 ) -> float:
-    """One full-attention layer's attention over ``depth`` tokens of cache, per token."""
+    """One attention layer's attention over ``depth`` tokens of cache, per token: the H200's
+    time scaled by depth_scale, and with the GPU's compute known the cache bytes' read time at
+    its bandwidth over the H200's (part of the H200's fitted time)."""
     per = x.q_width * DEPTH_S[_cache_class(x.cache_type)]
-    return depth * per * depth_scale(bandwidth_gb_s, fp32_tflops, x.cache_type)
+    s = depth * per * depth_scale(bandwidth_gb_s, fp32_tflops)
+    if fp32_tflops is not None and fp32_tflops > 0:
+        extra = 1.0 / bandwidth_gb_s - 1.0 / MEASURED_GPU_BANDWIDTH_GB_S
+        s += depth * x.kv_row_bytes * extra / GB
+    return s
 
 
 def decode_seconds(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -10,7 +11,6 @@ from hypothesis import strategies as st
 
 from crawler.ranking.speed import (
     DEFAULT_ACCEPTANCE,
-    DEPTH_BANDWIDTH_SHARE,
     DEPTH_S,
     DRAFT_DEPTH_LAYERS,
     MEASURED_GPU_BANDWIDTH_GB_S,
@@ -74,22 +74,31 @@ def test_depth_is_slower_a_quantized_cache_more_so_and_host_experts_are_slower()
     assert estimate_speed(on_host, 896).tok_s < estimate_speed(on_gpu, 896).tok_s
 
 
-def test_attention_at_depth_on_another_gpu_is_bound_by_compute_or_a_share_of_bandwidth():
-    h200, h100 = 4890.0, 3360.0  # the same FP32 compute (66.91 TFLOPS)
-    assert depth_scale(h200, 66.91, "q4_0") == depth_scale(h200, 66.91, "f16") == 1.0
-    # a quantized cache: the H100 is slower by the bandwidth share, less than by bandwidth
-    q = depth_scale(h100, 66.91, "q4_0")
-    assert q == pytest.approx(DEPTH_BANDWIDTH_SHARE["quant"] * h200 / h100)
-    assert 1.0 < q < h200 / h100
-    assert depth_scale(h100, 66.91, "f16") == pytest.approx(h200 / h100)
-    # compute can bind: a card of the H200's bandwidth with half its compute takes twice as long
-    assert depth_scale(h200, 66.91 / 2, "q8_0") == pytest.approx(2.0)
+def test_attention_at_depth_on_another_gpu_scales_with_compute_plus_the_cache_read():
+    h200, h100, rtx4090 = 4890.0, 3360.0, 1010.0  # the H100 has the H200's FP32 (66.91 TFLOPS)
+    assert depth_scale(h200, 66.91) == 1.0 and depth_scale(h100, 66.91) == 1.0
+    # a card of the H200's bandwidth with half its compute takes twice the compute time
+    assert depth_scale(h200, 66.91 / 2) == pytest.approx(2.0)
+    assert depth_scale(rtx4090, 82.58) == pytest.approx(66.91 / 82.58)
     # compute not known: the bandwidth ratio
-    assert depth_scale(h100, None, "q4_0") == pytest.approx(h200 / h100)
-    x = SpeedInputs(dense_bytes=int(14 * GB), n_attn=16, q_width=6144, cache_type="q4_0")
-    d0, d1 = (decode_seconds(x, h100, d, fp32_tflops=66.91) for d in (0, 131072))
-    full = decode_seconds(x, h100, 131072, fp32_tflops=None)
-    assert d0 < d1 < full
+    assert depth_scale(h100, None) == pytest.approx(h200 / h100)
+    x = SpeedInputs(dense_bytes=int(14 * GB), n_attn=16, q_width=6144, cache_type="q4_0",
+                    kv_row_bytes=1152.0)  # fmt: skip
+    depth = 131072
+
+    def at_depth(bw: float, tf: float | None, y: SpeedInputs = x) -> float:
+        return decode_seconds(y, bw, depth, fp32_tflops=tf) - decode_seconds(
+            y, bw, 0, fp32_tflops=tf
+        )
+
+    # on the H200 the cache read is in the fitted terms: the row bytes change nothing there
+    assert at_depth(h200, 66.91) == pytest.approx(at_depth(h200, 66.91, replace(x, kv_row_bytes=0)))
+    # on the H100 the same compute, plus the cache bytes at its bandwidth over the H200's
+    read = 16 * depth * 1152.0 * (1 / h100 - 1 / h200) / GB
+    assert at_depth(h100, 66.91) == pytest.approx(at_depth(h200, 66.91) + read)
+    # far less than scaling the whole by bandwidth (the rule where compute is not known)
+    assert at_depth(h100, 66.91) < at_depth(h100, None)
+    assert at_depth(h100, None) == pytest.approx(at_depth(h200, 66.91) * h200 / h100)
 
 
 def test_a_drafted_token_attends_over_the_cache():
