@@ -104,7 +104,7 @@ ACCEPT_S = 1.064e-3
 #: MTP verify: seconds per weight byte of the target pass per drafted token on the H200. Each
 #: drafted token is one more column of the verify batch, and the decode kernels are bound by
 #: dequantisation work per weight (TYPE_EFFICIENCY), so a column costs in proportion to the
-#: weights the target reads: 0.7 ms on the dense 27B, 0.1 ms on the 3B-active MoE (a drafted
+#: weights the target reads: 0.6 ms on the dense 27B, 0.1 ms on the 3B-active MoE (a drafted
 #: token costs 3.3 and 2.1 ms in all, measured at acceptance 0).
 VERIFY_S = 4.411e-14
 #: Other GPUs, per platform (the llama.cpp backend: "cuda" for NVIDIA and the rest, "metal" for
