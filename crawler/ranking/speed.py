@@ -25,6 +25,7 @@ __all__ = [
     "SpeedEstimate",
     "SpeedInputs",
     "active_expert_bytes",
+    "compute_ratio",
     "decode_seconds",
     "estimate_speed",
     "expected_tokens",
@@ -91,7 +92,7 @@ QCACHE_LAYER_S = 1.442e-5
 #: layer, and one more query column in each of the verify batch's attention layers), costing
 #: this many attention layers' depth cost (fitted on the H100's k=3 rows at acceptance 0 and 1
 #: with 64K-258K tokens in the cache).
-DRAFT_DEPTH_LAYERS = 1.550
+DRAFT_DEPTH_LAYERS = 1.827
 #: Experts in host memory: share of the host bandwidth reached (fitted against the default
 #: 60 GB/s on the measuring machine's host).
 HOST_EFF = 0.629
@@ -110,14 +111,15 @@ VERIFY_S = 4.411e-14
 #: Other GPUs, per platform (the llama.cpp backend: "cuda" for NVIDIA and the rest, "metal" for
 #: Apple): the share of peak bandwidth weight reads reach where the kernels keep up, a fixed cost
 #: per trunk layer beyond the H200's and per MoE layer (seconds). Fitted (tools/fit_speed.py
-#: --published) on the published llama-bench tg128 rows not held out (PUBLISHED_ROWS of them).
-#: The CUDA layer cost fitted to 0 (llama.cpp's CUDA graphs); no published CUDA row of a MoE
-#: was fitted, so CUDA keeps the H200's MoE layer cost. Metal pays 171 us per layer (command
-#: encoding; Apple GPUs are compute-bound on small weights) and 23 us per MoE layer more.
-PLATFORM_EFFICIENCY: dict[str, float] = {"cuda": 0.61, "metal": 0.82}
+#: --published) on the published rows not held out (PUBLISHED_ROWS of them: llama-bench tg128,
+#: and a 27B through llama-server on an RTX 5090). The CUDA layer cost fitted to 0 (llama.cpp's
+#: CUDA graphs); no published CUDA row of a MoE was fitted, so CUDA keeps the H200's MoE layer
+#: cost. Metal pays 171 us per layer (command encoding; Apple GPUs are compute-bound on small
+#: weights) and 23 us per MoE layer more.
+PLATFORM_EFFICIENCY: dict[str, float] = {"cuda": 0.64, "metal": 0.82}
 PLATFORM_LAYER_S: dict[str, float] = {"cuda": 0.0, "metal": 170.5e-6}
 PLATFORM_MOE_LAYER_S: dict[str, float] = {"cuda": MOE_LAYER_S, "metal": 22.57e-6}
-PUBLISHED_ROWS: dict[str, int] = {"cuda": 5, "metal": 8}
+PUBLISHED_ROWS: dict[str, int] = {"cuda": 6, "metal": 8}
 
 
 _LABEL_TYPE = re.compile(r"(?<![A-Z0-9])(I?Q\d_(?:K|\d|XXS|XS|S|M|NL))(?:_(S|M|L|XL))?", re.I)
@@ -289,13 +291,19 @@ def active_expert_bytes(expert_bytes: int, n_expert: int, n_expert_used: int) ->
     return expert_bytes * max(n_expert_used, 1) / n_expert if n_expert > 0 else float(expert_bytes)
 
 
+def compute_ratio(fp32_tflops: float | None) -> float | None:
+    """The GPU's FP32 compute over the H200's; None where it is not known."""
+    if fp32_tflops is None or fp32_tflops <= 0:
+        return None
+    return fp32_tflops / MEASURED_GPU_FP32_TFLOPS
+
+
 def depth_scale(bandwidth_gb_s: float, fp32_tflops: float | None) -> float:
     """How many times the H200's compute time attention over the cache takes on a GPU: its
     compute ratio; the bandwidth ratio where the GPU's compute is not known (then the cache
     read is not added apart: _layer_depth_seconds)."""
-    if fp32_tflops is None or fp32_tflops <= 0:
-        return MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s
-    return MEASURED_GPU_FP32_TFLOPS / fp32_tflops
+    c = compute_ratio(fp32_tflops)
+    return MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s if c is None else 1.0 / c
 
 
 def _cache_class(cache_type: str) -> str:
@@ -367,13 +375,17 @@ def mtp_cycle_seconds(
     if k <= 0:
         return t0
     bw = bandwidth_gb_s * GB
+    c = compute_ratio(fp32_tflops)
     idle = x.mtp_expert_bytes * (1.0 - x.n_expert_used / x.n_expert) if x.n_expert > 0 else 0.0
     read = x.mtp_bytes - idle + x.output_bytes
     q8 = SpeedInputs(0, type_mix=(("Q8_0", 1.0),)).weight_seconds_per_byte(bw, platform)
     active = active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     target = x.dense_bytes + (0.0 if x.experts_on_host else active)
-    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s  # the H200's rate, by bandwidth
-    draft = read * q8 + DRAFT_S + target * VERIFY_S * slow
+    # the fixed costs are work the H200 did at its compute (unknown compute: the bandwidth ratio
+    # for the verify column, the H200's time for the rest)
+    fixed = 1.0 if c is None else 1.0 / c
+    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s if c is None else 1.0 / c
+    draft = read * q8 + DRAFT_S * fixed + target * VERIFY_S * slow
     draft += DRAFT_DEPTH_LAYERS * _layer_depth_seconds(x, depth, bandwidth_gb_s, fp32_tflops)
     extra = 0.0
     if x.n_expert > 0 and x.n_expert_used > 0 and not x.experts_on_host and not x.same_experts:
@@ -381,7 +393,7 @@ def mtp_cycle_seconds(
         distinct = (1.0 - (1.0 - p) ** (k + 1)) / p
         extra = active * (distinct - 1.0) * x.weight_seconds_per_byte(bw, platform)
     accepted = expected_tokens(alpha, k) - 1.0
-    return t0 + k * draft + extra + accepted * ACCEPT_S
+    return t0 + k * draft + extra + accepted * ACCEPT_S * fixed
 
 
 def _basis(bandwidth_gb_s: float, platform: str) -> str:

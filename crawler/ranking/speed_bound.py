@@ -28,6 +28,7 @@ from crawler.ranking.speed import (
     PLATFORM_MOE_LAYER_S,
     SERVER_S,
     active_expert_bytes,
+    compute_ratio,
     expected_tokens,
     gpu_platform,
     measured_gpu,
@@ -158,10 +159,12 @@ def speed_bound(
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S,
     acceptance: float = DEFAULT_ACCEPTANCE,
     platform: str | None = None,
+    fp32_tflops: float | None = None,
 ) -> SpeedBound:
     """The SpeedBound for one GPU and configuration (arguments: estimate_speed) on
     ``platform`` (None: any platform: the larger share of the bandwidth, the smaller MoE layer
-    cost, no cost per layer). ``experts_on_host``: the routed
+    cost, no cost per layer, and without ``fp32_tflops`` no MTP fixed cost: those scale with
+    the GPU's compute). ``experts_on_host``: the routed
     experts may be in host memory (read at the host's rate, no MoE layer cost), or not.
 
     With MTP the draft length may be chosen per quant (DRAFT_N_CHOICES) or be ``draft_n_max``:
@@ -178,10 +181,16 @@ def speed_bound(
         layer = PLATFORM_LAYER_S[platform]
     ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
     drafted = [k for k in ks if k > 0]
-    # mtp_cycle_seconds: k drafts cost at least k * DRAFT_S, the accepted tokens ACCEPT_S each
-    cycle = min(
-        (k * DRAFT_S + (expected_tokens(acceptance, k) - 1.0) * ACCEPT_S for k in drafted),
-        default=0.0,
+    # mtp_cycle_seconds: k drafts cost at least k * DRAFT_S, the accepted tokens ACCEPT_S each,
+    # both at the GPU's compute where it is known (any platform and compute: at least nothing)
+    c = compute_ratio(fp32_tflops)
+    fixed = (0.0 if platform is None else 1.0) if c is None else 1.0 / c
+    cycle = (
+        min(
+            (k * DRAFT_S + (expected_tokens(acceptance, k) - 1.0) * ACCEPT_S for k in drafted),
+            default=0.0,
+        )
+        * fixed
     )
     return SpeedBound(
         platform_bw=share * bandwidth_gb_s * GB,
@@ -233,6 +242,7 @@ def speed_bound_for(spec: RunSpec, budget: Budget) -> SpeedBound:
         experts_on_host=spec.cpu_moe or spec.tier != "gpu",
         acceptance=spec.mtp_acceptance,
         platform=gpu_platform(budget.gpu_name),
+        fp32_tflops=budget.fp32_tflops,
     )
 
 

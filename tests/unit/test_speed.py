@@ -163,10 +163,11 @@ def test_mtp_cycle_costs_grow_with_the_draft_length_and_moe_pays_extra_experts()
     n_layer=st.integers(0, 128),
     acceptance=st.floats(0.0, 1.0),
     choose=st.booleans(),
+    fp32=st.one_of(st.none(), st.floats(1.0, 400.0)),
 )
 def test_the_sort_bound_is_never_below_the_estimate(
     dense, experts, n_expert, used, layers, recurrent, mtp_bytes, output_bytes, mtp, on_host, k,
-    bandwidth, platform, label, bits, host_maybe, n_layer, acceptance, choose,
+    bandwidth, platform, label, bits, host_maybe, n_layer, acceptance, choose, fp32,
 ):  # fmt: skip
     # --sort speed stops reading the catalog on this bound: it must never undercut the estimate.
     moe = n_expert > 0 and experts > 0
@@ -187,15 +188,17 @@ def test_the_sort_bound_is_never_below_the_estimate(
         n_layer=n_layer,
     )
     est = estimate_speed(
-        x, bandwidth, platform=platform, acceptance=acceptance, choose_draft=choose
-    )
+        x, bandwidth, platform=platform, acceptance=acceptance, choose_draft=choose,
+        fp32_tflops=fp32,
+    )  # fmt: skip
     read = read_bytes_floor(dense, x.expert_bytes, x.n_expert, x.n_expert_used, recurrent)
     verify = verify_experts_floor(read, x.expert_bytes, x.n_expert, x.n_expert_used)
     # experts_on_host: they may be in host memory (the bound then holds either way)
     host = x.experts_on_host or host_maybe
-    for where in (None, platform):  # any platform, and the GPU's own
+    # any platform and compute, and the GPU's own
+    for where, compute in ((None, None), (platform, fp32)):
         b = speed_bound(bandwidth, mtp=mtp, draft_n_max=k, experts_on_host=host,
-                        acceptance=acceptance, platform=where)  # fmt: skip
+                        acceptance=acceptance, platform=where, fp32_tflops=compute)  # fmt: skip
         # the quant's own weight rate, and the fastest type's (its type mix not stored)
         draft = mtp_bytes + output_bytes
         own = b.tok_s(read, x.n_moe_layers, draft, verify, x.type_efficiency, n_layer)

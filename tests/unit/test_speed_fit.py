@@ -24,6 +24,7 @@ from tests.fixtures.llamacpp.speed import (
     mtp_pairs,
     predict,
     predict_published,
+    published_mtp_pairs,
     published_rows,
     rows,
 )
@@ -199,8 +200,8 @@ def test_draft_length_is_chosen_by_predicted_speed() -> None:
 #: (rounded up), and each platform's sum of squared relative errors on its fitting rows (the
 #: fit's optimum, 1 % above): any change of a fitted term raises one of them.
 PUBLISHED_TARGET = 0.25
-PUBLISHED_HELD_MEDIAN, PUBLISHED_FIT_MEDIAN = 0.08, 0.06
-PUBLISHED_SSE = {"cuda": 0.0190 * 1.01, "metal": 0.1941 * 1.01}
+PUBLISHED_HELD_MEDIAN, PUBLISHED_FIT_MEDIAN = 0.11, 0.06
+PUBLISHED_SSE = {"cuda": 0.0495 * 1.01, "metal": 0.1941 * 1.01}
 
 
 def _published_errors(held: bool) -> list[float]:
@@ -230,8 +231,10 @@ def test_published_rows_are_cited_split_and_counted() -> None:
         held = [r for r in pub if r.platform == p and r.held_out]
         assert len(fit) == speed.PUBLISHED_ROWS[p] and len(held) >= 4
         # held out by GPU or model: no held-out row's GPU has a fitting row of the same model
+        # (MTP rows apart: no published row fits an MTP term)
         fitted = {(r.raw["gpu"], r.raw["model"]) for r in fit}
-        assert not any((r.raw["gpu"], r.raw["model"]) in fitted for r in held)
+        assert not any((r.raw["gpu"], r.raw["model"]) in fitted for r in held if not r.k)
+        assert all(r.held_out for r in pub if r.k)
     assert {r.raw["model"] for r in pub} >= {"llama2-7b", "qwen3-30b-a3b", "qwen35-27b"}
     assert any(r.x.n_moe_layers for r in pub if r.held_out)
 
@@ -260,6 +263,37 @@ def test_published_rows_at_depth_follow_compute_not_bandwidth() -> None:
         by_bw = 1 / speed.decode_seconds(r.x, r.bandwidth_gb_s, r.depth, server=True)
         if r.depth == 65536:
             assert by_bw / r.measured - 1 < -0.25
+
+
+def _published_speedup_points(fp32: bool = True) -> list[float]:
+    """Points of MTP speed-up error of the published MTP rows (each against its own source's
+    MTP-off row), with the GPU's compute or (``fp32`` False) without it."""
+    out = []
+    for r, b in published_mtp_pairs():
+        if fp32:
+            pred = predict_published(r) / predict_published(b)
+        else:
+            cycle = speed.mtp_cycle_seconds(r.x, r.bandwidth_gb_s, r.k, r.alpha)
+            pred = (
+                expected_tokens(r.alpha, r.k) / cycle * speed.decode_seconds(b.x, b.bandwidth_gb_s)
+            )
+        out.append(pred - r.measured / b.measured)
+    return out
+
+
+def test_published_mtp_speedups_on_consumer_gpus() -> None:
+    # an RTX 5090 at draft lengths 1-6 and two files on an RTX 3090 at 2, each at the pooled
+    # draft acceptance its server reported: the drafting costs the H200 measured, at the GPU's
+    # compute. Under by 0-31 points (median 18): the 10-point target of the H200's rows is not
+    # met on these cards (docs/models.md)
+    pts = _published_speedup_points()
+    assert len(pts) >= 8
+    assert max(abs(e) for e in pts) <= 0.32, pts
+    assert statistics.median(abs(e) for e in pts) <= 0.19, pts
+    # the H200's drafting times and the verify column scaled by bandwidth (as where the GPU's
+    # compute is not known) put the 5090's drafts of 3-6 tokens 59-74 points under
+    by_bw = _published_speedup_points(fp32=False)
+    assert min(by_bw) < -0.55 and statistics.median(abs(e) for e in by_bw) > 0.3
 
 
 @contextmanager
@@ -302,7 +336,7 @@ def test_the_h200_keeps_its_measured_terms_and_other_gpus_say_so() -> None:
     assert h200.basis.startswith("measured")
     metal = estimate_speed(x, 400.0, platform=speed.gpu_platform("Apple M2 Max"))
     assert metal.basis == "extrapolated from 8 published Metal rows"
-    assert estimate_speed(x, 936.2).basis == "extrapolated from 5 published CUDA rows"
+    assert estimate_speed(x, 936.2).basis == "extrapolated from 6 published CUDA rows"
     assert speed.gpu_platform("GeForce RTX 3090") == "cuda" and speed.gpu_platform(None) == "cuda"
 
 
