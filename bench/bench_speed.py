@@ -4,7 +4,8 @@ Reads ``tests/fixtures/llamacpp/speed-measurements.jsonl`` (made by ``tools/meas
 on an H200 with llama.cpp 0c1e57098) and prints Markdown: one row per measurement (predicted,
 measured, error, fitted or held out), then the median and 90th-percentile absolute error of the
 fitted and the held-out rows, and the MTP speed-up errors at known acceptances; then the same for
-the published llama-bench rows of other GPUs (``speed-published.jsonl``, one source per row).
+the published rows of other GPUs (``speed-published.jsonl``, one source per row) and their MTP
+speed-ups.
 ``python -m bench bench_speed``.
 """
 
@@ -47,7 +48,11 @@ def main(options: Sequence[str] = ()) -> None:
 
 
 def _published() -> None:
-    from tests.fixtures.llamacpp.speed import predict_published, published_rows
+    from tests.fixtures.llamacpp.speed import (
+        predict_published,
+        published_mtp_pairs,
+        published_rows,
+    )
 
     print()
     print("| published row (GPU, file) | published tok/s | predicted | error | set | source |")
@@ -65,6 +70,12 @@ def _published() -> None:
     print("|---|---:|---:|---:|")
     for kind, xs in errs.items():
         print(f"| {kind} | {len(xs)} | {statistics.median(xs):.1%} | {_p90(xs):.1%} |")
+    print()
+    print("| published MTP row (held out) | measured speed-up | predicted | error (points) |")
+    print("|---|---:|---:|---:|")
+    for r, b in published_mtp_pairs():
+        m, p = r.measured / b.measured, predict_published(r) / predict_published(b)
+        print(f"| {r.label} a{r.alpha:.3g} | {m:.2f}x | {p:.2f}x | {(p - m) * 100:+.0f} |")
 
 
 if __name__ == "__main__":
