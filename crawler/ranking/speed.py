@@ -78,7 +78,8 @@ FASTEST_TYPE_EFFICIENCY = max(TYPE_EFFICIENCY.values())
 #: Fixed cost per MoE layer, seconds (router, expert gather: fitted).
 MOE_LAYER_S = 6.887e-5
 #: Attention at depth, seconds per (token of depth x query-head element) per attention layer on
-#: the H200, by cache type class; a quantized cache's fixed cost per attention layer.
+#: the H200, by cache type class; a quantized cache's fixed cost per attention layer (fitted on
+#: the H200's rows at 8K and 32K and the H100's, of the same compute, at 64K and 258K).
 DEPTH_S = {"f16": 3.444e-13, "quant": 9.405e-13}
 QCACHE_LAYER_S = 1.442e-5
 #: Attention at depth on another GPU (_layer_depth_seconds): the H200's time scaled by the
@@ -318,7 +319,7 @@ def _layer_depth_seconds(
     its bandwidth over the H200's (part of the H200's fitted time)."""
     per = x.q_width * DEPTH_S[_cache_class(x.cache_type)]
     s = depth * per * depth_scale(bandwidth_gb_s, fp32_tflops)
-    if fp32_tflops is not None and fp32_tflops > 0:
+    if compute_ratio(fp32_tflops) is not None:
         extra = 1.0 / bandwidth_gb_s - 1.0 / MEASURED_GPU_BANDWIDTH_GB_S
         s += depth * x.kv_row_bytes * extra / GB
     return s
