@@ -200,7 +200,7 @@ def test_draft_length_is_chosen_by_predicted_speed() -> None:
 #: (rounded up), and each platform's sum of squared relative errors on its fitting rows (the
 #: fit's optimum, 1 % above): any change of a fitted term raises one of them.
 PUBLISHED_TARGET = 0.25
-PUBLISHED_HELD_MEDIAN, PUBLISHED_FIT_MEDIAN = 0.10, 0.06
+PUBLISHED_HELD_MEDIAN, PUBLISHED_FIT_MEDIAN = 0.115, 0.06
 PUBLISHED_SSE = {"cuda": 0.0495 * 1.01, "metal": 0.1941 * 1.01}
 
 
@@ -283,14 +283,14 @@ def _published_speedup_points(fp32: bool = True) -> list[float]:
 
 
 def test_published_mtp_speedups_on_consumer_gpus() -> None:
-    # an RTX 5090 at draft lengths 1-6 and two files on an RTX 3090 at 2, each at the pooled
-    # draft acceptance its server reported: the drafting costs the H200 measured, at the GPU's
-    # compute. Under by 0-31 points (median 18): the 10-point target of the H200's rows is not
-    # met on these cards (docs/models.md)
+    # an RTX 5090 at draft lengths 1-6, another at 1-3 and two files on an RTX 3090 at 2, each at
+    # the draft acceptance its server reported: the drafting costs the H200 measured, at the
+    # GPU's compute. Under by 0-31 points (median 16): the 10-point target of the H200's rows is
+    # met by 3 of these 11 (docs/models.md)
     pts = _published_speedup_points()
-    assert len(pts) >= 8
+    assert len(pts) >= 11
     assert max(abs(e) for e in pts) <= 0.32, pts
-    assert statistics.median(abs(e) for e in pts) <= 0.19, pts
+    assert statistics.median(abs(e) for e in pts) <= 0.17, pts
     # the H200's drafting times and the verify column scaled by bandwidth (as where the GPU's
     # compute is not known) put the 5090's drafts of 3-6 tokens 59-74 points under
     by_bw = _published_speedup_points(fp32=False)
