@@ -259,11 +259,10 @@ def test_published_rows_at_depth_follow_compute_not_bandwidth() -> None:
     errs = [predict_published(r) / r.measured - 1 for r in deep]
     assert max(abs(e) for e in errs) <= 0.05, errs
     # the attention term scaled by the bandwidth ratio instead (as where a GPU's compute is not
-    # known) predicts the deepest rows far too slow
-    for r in deep:
+    # known) predicts the deepest rows (llama-server, 64K) far too slow
+    for r in (r for r in deep if r.depth == 65536):
         by_bw = 1 / speed.decode_seconds(r.x, r.bandwidth_gb_s, r.depth, server=True)
-        if r.depth == 65536:
-            assert by_bw / r.measured - 1 < -0.25
+        assert by_bw / r.measured - 1 < -0.25
 
 
 def _published_speedup_points(fp32: bool = True) -> list[float]:
