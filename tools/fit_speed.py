@@ -43,7 +43,7 @@ TYPES = ("Q3_K", "IQ3_XXS", "IQ4_XS", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0")
 #: cost per cycle with a rejected draft (fitted to 1 us).
 SCALARS = ("MOE_LAYER_S", "QCACHE_LAYER_S", "SERVER_S",
            "DRAFT_S", "ACCEPT_S", "VERIFY_S")  # fmt: skip
-DEPTHS = ("f16", "quant")
+DEPTHS = ("vec", "quant")
 HUGE = 1e300
 
 

@@ -135,6 +135,8 @@ def speed_inputs(
     attn = [g for g in co.kv_groups if not g.swa]
     swa = [g for g in co.kv_groups if g.swa]
     head = max((g.k_head for g in co.kv_groups), default=0)
+    main = max(co.kv_groups, key=lambda g: g.count, default=None)
+    kv_heads = main.k_width // main.k_head if main is not None and main.k_head else 0
     return SpeedInputs(
         dense_bytes=co.weights_bytes,
         expert_bytes=co.expert_bytes,
@@ -155,6 +157,8 @@ def speed_inputs(
         n_swa=sum(g.count for g in swa),
         swa_window=co.n_swa,
         q_width=co.n_head * head,
+        gqa_ratio=max(1, co.n_head // kv_heads) if kv_heads else 1,
+        head_dim=head,
         kv_row_bytes=kv_row_bytes(co, cfg),
         cache_type=cfg.type_k,
         ctx=cfg.ctx,

@@ -29,6 +29,7 @@ __all__ = [
     "decode_seconds",
     "estimate_speed",
     "expected_tokens",
+    "fa_kernel",
     "gpu_platform",
     "label_type_mix",
     "measured_gpu",
@@ -58,16 +59,16 @@ DRAFT_N_CHOICES = (1, 2, 3, 4, 5)
 #: files of four architectures, H200; docs/models.md). Types not measured use their class.
 TYPE_EFFICIENCY: dict[str, float] = {
     "Q3_K": 0.125,
-    "IQ3_XXS": 0.178,
+    "IQ3_XXS": 0.171,
     "IQ4_XS": 0.255,
     "Q4_0": 0.283,
-    "Q4_K": 0.245,
+    "Q4_K": 0.246,
     "Q5_K": 0.280,
     "Q6_K": 0.260,
-    "Q8_0": 0.393,
-    "F16": 0.393,
-    "BF16": 0.393,
-    "F32": 0.393,
+    "Q8_0": 0.394,
+    "F16": 0.394,
+    "BF16": 0.394,
+    "F32": 0.394,
 }
 #: Bits-per-weight classes for files whose type mix is unknown: below 4 bits the 2- and 3-bit
 #: kernels (lookup-table and 3-bit K-quants), else the median of the 4- to 6-bit types.
@@ -76,39 +77,43 @@ MID_BIT_EFFICIENCY = 0.283
 #: The fastest type's efficiency: the --sort speed bound's for a quant whose mix is not stored.
 FASTEST_TYPE_EFFICIENCY = max(TYPE_EFFICIENCY.values())
 #: Fixed cost per MoE layer, seconds (router, expert gather: fitted).
-MOE_LAYER_S = 6.887e-5
-#: Attention at depth, seconds per (token of depth x query-head element) per attention layer on
-#: the H200, by cache type class; a quantized cache's fixed cost per attention layer (fitted on
-#: the H200's rows at 8K and 32K and the H100's, of the same compute, at 64K and 258K).
-DEPTH_S = {"f16": 3.444e-13, "quant": 9.405e-13}
-QCACHE_LAYER_S = 1.442e-5
-#: Attention at depth on another GPU (_layer_depth_seconds): the H200's time scaled by the
-#: GPU's compute (FP32 TFLOPS ratio), plus the cache bytes read at the GPU's bandwidth over what
-#: the H200's bandwidth took. Decode attention over a long cache is bound by compute: the H100 SXM
-#: (the H200's compute, 0.69x its bandwidth) decoded the seed's file as fast as the H200 at 262K
-#: (24.5 tok/s against 24.7), and an RTX 4090 (1.23x the H200's FP32, 0.21x its bandwidth) lost
-#: 15 % from 1K to 64K tokens of a q4_0 cache on Qwen3.5-27B (docs/models.md), not the 52 % its
-#: bandwidth ratio would give.
+MOE_LAYER_S = 7.028e-5
+#: Attention at depth on the H200, seconds per attention layer per token of depth. A quantized
+#: cache ("quant") costs per query-head element: llama.cpp's vector kernel dequantizes K and V
+#: for each query head, compute-bound (fitted on the H200's rows at 8K and 32K and the H100's,
+#: of the same compute, at 64K and 258K). An f16 cache costs its bytes read at the platform's
+#: share of the bandwidth (CACHE_READ_SHARE), plus, where fa_kernel picks the vector kernel,
+#: this much per byte on the H200's compute ("vec", fitted on the H200's Llama-3-8B rows). A
+#: quantized cache's fixed cost per attention layer: QCACHE_LAYER_S.
+DEPTH_S = {"vec": 4.020e-13, "quant": 9.311e-13}
+QCACHE_LAYER_S = 1.410e-5
+#: A quantized cache at depth on another GPU (_layer_depth_seconds): the H200's time scaled by
+#: the GPU's compute (FP32 TFLOPS ratio), plus the cache bytes read at the GPU's bandwidth over
+#: what the H200's bandwidth took. The H100 SXM (the H200's compute, 0.69x its bandwidth)
+#: decoded the seed's file with a q4_0 cache as fast as the H200 at 262K (24.5 tok/s against
+#: 24.7), and an RTX 4090 (1.23x the H200's FP32, 0.21x its bandwidth) lost 15 % from 1K to 64K
+#: tokens of a q4_0 cache on Qwen3.5-27B (docs/models.md), not the 52 % its bandwidth ratio
+#: would give.
 #: MTP at depth: each drafted token also attends over the cache (the MTP block's own attention
 #: layer, and one more query column in each of the verify batch's attention layers), costing
 #: this many attention layers' depth cost (fitted on the H100's k=3 rows at acceptance 0 and 1
 #: with 64K-258K tokens in the cache).
-DRAFT_DEPTH_LAYERS = 1.827
+DRAFT_DEPTH_LAYERS = 1.888
 #: Experts in host memory: share of the host bandwidth reached (fitted against the default
 #: 60 GB/s on the measuring machine's host).
 HOST_EFF = 0.629
 #: llama-server's own cost per decode step (sampling, slot bookkeeping) over llama-bench's.
-SERVER_S = 4.193e-4
+SERVER_S = 3.404e-4
 #: MTP: fixed cost per drafted token (the draft pass and its share of the verify batch: the two
 #: scale together with k and are not separable from speed alone), and per accepted token.
-DRAFT_S = 1.739e-3
+DRAFT_S = 1.760e-3
 ACCEPT_S = 1.064e-3
 #: MTP verify: seconds per weight byte of the target pass per drafted token on the H200. Each
 #: drafted token is one more column of the verify batch, and the decode kernels are bound by
 #: dequantisation work per weight (TYPE_EFFICIENCY), so a column costs in proportion to the
 #: weights the target reads: 0.6 ms on the dense 27B, 0.1 ms on the 3B-active MoE (a drafted
 #: token costs 3.3 and 2.1 ms in all, measured at acceptance 0).
-VERIFY_S = 4.411e-14
+VERIFY_S = 4.028e-14
 #: Other GPUs, per platform (the llama.cpp backend: "cuda" for NVIDIA and the rest, "metal" for
 #: Apple): the share of peak bandwidth weight reads reach where the kernels keep up, a fixed cost
 #: per trunk layer beyond the H200's and per MoE layer (seconds). Fitted (tools/fit_speed.py
@@ -200,6 +205,8 @@ class SpeedInputs:
     n_swa: int = 0  # sliding-window trunk layers
     swa_window: int = 0
     q_width: int = 0  # query heads x head dim of an attention layer
+    gqa_ratio: int = 1  # query heads per KV head
+    head_dim: int = 0  # K head dim
     kv_row_bytes: float = 0.0  # K and V bytes of one cached token in one attention layer
     cache_type: str = "f16"  # the K cache type (-ctk)
     ctx: int = 0  # tokens at the target context
@@ -300,11 +307,20 @@ def compute_ratio(fp32_tflops: float | None) -> float | None:
 
 
 def depth_scale(bandwidth_gb_s: float, fp32_tflops: float | None) -> float:
-    """How many times the H200's compute time attention over the cache takes on a GPU: its
-    compute ratio; the bandwidth ratio where the GPU's compute is not known (then the cache
+    """How many times the H200's compute time attention over a quantized cache takes on a GPU:
+    its compute ratio; the bandwidth ratio where the GPU's compute is not known (then the cache
     read is not added apart: _layer_depth_seconds)."""
     c = compute_ratio(fp32_tflops)
     return MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s if c is None else 1.0 / c
+
+
+def fa_kernel(gqa_ratio: int, head_dim: int, depth: int) -> str:
+    """The flash-attention kernel llama.cpp's CUDA backend runs for one decode query over an f16
+    cache on an Ada Lovelace or newer GPU (ggml_cuda_get_best_fattn_kernel in
+    ggml/src/ggml-cuda/fattn.cu): the vector kernel ("vec"), but with more than 4 query heads
+    per KV head and 256-wide heads or 8192 or more cached tokens the tensor-core kernel
+    ("mma"), which reads each KV head once for all of its query heads."""
+    return "mma" if gqa_ratio > 4 and (head_dim >= 256 or depth >= 8192) else "vec"
 
 
 def _cache_class(cache_type: str) -> str:
@@ -312,13 +328,21 @@ def _cache_class(cache_type: str) -> str:
 
 
 def _layer_depth_seconds(
-    x: SpeedInputs, depth: int, bandwidth_gb_s: float, fp32_tflops: float | None
+    x: SpeedInputs, depth: int, bandwidth_gb_s: float, fp32_tflops: float | None, platform: str
 ) -> float:
-    """One attention layer's attention over ``depth`` tokens of cache, per token: the H200's
-    time scaled by depth_scale, and with the GPU's compute known the cache bytes' read time at
-    its bandwidth over the H200's (part of the H200's fitted time)."""
-    per = x.q_width * DEPTH_S[_cache_class(x.cache_type)]
-    s = depth * per * depth_scale(bandwidth_gb_s, fp32_tflops)
+    """One attention layer's attention over ``depth`` tokens of cache, per token. An f16 cache:
+    its bytes at the slower of the platform's share of the bandwidth and, for the vector
+    kernel, the H200's rate scaled by depth_scale (as weight_seconds_per_byte reads weights).
+    A quantized cache: the H200's time scaled by depth_scale, and with the GPU's compute known
+    the cache bytes' read time at its bandwidth over the H200's (part of the H200's fitted
+    time)."""
+    scale = depth_scale(bandwidth_gb_s, fp32_tflops)
+    if _cache_class(x.cache_type) == "f16":
+        per_byte = 1.0 / (PLATFORM_EFFICIENCY[platform] * bandwidth_gb_s * GB)
+        if fa_kernel(x.gqa_ratio, x.head_dim, depth) == "vec":
+            per_byte = max(per_byte, DEPTH_S["vec"] * scale)
+        return depth * x.kv_row_bytes * per_byte
+    s = depth * x.q_width * DEPTH_S["quant"] * scale
     if compute_ratio(fp32_tflops) is not None:
         extra = 1.0 / bandwidth_gb_s - 1.0 / MEASURED_GPU_BANDWIDTH_GB_S
         s += depth * x.kv_row_bytes * extra / GB
@@ -351,9 +375,9 @@ def decode_seconds(
         s += x.n_layer * PLATFORM_LAYER_S[platform]
     if depth > 0:
         # global layers see the whole depth, sliding-window layers at most their window
-        s += x.n_attn * _layer_depth_seconds(x, depth, bandwidth_gb_s, fp32_tflops)
+        s += x.n_attn * _layer_depth_seconds(x, depth, bandwidth_gb_s, fp32_tflops, platform)
         window = min(depth, x.swa_window or depth)
-        s += x.n_swa * _layer_depth_seconds(x, window, bandwidth_gb_s, fp32_tflops)
+        s += x.n_swa * _layer_depth_seconds(x, window, bandwidth_gb_s, fp32_tflops, platform)
     if _cache_class(x.cache_type) == "quant":
         s += (x.n_attn + x.n_swa) * QCACHE_LAYER_S
     if server:
@@ -387,7 +411,9 @@ def mtp_cycle_seconds(
     fixed = 1.0 if c is None else 1.0 / c
     slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s if c is None else 1.0 / c
     draft = read * q8 + DRAFT_S * fixed + target * VERIFY_S * slow
-    draft += DRAFT_DEPTH_LAYERS * _layer_depth_seconds(x, depth, bandwidth_gb_s, fp32_tflops)
+    draft += DRAFT_DEPTH_LAYERS * _layer_depth_seconds(
+        x, depth, bandwidth_gb_s, fp32_tflops, platform
+    )
     extra = 0.0
     if x.n_expert > 0 and x.n_expert_used > 0 and not x.experts_on_host and not x.same_experts:
         p = x.n_expert_used / x.n_expert

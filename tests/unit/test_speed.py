@@ -15,12 +15,14 @@ from crawler.ranking.speed import (
     DRAFT_DEPTH_LAYERS,
     MEASURED_GPU_BANDWIDTH_GB_S,
     MOE_LAYER_S,
+    PLATFORM_EFFICIENCY,
     SERVER_S,
     SpeedInputs,
     decode_seconds,
     depth_scale,
     estimate_speed,
     expected_tokens,
+    fa_kernel,
     label_type_mix,
     mtp_cycle_seconds,
     type_efficiency,
@@ -58,7 +60,8 @@ def test_moe_reads_only_the_active_experts_and_pays_per_layer():
 
 
 def test_depth_is_slower_a_quantized_cache_more_so_and_host_experts_are_slower():
-    x = SpeedInputs(dense_bytes=int(14 * GB), n_layer=32, n_attn=32, q_width=4096, ctx=32768)
+    x = SpeedInputs(dense_bytes=int(14 * GB), n_layer=32, n_attn=32, q_width=4096, ctx=32768,
+                    gqa_ratio=4, head_dim=128, kv_row_bytes=4096.0)  # fmt: skip
     f16 = estimate_speed(x, 4890.0)
     q4 = estimate_speed(dataclasses.replace(x, cache_type="q4_0"), 4890.0)
     assert f16.tok_s_at_ctx < f16.tok_s
@@ -99,6 +102,45 @@ def test_attention_at_depth_on_another_gpu_scales_with_compute_plus_the_cache_re
     # far less than scaling the whole by bandwidth (the rule where compute is not known)
     assert at_depth(h100, 66.91) < at_depth(h100, None)
     assert at_depth(h100, None) == pytest.approx(at_depth(h200, 66.91) * h200 / h100)
+
+
+def test_the_flash_attention_kernel_follows_llama_cpps_choice():
+    # ggml_cuda_get_best_fattn_kernel, one query over an f16 cache on Ada Lovelace or newer
+    assert fa_kernel(4, 128, 131072) == "vec"  # Llama-3-8B: 4 query heads per KV head
+    assert fa_kernel(2, 256, 32768) == "vec"  # Gemma 3
+    assert fa_kernel(6, 256, 0) == "mma"  # Qwen3.6-27B: 256-wide heads
+    assert fa_kernel(7, 128, 4096) == "vec"  # Qwen2.5-7B below 8192 tokens
+    assert fa_kernel(7, 128, 8192) == "mma"
+
+
+def test_an_f16_cache_at_depth_costs_its_bytes_at_the_slower_of_kernel_and_memory():
+    llama = SpeedInputs(dense_bytes=int(14 * GB), n_attn=32, q_width=4096, gqa_ratio=4,
+                        head_dim=128, kv_row_bytes=4096.0)  # fmt: skip
+    depth = 32768
+
+    def at_depth(y: SpeedInputs, bw: float, tf: float | None) -> float:
+        return decode_seconds(y, bw, depth, fp32_tflops=tf) - decode_seconds(
+            y, bw, 0, fp32_tflops=tf
+        )
+
+    cache = 32 * depth * 4096.0
+    # the H200: the vector kernel's own rate (slower than the platform's share of bandwidth)
+    assert DEPTH_S["vec"] > 1 / (PLATFORM_EFFICIENCY["cuda"] * 4890.0 * GB)
+    assert at_depth(llama, 4890.0, 66.91) == pytest.approx(cache * DEPTH_S["vec"])
+    # twice the bytes per token (Gemma 3's 256-wide heads), twice the time: not the query width
+    wide = replace(llama, kv_row_bytes=8192.0)
+    assert at_depth(wide, 4890.0, 66.91) == pytest.approx(2 * at_depth(llama, 4890.0, 66.91))
+    # a GPU of little bandwidth: the read at the platform's share (an NVIDIA GB10: 273 GB/s,
+    # 31 FP32 TFLOPS); were its compute not known, the kernel's H200 rate at the bandwidth ratio
+    read = cache / (PLATFORM_EFFICIENCY["cuda"] * 273.0 * GB)
+    assert at_depth(llama, 273.0, 31.0) == pytest.approx(read)
+    by_bw = cache * DEPTH_S["vec"] * 4890.0 / 273.0
+    assert at_depth(llama, 273.0, None) == pytest.approx(max(read, by_bw))
+    # the tensor-core kernel (Qwen3.6-27B's heads): the read alone, on the H200 too
+    qwen = replace(llama, n_attn=16, q_width=6144, gqa_ratio=6, head_dim=256)
+    assert at_depth(qwen, 4890.0, 66.91) == pytest.approx(
+        16 * depth * 4096.0 / (PLATFORM_EFFICIENCY["cuda"] * 4890.0 * GB)
+    )
 
 
 def test_a_drafted_token_attends_over_the_cache():

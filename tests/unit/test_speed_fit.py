@@ -49,8 +49,8 @@ def _mtp_speedup_errors() -> list[float]:
 #: acceptance each run's counts show; the target is 10 points: met by 7 of the 9 held-out rows;
 #: missed by the MoE row at k=3 a=0.789, 13 points under, and by the seed's file with 128K
 #: tokens in its cache on the H100, 13 points under: docs/models.md "Speed model").
-FIT_MEDIAN, FIT_P90, FIT_MAX = 0.035, 0.08, 0.14
-HELD_MEDIAN, HELD_P90 = 0.05, 0.14
+FIT_MEDIAN, FIT_P90, FIT_MAX = 0.03, 0.065, 0.145
+HELD_MEDIAN, HELD_P90 = 0.045, 0.135
 SERVER_MAX = 0.05  # fitted llama-server rows (MTP off and on; the H100's k=3 a=1 at 64K: -4 %)
 MTP_POINTS, MTP_TARGET, MTP_WITHIN = 0.14, 0.10, 7
 
@@ -147,7 +147,7 @@ def _mutated(name: str, factor: float) -> Iterator[None]:
 TERMS = [
     *(f"eff {t}" for t in ("Q3_K", "IQ3_XXS", "IQ4_XS", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0")),
     "MOE_LAYER_S", "QCACHE_LAYER_S", "SERVER_S", "DRAFT_S", "ACCEPT_S", "VERIFY_S", "HOST_EFF",
-    "DEPTH_S f16", "DEPTH_S quant", "DRAFT_DEPTH_LAYERS",
+    "DEPTH_S vec", "DEPTH_S quant", "DRAFT_DEPTH_LAYERS",
 ]  # fmt: skip
 
 
@@ -200,8 +200,8 @@ def test_draft_length_is_chosen_by_predicted_speed() -> None:
 #: (rounded up), and each platform's sum of squared relative errors on its fitting rows (the
 #: fit's optimum, 1 % above): any change of a fitted term raises one of them.
 PUBLISHED_TARGET = 0.25
-PUBLISHED_HELD_MEDIAN, PUBLISHED_FIT_MEDIAN = 0.115, 0.06
-PUBLISHED_SSE = {"cuda": 0.0495 * 1.01, "metal": 0.1941 * 1.01}
+PUBLISHED_HELD_MEDIAN, PUBLISHED_FIT_MEDIAN = 0.13, 0.06
+PUBLISHED_SSE = {"cuda": 0.0476 * 1.01, "metal": 0.1941 * 1.01}
 
 
 def _published_errors(held: bool) -> list[float]:
@@ -253,7 +253,7 @@ def test_published_held_out_rows_meet_the_target() -> None:
 def test_published_rows_at_depth_follow_compute_not_bandwidth() -> None:
     # an RTX 4090 (1.23x the H200's FP32, 0.21x its bandwidth) through llama-server with 1K to
     # 64K tokens of a q4_0 cache: held out, as every published row at depth
-    deep = [r for r in published_rows() if r.depth]
+    deep = [r for r in published_rows() if r.depth and r.raw["ctk"] == "q4_0"]
     assert len(deep) >= 10 and all(r.held_out for r in deep)
     assert {r.depth for r in deep} >= {1024, 65536}
     errs = [predict_published(r) / r.measured - 1 for r in deep]
@@ -263,6 +263,45 @@ def test_published_rows_at_depth_follow_compute_not_bandwidth() -> None:
     for r in (r for r in deep if r.depth == 65536):
         by_bw = 1 / speed.decode_seconds(r.x, r.bandwidth_gb_s, r.depth, server=True)
         assert by_bw / r.measured - 1 < -0.25
+
+
+def test_an_f16_cache_at_depth_costs_its_bytes_not_the_query_width() -> None:
+    # the H200's Gemma 3 12B rows at 8K and 32K of an f16 cache (held out: sliding-window layers,
+    # 256-wide heads, 2 query heads per KV head): the slowdown from an empty context within 2
+    # points of the measured one
+    def slowdown(depth: int) -> tuple[float, float]:
+        base = _row("gemma3-12b q4_k_m_like f16 d0 (pass 3)")
+        deep = _row(f"gemma3-12b q4_k_m_like f16 d{depth} (pass 3)")
+        assert held_out(deep)
+        return predict(deep) / predict(base), deep.measured / base.measured
+
+    for depth in (8192, 32768):
+        pred, measured = slowdown(depth)
+        assert abs(pred - measured) <= 0.02, (depth, pred, measured)
+    # per query-head element, as a quantized cache is costed, the fitted Llama-3-8B rate gives
+    # Gemma 3 less than half its measured cost at 32K
+    pred, measured = slowdown(32768)
+    base = _row("gemma3-12b q4_k_m_like f16 d0 (pass 3)")
+    llama = _row("llama8b q4_k_m_like f16 d32768 (pass 3)").x
+    per_q = speed.DEPTH_S["vec"] * llama.kv_row_bytes / llama.q_width
+    x = base.x
+    by_q = 8 * 32768 * x.q_width * per_q + 40 * 1024 * x.q_width * per_q
+    measured_s = 1 / base.measured / measured - 1 / base.measured
+    assert by_q < 0.5 * measured_s
+
+
+def test_published_f16_rows_at_depth_follow_the_cache_read() -> None:
+    # an NVIDIA GB10 (DGX Spark, 273 GB/s) through llama-bench with 4K to 32K tokens of an f16
+    # cache (llama.cpp's benches/dgx-spark.md): held out. Its weight reads reach more of its
+    # bandwidth than the CUDA share, so each row is taken against the same model's empty-context
+    # row: the slowdown within 4 points at every depth.
+    spark = [r for r in published_rows() if r.raw["gpu"] == "DGX Spark (GB10)"]
+    assert len(spark) == 15 and all(r.held_out for r in spark)
+    base = {r.raw["model"]: r for r in spark if not r.depth}
+    for r in (r for r in spark if r.depth):
+        b = base[r.raw["model"]]
+        pred = predict_published(r) / predict_published(b)
+        assert abs(pred - r.measured / b.measured) <= 0.04, (r.label, pred)
 
 
 def _published_speedup_points(fp32: bool = True) -> list[float]:
