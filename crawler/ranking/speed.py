@@ -78,13 +78,15 @@ MID_BIT_EFFICIENCY = 0.283
 FASTEST_TYPE_EFFICIENCY = max(TYPE_EFFICIENCY.values())
 #: Fixed cost per MoE layer, seconds (router, expert gather: fitted).
 MOE_LAYER_S = 7.028e-5
-#: Attention at depth on the H200, seconds per attention layer per token of depth. A quantized
-#: cache ("quant") costs per query-head element: llama.cpp's vector kernel dequantizes K and V
-#: for each query head, compute-bound (fitted on the H200's rows at 8K and 32K and the H100's,
-#: of the same compute, at 64K and 258K). An f16 cache costs its bytes read at the platform's
-#: share of the bandwidth (CACHE_READ_SHARE), plus, where fa_kernel picks the vector kernel,
-#: this much per byte on the H200's compute ("vec", fitted on the H200's Llama-3-8B rows). A
-#: quantized cache's fixed cost per attention layer: QCACHE_LAYER_S.
+#: Attention at depth on the H200, per attention layer per token of depth. A quantized cache
+#: ("quant", seconds per query-head element): llama.cpp's vector kernel dequantizes K and V for
+#: each query head, compute-bound (fitted on the H200's rows at 8K and 32K and the H100's, of the
+#: same compute, at 64K and 258K). An f16 cache is read at the slower of the platform's share of
+#: the bandwidth and, where fa_kernel picks the vector kernel, this rate ("vec", seconds per
+#: cache byte on the H200's compute: fitted on its Llama-3-8B rows, 51 % of its peak); the
+#: tensor-core kernel reads each KV head once for all its query heads: the read alone. Per
+#: query-head element the H200's Gemma 3 12B rows at 32K cost 2.3x the Llama rows' rate, per
+#: cache byte 1.1x. A quantized cache's fixed cost per attention layer: QCACHE_LAYER_S.
 DEPTH_S = {"vec": 4.020e-13, "quant": 9.311e-13}
 QCACHE_LAYER_S = 1.410e-5
 #: A quantized cache at depth on another GPU (_layer_depth_seconds): the H200's time scaled by
