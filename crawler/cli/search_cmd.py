@@ -357,8 +357,10 @@ def _footer(res: SearchResult) -> str:
     if res.unreadable:
         first = safe_text(res.unreadable[0])
         parts.append(f"{len(res.unreadable)} skipped: stored analysis unreadable (e.g. {first})")
+    basis = next((r.speed.basis for r in o.results if r.speed is not None), "")
     parts.append(
-        "* tok/s is an ESTIMATE from memory bandwidth (empty / full context)"
+        f"* tok/s is an ESTIMATE (empty / full context): {basis or 'llama.cpp decode model'}"
+        " (docs/models.md)"
         if res.budget.bandwidth_gb_s
         else "tok/s needs --gpu (memory bandwidth)"
     )

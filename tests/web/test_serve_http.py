@@ -50,6 +50,11 @@ def test_api_search_gpu_mtp_sort_and_limit(served: Served) -> None:
     assert doc == cli
     assert len(doc["results"]) <= 3 and doc["gpu"]["name"]
     assert all(r["mtp"]["enabled"] for r in doc["results"])
+    # the page says what the estimate rests on, as the CLI's footnote does
+    status, _, html = served.get("/", params)
+    assert status == 200
+    basis = doc["results"][0]["speed"]["basis"]
+    assert basis.startswith("extrapolated from") and f"tok/s an estimate ({basis})" in html
 
 
 @pytest.mark.parametrize(
