@@ -102,6 +102,7 @@ def test_the_search_path_predicts_the_seed_setup(tmp_path):
     from crawler.ranking.evaluate import speed_inputs
     from crawler.ranking.speed import estimate_speed
     from tests.fixtures.llamacpp.models import read_header
+    from tests.fixtures.llamacpp.speed import inputs
     from tests.fixtures.llamacpp.tools import tool_module
 
     path = tool_module("measure_server").write_model("qwen36-27b", tmp_path)  # UD-Q3_K_XL-like
@@ -117,6 +118,11 @@ def test_the_search_path_predicts_the_seed_setup(tmp_path):
     assert on.tok_s == pytest.approx(102.3, rel=0.15)  # k=3, a=0.789
     # llama-bench at depth 32K (no server step): 58.3 tok/s
     assert at32k.tok_s_at_ctx == pytest.approx(58.3, rel=0.15)
+    # the attention geometry read off the header, as the fixture's own inputs have it: 24 query
+    # heads over 4 KV heads of 256 (llama.cpp's tensor-core kernel for an f16 cache)
+    fixture = inputs("qwen36-27b", "ud_q3_k_xl_like", "q4_0")
+    assert (x.gqa_ratio, x.head_dim, x.q_width) == (6, 256, 6144)
+    assert (fixture.gqa_ratio, fixture.head_dim) == (x.gqa_ratio, x.head_dim)
 
 
 def test_check_log_predicts_at_the_depth_the_log_decoded_at(tmp_path):
