@@ -4,8 +4,8 @@ Reads ``tests/fixtures/llamacpp/speed-measurements.jsonl`` (made by ``tools/meas
 on an H200 with llama.cpp 0c1e57098) and prints Markdown: one row per measurement (predicted,
 measured, error, fitted or held out), then the median and 90th-percentile absolute error of the
 fitted and the held-out rows, and the MTP speed-up errors at known acceptances; then the same for
-the published rows of other GPUs (``speed-published.jsonl``, one source per row) and their MTP
-speed-ups.
+the published rows of other GPUs (``speed-published.jsonl``, one source per row), their MTP
+speed-ups and their slowdowns at depth.
 ``python -m bench bench_speed``.
 """
 
@@ -50,6 +50,7 @@ def main(options: Sequence[str] = ()) -> None:
 def _published() -> None:
     from tests.fixtures.llamacpp.speed import (
         predict_published,
+        published_depth_pairs,
         published_mtp_pairs,
         published_rows,
     )
@@ -76,6 +77,14 @@ def _published() -> None:
     for r, b in published_mtp_pairs():
         m, p = r.measured / b.measured, predict_published(r) / predict_published(b)
         print(f"| {r.label} a{r.alpha:.3g} | {m:.2f}x | {p:.2f}x | {(p - m) * 100:+.0f} |")
+    print()
+    print(
+        "| published row at depth (held out) | measured / shallowest | predicted | error (points) |"
+    )
+    print("|---|---:|---:|---:|")
+    for r, b in published_depth_pairs():
+        m, p = r.measured / b.measured, predict_published(r) / predict_published(b)
+        print(f"| {r.label} / d{b.depth} | {m:.3f} | {p:.3f} | {(p - m) * 100:+.1f} |")
 
 
 if __name__ == "__main__":

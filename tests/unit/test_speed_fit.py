@@ -24,6 +24,7 @@ from tests.fixtures.llamacpp.speed import (
     mtp_pairs,
     predict,
     predict_published,
+    published_depth_pairs,
     published_mtp_pairs,
     published_rows,
     rows,
@@ -297,9 +298,9 @@ def test_published_f16_rows_at_depth_follow_the_cache_read() -> None:
     # row: the slowdown within 4 points at every depth.
     spark = [r for r in published_rows() if r.raw["gpu"] == "DGX Spark (GB10)"]
     assert len(spark) == 15 and all(r.held_out for r in spark)
-    base = {r.raw["model"]: r for r in spark if not r.depth}
-    for r in (r for r in spark if r.depth):
-        b = base[r.raw["model"]]
+    pairs = [(r, b) for r, b in published_depth_pairs() if r.raw["gpu"] == "DGX Spark (GB10)"]
+    assert len(pairs) == 12 and all(b.depth == 0 for _r, b in pairs)
+    for r, b in pairs:
         pred = predict_published(r) / predict_published(b)
         assert abs(pred - r.measured / b.measured) <= 0.04, (r.label, pred)
 
