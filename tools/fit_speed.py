@@ -78,8 +78,8 @@ def constants(values: list[float]) -> Iterator[None]:
     cap = speed.PLATFORM_EFFICIENCY["cuda"]
     # the H200's weight reads are kernel-bound: the bandwidth cap of other GPUs must not clip
     # the features (a type's rate at 1 / value) while fitting. An f16 cache's read at that share
-    # goes too: the fit gives the tensor-core kernel's rows (Qwen3.6 at 8K and 32K) no depth
-    # cost, which on the H200 is 1-5 % of their time (within the rows' run-to-run spread)
+    # goes too: the fit gives the tensor-core kernel's rows (both Qwen3.6 files at 8K and 32K)
+    # no depth cost, which on the H200 is 1-5 % of their time (within their run-to-run spread)
     speed.PLATFORM_EFFICIENCY["cuda"] = 1e6
     _set(values)
     try:
