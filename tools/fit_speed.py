@@ -2,7 +2,8 @@
 
 ``python tools/fit_speed.py`` prints the constants (paste them into crawler/ranking/speed.py)
 and the errors on fitting and held-out rows; ``--published`` fits the per-platform terms of
-other GPUs on the published rows (tests/fixtures/llamacpp/speed-published.jsonl) instead. The
+other GPUs on the published rows (tests/fixtures/llamacpp/speed-published.jsonl) instead (the
+MTP share on the MTP rows, the other terms on the rest). The
 model is linear in its constants once each type's efficiency is written as its reciprocal, so
 the fit is a non-negative least squares on seconds per token (or per MTP cycle), each row
 weighted by its own time (relative errors). The features are read off the model itself: every
@@ -181,7 +182,7 @@ def fit_platform(p: str) -> tuple[float, float, float, float]:
     held out, and the fit's sum of squared relative errors: a grid over the efficiency (0.30 to
     1.00 by 0.01), non-negative least squares for the two fixed costs at each. Without a MoE
     row the MoE layer cost stays the H200's (MOE_LAYER_S)."""
-    fit_rows = [r for r in published_rows() if r.platform == p and not r.held_out]
+    fit_rows = [r for r in published_rows() if r.platform == p and not r.held_out and not r.k]
     moe = any(r.x.n_moe_layers for r in fit_rows)
     y = np.array([r.measured for r in fit_rows])
     a = np.array([[r.x.n_layer, r.x.n_moe_layers] for r in fit_rows], float)[:, : 2 if moe else 1]
@@ -198,6 +199,26 @@ def fit_platform(p: str) -> tuple[float, float, float, float]:
     return best
 
 
+def fit_mtp_share(p: str) -> float | None:
+    """The platform's MTP share (speed.PLATFORM_MTP_SHARE) fitted on its MTP rows not held out:
+    a grid (0.05 to 1.50 by 0.01) over the squared speed-up error, each row against its own
+    MTP-off row, the platform's other terms as fitted. None (the share unchanged) without one."""
+    from tests.fixtures.llamacpp.speed import published_mtp_pairs
+
+    pairs = [(r, b) for r, b in published_mtp_pairs() if r.platform == p and not r.held_out]
+    if not pairs:
+        return None
+
+    def sse(share: float) -> float:
+        speed.PLATFORM_MTP_SHARE[p] = share
+        return sum((predict_published(r) / predict_published(b) - r.measured / b.measured) ** 2
+                   for r, b in pairs)  # fmt: skip
+
+    best = min((round(float(v), 2) for v in np.arange(0.05, 1.5001, 0.01)), key=sse)
+    speed.PLATFORM_MTP_SHARE[p] = best
+    return best
+
+
 def report_published(pick: Callable[[PublishedRow], bool]) -> list[float]:
     """Relative errors of the published rows ``pick`` selects (the constants as set)."""
     return [predict_published(r) / r.measured - 1 for r in published_rows() if pick(r)]
@@ -208,10 +229,15 @@ def main_published() -> None:
     for p in ("cuda", "metal"):
         eff, layer_s, moe_s, sse = fit_platform(p)
         n = sum(1 for r in published_rows() if r.platform == p and not r.held_out)
+        share = fit_mtp_share(p)
         print(f"{p}: eff {eff:.2f} layer {layer_s:.4g} s moe layer {moe_s:.4g} s "
-              f"sse {sse:.4f} ({n} rows)")  # fmt: skip
-    for label, keep in (("fitted", False), ("held out", True)):
-        e = np.abs(report_published(lambda r, k=keep: r.held_out is k))  # type: ignore[misc]
+              f"sse {sse:.4f} MTP share {share} ({n} rows)")  # fmt: skip
+    picks: tuple[tuple[str, Callable[[PublishedRow], bool]], ...] = (
+        ("fitted (MTP-off)", lambda r: not r.held_out and not r.k),
+        ("held out", lambda r: r.held_out),
+    )
+    for label, pick in picks:
+        e = np.abs(report_published(pick))
         print(f"{label}: n={len(e)} median {np.median(e):.1%} p90 {np.percentile(e, 90):.1%}")
 
 

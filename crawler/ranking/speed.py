@@ -20,6 +20,7 @@ __all__ = [
     "PLATFORM_EFFICIENCY",
     "PLATFORM_LAYER_S",
     "PLATFORM_MOE_LAYER_S",
+    "PLATFORM_MTP_SHARE",
     "PUBLISHED_ROWS",
     "TYPE_EFFICIENCY",
     "SpeedEstimate",
@@ -35,6 +36,7 @@ __all__ = [
     "measured_gpu",
     "mix_efficiency",
     "mtp_cycle_seconds",
+    "mtp_share",
     "per_token_acceptance",
     "type_efficiency",
 ]
@@ -120,14 +122,19 @@ VERIFY_S = 4.028e-14
 #: Apple): the share of peak bandwidth weight reads reach where the kernels keep up, a fixed cost
 #: per trunk layer beyond the H200's and per MoE layer (seconds). Fitted (tools/fit_speed.py
 #: --published) on the published rows not held out (PUBLISHED_ROWS of them: llama-bench tg128,
-#: and a 27B through llama-server on an RTX 5090). The CUDA layer cost fitted to 0 (llama.cpp's
-#: CUDA graphs); no published CUDA row of a MoE was fitted, so CUDA keeps the H200's MoE layer
-#: cost. Metal pays 171 us per layer (command encoding; Apple GPUs are compute-bound on small
+#: a 27B through llama-server on RTX 5090s, with MTP for the share below). The CUDA layer cost
+#: fitted to 0 (llama.cpp's CUDA graphs); no published CUDA row of a MoE was fitted, so CUDA
+#: keeps the H200's MoE layer cost. Metal pays 171 us per layer (command encoding; Apple GPUs are compute-bound on small
 #: weights) and 23 us per MoE layer more.
 PLATFORM_EFFICIENCY: dict[str, float] = {"cuda": 0.64, "metal": 0.82}
 PLATFORM_LAYER_S: dict[str, float] = {"cuda": 0.0, "metal": 170.5e-6}
 PLATFORM_MOE_LAYER_S: dict[str, float] = {"cuda": MOE_LAYER_S, "metal": 22.57e-6}
-PUBLISHED_ROWS: dict[str, int] = {"cuda": 6, "metal": 8}
+#: MTP on chips other than the measured one (mtp_share): the share of the H200's drafting costs
+#: (DRAFT_S, ACCEPT_S, the verify column; each at the GPU's compute) a platform pays. Fitted on
+#: the speed-up (each MTP row against its own MTP-off row) of one source's RTX 5090 at draft
+#: lengths 1-3; another 5090's sweep at 1-6 alone gives 0.71. Metal: no published MTP row.
+PLATFORM_MTP_SHARE: dict[str, float] = {"cuda": 0.72, "metal": 1.0}
+PUBLISHED_ROWS: dict[str, int] = {"cuda": 9, "metal": 8}
 
 
 _LABEL_TYPE = re.compile(r"(?<![A-Z0-9])(I?Q\d_(?:K|\d|XXS|XS|S|M|NL))(?:_(S|M|L|XL))?", re.I)
@@ -316,6 +323,15 @@ def depth_scale(bandwidth_gb_s: float, fp32_tflops: float | None) -> float:
     return MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s if c is None else 1.0 / c
 
 
+def mtp_share(bandwidth_gb_s: float, platform: str, fp32_tflops: float | None) -> float:
+    """The share of the H200's drafting costs a GPU pays (PLATFORM_MTP_SHARE): all of them on
+    the measured chip (the H200's compute: the H100 SXM is its die at its clocks)."""
+    c = compute_ratio(fp32_tflops)
+    if measured_gpu(bandwidth_gb_s, platform) or (c is not None and abs(c - 1) < 0.01):
+        return 1.0
+    return PLATFORM_MTP_SHARE[platform]
+
+
 def fa_kernel(gqa_ratio: int, head_dim: int, depth: int) -> str:
     """The flash-attention kernel llama.cpp's CUDA backend runs for one decode query over an f16
     cache on an Ada Lovelace or newer GPU (ggml_cuda_get_best_fattn_kernel in
@@ -409,9 +425,10 @@ def mtp_cycle_seconds(
     active = active_expert_bytes(x.expert_bytes, x.n_expert, x.n_expert_used)
     target = x.dense_bytes + (0.0 if x.experts_on_host else active)
     # the fixed costs are work the H200 did at its compute (unknown compute: the bandwidth ratio
-    # for the verify column, the H200's time for the rest)
-    fixed = 1.0 if c is None else 1.0 / c
-    slow = MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s if c is None else 1.0 / c
+    # for the verify column, the H200's time for the rest), at the platform's share of them
+    share = mtp_share(bandwidth_gb_s, platform, fp32_tflops)
+    fixed = share if c is None else share / c
+    slow = share * (MEASURED_GPU_BANDWIDTH_GB_S / bandwidth_gb_s if c is None else 1.0 / c)
     draft = read * q8 + DRAFT_S * fixed + target * VERIFY_S * slow
     draft += DRAFT_DEPTH_LAYERS * _layer_depth_seconds(
         x, depth, bandwidth_gb_s, fp32_tflops, platform

@@ -26,12 +26,14 @@ from crawler.ranking.speed import (
     PLATFORM_EFFICIENCY,
     PLATFORM_LAYER_S,
     PLATFORM_MOE_LAYER_S,
+    PLATFORM_MTP_SHARE,
     SERVER_S,
     active_expert_bytes,
     compute_ratio,
     expected_tokens,
     gpu_platform,
     measured_gpu,
+    mtp_share,
 )
 
 __all__ = [
@@ -182,9 +184,15 @@ def speed_bound(
     ks = (*DRAFT_N_CHOICES, draft_n_max) if mtp else (0,)
     drafted = [k for k in ks if k > 0]
     # mtp_cycle_seconds: k drafts cost at least k * DRAFT_S, the accepted tokens ACCEPT_S each,
-    # both at the GPU's compute where it is known (any platform and compute: at least nothing)
+    # both at the GPU's compute where it is known and the platform's share of them (any platform
+    # and compute: at least nothing; any platform: the smallest share)
     c = compute_ratio(fp32_tflops)
-    fixed = (0.0 if platform is None else 1.0) if c is None else 1.0 / c
+    part = (
+        min(1.0, *PLATFORM_MTP_SHARE.values())
+        if platform is None
+        else mtp_share(bandwidth_gb_s, platform, fp32_tflops)
+    )
+    fixed = (0.0 if platform is None else part) if c is None else part / c
     cycle = (
         min(
             (k * DRAFT_S + (expected_tokens(acceptance, k) - 1.0) * ACCEPT_S for k in drafted),

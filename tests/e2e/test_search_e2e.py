@@ -244,7 +244,7 @@ def test_gpu_by_name_sets_budget_and_speed_and_says_which(catalog_db):
     for r in doc["results"]:
         assert r["tok_s"] > 0 and r["speed"]["estimate"] is True
         assert r["speed"]["tok_s_at_ctx"] <= r["tok_s"]
-        assert r["speed"]["basis"] == "extrapolated from 6 published CUDA rows"
+        assert r["speed"]["basis"] == "extrapolated from 9 published CUDA rows"
 
 
 def test_ambiguous_gpu_is_a_usage_error_listing_choices(catalog_db):

@@ -16,6 +16,7 @@ from crawler.ranking.speed import (
     MEASURED_GPU_BANDWIDTH_GB_S,
     MOE_LAYER_S,
     PLATFORM_EFFICIENCY,
+    PLATFORM_MTP_SHARE,
     SERVER_S,
     SpeedInputs,
     decode_seconds,
@@ -25,6 +26,7 @@ from crawler.ranking.speed import (
     fa_kernel,
     label_type_mix,
     mtp_cycle_seconds,
+    mtp_share,
     type_efficiency,
 )
 from crawler.ranking.speed_bound import read_bytes_floor, speed_bound, verify_experts_floor
@@ -180,6 +182,30 @@ def test_mtp_cycle_costs_grow_with_the_draft_length_and_moe_pays_extra_experts()
     extra_moe = mtp_cycle_seconds(moe, 896, 3, 0.8) - mtp_cycle_seconds(moe, 896, 0, 0.8)
     extra_plain = mtp_cycle_seconds(plain, 896, 3, 0.8) - mtp_cycle_seconds(plain, 896, 0, 0.8)
     assert extra_moe > extra_plain
+
+
+def test_the_measured_chip_pays_every_drafting_cost_other_chips_their_platform_share():
+    # the H200 and the H100 SXM (its compute: 66.91 FP32 TFLOPS) pay the measured costs; an RTX
+    # 3090 (35.58) and a GPU of unknown compute CUDA's share; a Metal chip Metal's (unfitted: 1)
+    assert mtp_share(4890.0, "cuda", 66.91) == mtp_share(3360.0, "cuda", 66.91) == 1.0
+    assert mtp_share(936.2, "cuda", 35.58) == mtp_share(273.0, "cuda", None) < 1.0
+    assert mtp_share(936.2, "cuda", 35.58) == PLATFORM_MTP_SHARE["cuda"]
+    assert mtp_share(400.0, "metal", None) == PLATFORM_MTP_SHARE["metal"]
+    # the share scales the drafting costs past the draft's weight read, nothing else
+    x = SpeedInputs(dense_bytes=int(13.9 * GB), mtp=True, mtp_bytes=int(0.29 * GB))
+
+    def extra(share: float) -> float:
+        saved = PLATFORM_MTP_SHARE["cuda"]
+        PLATFORM_MTP_SHARE["cuda"] = share
+        try:
+            cycle = mtp_cycle_seconds(x, 936.2, 3, 0.8, fp32_tflops=35.58)
+        finally:
+            PLATFORM_MTP_SHARE["cuda"] = saved
+        return cycle - mtp_cycle_seconds(x, 936.2, 0, 0.8, fp32_tflops=35.58)
+
+    read = extra(0.0)
+    assert read > 0
+    assert extra(0.5) - read == pytest.approx(0.5 * (extra(1.0) - read))
 
 
 @settings(max_examples=400, deadline=None)

@@ -206,21 +206,32 @@ PUBLISHED_SSE = {"cuda": 0.0476 * 1.01, "metal": 0.1941 * 1.01}
 
 
 def _published_errors(held: bool) -> list[float]:
+    # the fitted MTP rows fit the MTP share by their speed-up: _published_speedup_points
     return [abs(predict_published(r) / r.measured - 1) for r in published_rows()
-            if r.held_out is held]  # fmt: skip
+            if r.held_out is held and (held or not r.k)]  # fmt: skip
 
 
 def _published_sse(platform: str) -> float:
     # the fit's objective: relative errors of the seconds per token
     return sum((r.measured / predict_published(r) - 1) ** 2 for r in published_rows()
-               if r.platform == platform and not r.held_out)  # fmt: skip
+               if r.platform == platform and not r.held_out and not r.k)  # fmt: skip
+
+
+#: The published MTP rows' speed-up errors the fit reached (points, rounded up): the fitted
+#: rows' sum of squares (the fit's optimum, 1 % above), the held-out rows' median and largest.
+PUBLISHED_MTP_SSE, PUBLISHED_MTP_MEDIAN, PUBLISHED_MTP_MAX = 0.00976 * 1.01, 0.05, 0.18
 
 
 def _published_within_bounds() -> bool:
+    fit_pts = _published_speedup_points(held=False)
+    held_pts = [abs(e) for e in _published_speedup_points(held=True)]
     return (
         statistics.median(_published_errors(True)) <= PUBLISHED_HELD_MEDIAN
         and statistics.median(_published_errors(False)) <= PUBLISHED_FIT_MEDIAN
         and all(_published_sse(p) <= b for p, b in PUBLISHED_SSE.items())
+        and sum(e * e for e in fit_pts) <= PUBLISHED_MTP_SSE
+        and statistics.median(held_pts) <= PUBLISHED_MTP_MEDIAN
+        and max(held_pts) <= PUBLISHED_MTP_MAX
     )
 
 
@@ -232,11 +243,13 @@ def test_published_rows_are_cited_split_and_counted() -> None:
         held = [r for r in pub if r.platform == p and r.held_out]
         assert len(fit) == speed.PUBLISHED_ROWS[p] and len(held) >= 4
         # held out by GPU, model or source: no held-out row has a fitting row of the same GPU,
-        # model and source (MTP rows apart: no published row fits an MTP term)
-        fitted = {(r.raw["gpu"], r.raw["model"], r.raw["source"]) for r in fit}
+        # model and source (MTP rows apart: the share's fitting rows are another source's)
+        fitted = {(r.raw["gpu"], r.raw["model"], r.raw["source"]) for r in fit if not r.k}
         assert not any((r.raw["gpu"], r.raw["model"], r.raw["source"]) in fitted
                        for r in held if not r.k)  # fmt: skip
-        assert all(r.held_out for r in pub if r.k)
+    mtp_sources = {r.raw["source"] for r in pub if r.k and not r.held_out}
+    assert len(mtp_sources) == 1
+    assert not any(r.raw["source"] in mtp_sources for r in pub if r.k and r.held_out)
     assert {r.raw["model"] for r in pub} >= {"llama2-7b", "qwen3-30b-a3b", "qwen35-27b"}
     assert any(r.x.n_moe_layers for r in pub if r.held_out)
 
@@ -299,11 +312,14 @@ def test_published_f16_rows_at_depth_follow_the_cache_read() -> None:
         assert abs(pred - r.measured / b.measured) <= 0.04, (r.label, pred)
 
 
-def _published_speedup_points(fp32: bool = True) -> list[float]:
-    """Points of MTP speed-up error of the published MTP rows (each against its own source's
-    MTP-off row), with the GPU's compute or (``fp32`` False) without it."""
+def _published_speedup_points(held: bool, fp32: bool = True) -> list[float]:
+    """Points of MTP speed-up error of the published MTP rows held out (or fitted), each
+    against its own source's MTP-off row, with the GPU's compute or (``fp32`` False) without
+    it."""
     out = []
     for r, b in published_mtp_pairs():
+        if r.held_out is not held:
+            continue
         if fp32:
             pred = predict_published(r) / predict_published(b)
         else:
@@ -316,17 +332,22 @@ def _published_speedup_points(fp32: bool = True) -> list[float]:
 
 
 def test_published_mtp_speedups_on_consumer_gpus() -> None:
-    # an RTX 5090 at draft lengths 1-6, another at 1-3 and two files on an RTX 3090 at 2, each at
-    # the draft acceptance its server reported: the drafting costs the H200 measured, at the
-    # GPU's compute. Under by 0-31 points (median 16): the 10-point target of the H200's rows is
-    # met by 3 of these 11 (docs/models.md)
-    pts = _published_speedup_points()
-    assert len(pts) >= 11
-    assert max(abs(e) for e in pts) <= 0.32, pts
-    assert statistics.median(abs(e) for e in pts) <= 0.17, pts
-    # the H200's drafting times and the verify column scaled by bandwidth (as where the GPU's
-    # compute is not known) put the 5090's drafts of 3-6 tokens 59-74 points under
-    by_bw = _published_speedup_points(fp32=False)
+    # held out: another RTX 5090's sweep at draft lengths 1-6 and two files on an RTX 3090 at 2,
+    # each at the draft acceptance its server reported; the share is fitted on a third source
+    # (an RTX 5090 at 1-3). Within 10 points on 7 of the 8 (the 3090's 2-bit file, whose MTP-off
+    # row is predicted 14 % too fast, 17 points under: docs/models.md)
+    held = _published_speedup_points(held=True)
+    assert len(held) >= 8
+    assert sum(abs(e) <= 0.10 for e in held) >= 7, held
+    assert max(abs(e) for e in held) <= PUBLISHED_MTP_MAX, held
+    assert statistics.median(abs(e) for e in held) <= PUBLISHED_MTP_MEDIAN, held
+    assert len(_published_speedup_points(held=False)) >= 3
+    # the H200's drafting costs at the GPU's compute (share 1) put them 0-32 points under
+    # (median 16); scaled by bandwidth (as where the GPU's compute is not known), 59-74 under
+    with _platform_mutated(speed.PLATFORM_MTP_SHARE, "cuda", 1 / speed.PLATFORM_MTP_SHARE["cuda"]):
+        full = _published_speedup_points(held=True)
+        by_bw = _published_speedup_points(held=True, fp32=False)
+    assert statistics.median(abs(e) for e in full) > 0.15 and max(full) < 0.01
     assert min(by_bw) < -0.55 and statistics.median(abs(e) for e in by_bw) > 0.3
 
 
@@ -343,6 +364,7 @@ def _platform_mutated(table: dict[str, float], key: str, factor: float) -> Itera
 PLATFORM_TERMS = [
     ("PLATFORM_EFFICIENCY", "cuda"), ("PLATFORM_EFFICIENCY", "metal"),
     ("PLATFORM_LAYER_S", "metal"), ("PLATFORM_MOE_LAYER_S", "metal"),
+    ("PLATFORM_MTP_SHARE", "cuda"),
 ]  # fmt: skip
 
 
@@ -370,7 +392,7 @@ def test_the_h200_keeps_its_measured_terms_and_other_gpus_say_so() -> None:
     assert h200.basis.startswith("measured")
     metal = estimate_speed(x, 400.0, platform=speed.gpu_platform("Apple M2 Max"))
     assert metal.basis == "extrapolated from 8 published Metal rows"
-    assert estimate_speed(x, 936.2).basis == "extrapolated from 6 published CUDA rows"
+    assert estimate_speed(x, 936.2).basis == "extrapolated from 9 published CUDA rows"
     assert speed.gpu_platform("GeForce RTX 3090") == "cuda" and speed.gpu_platform(None) == "cuda"
 
 
