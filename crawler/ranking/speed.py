@@ -131,10 +131,11 @@ PLATFORM_LAYER_S: dict[str, float] = {"cuda": 0.0, "metal": 170.5e-6}
 PLATFORM_MOE_LAYER_S: dict[str, float] = {"cuda": MOE_LAYER_S, "metal": 22.57e-6}
 #: MTP on chips other than the measured one (mtp_share): the share of the H200's drafting costs
 #: (DRAFT_S, ACCEPT_S, the verify column; each at the GPU's compute) a platform pays. Fitted on
-#: the speed-up (each MTP row against its own MTP-off row) of one source's RTX 5090 at draft
-#: lengths 1-3; another 5090's sweep at 1-6 alone gives 0.71. Metal: no published MTP row.
-PLATFORM_MTP_SHARE: dict[str, float] = {"cuda": 0.72, "metal": 1.0}
-PUBLISHED_ROWS: dict[str, int] = {"cuda": 9, "metal": 8}
+#: the speed-up (each MTP row against its own MTP-off row): CUDA on one source's RTX 5090 at
+#: draft lengths 1-3 (another 5090's sweep at 1-6 alone gives 0.71); Metal on an M4's 27B at 2,
+#: no faster than without MTP (its K-quant kernels barely amortize a small verify batch).
+PLATFORM_MTP_SHARE: dict[str, float] = {"cuda": 0.72, "metal": 3.66}
+PUBLISHED_ROWS: dict[str, int] = {"cuda": 9, "metal": 9}
 
 
 _LABEL_TYPE = re.compile(r"(?<![A-Z0-9])(I?Q\d_(?:K|\d|XXS|XS|S|M|NL))(?:_(S|M|L|XL))?", re.I)

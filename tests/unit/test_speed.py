@@ -186,7 +186,7 @@ def test_mtp_cycle_costs_grow_with_the_draft_length_and_moe_pays_extra_experts()
 
 def test_the_measured_chip_pays_every_drafting_cost_other_chips_their_platform_share():
     # the H200 and the H100 SXM (its compute: 66.91 FP32 TFLOPS) pay the measured costs; an RTX
-    # 3090 (35.58) and a GPU of unknown compute CUDA's share; a Metal chip Metal's (unfitted: 1)
+    # 3090 (35.58) and a GPU of unknown compute CUDA's share; a Metal chip Metal's
     assert mtp_share(4890.0, "cuda", 66.91) == mtp_share(3360.0, "cuda", 66.91) == 1.0
     assert mtp_share(936.2, "cuda", 35.58) == mtp_share(273.0, "cuda", None) < 1.0
     assert mtp_share(936.2, "cuda", 35.58) == PLATFORM_MTP_SHARE["cuda"]
