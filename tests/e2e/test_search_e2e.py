@@ -816,7 +816,7 @@ def test_sort_speed_needs_a_gpu_and_orders_by_tok_s(catalog_db):
     speeds = [r["tok_s"] for r in doc["results"]]
     assert speeds == sorted(speeds, reverse=True) and len(speeds) > 3
     assert {r["speed"]["basis"] for r in doc["results"]} == {
-        "extrapolated from 8 published Metal rows"
+        "extrapolated from 9 published Metal rows"
     }
 
 
