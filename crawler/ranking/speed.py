@@ -122,10 +122,10 @@ VERIFY_S = 4.028e-14
 #: Apple): the share of peak bandwidth weight reads reach where the kernels keep up, a fixed cost
 #: per trunk layer beyond the H200's and per MoE layer (seconds). Fitted (tools/fit_speed.py
 #: --published) on the published rows not held out (PUBLISHED_ROWS of them: llama-bench tg128,
-#: a 27B through llama-server on RTX 5090s, with MTP for the share below). The CUDA layer cost
-#: fitted to 0 (llama.cpp's CUDA graphs); no published CUDA row of a MoE was fitted, so CUDA
-#: keeps the H200's MoE layer cost. Metal pays 171 us per layer (command encoding; Apple GPUs are compute-bound on small
-#: weights) and 23 us per MoE layer more.
+#: 27Bs through llama-server, with MTP for the share below). The CUDA layer cost fitted to 0
+#: (llama.cpp's CUDA graphs); no published CUDA row of a MoE was fitted, so CUDA keeps the
+#: H200's MoE layer cost. Metal pays 171 us per layer (command encoding; Apple GPUs are
+#: compute-bound on small weights) and 23 us per MoE layer more.
 PLATFORM_EFFICIENCY: dict[str, float] = {"cuda": 0.64, "metal": 0.82}
 PLATFORM_LAYER_S: dict[str, float] = {"cuda": 0.0, "metal": 170.5e-6}
 PLATFORM_MOE_LAYER_S: dict[str, float] = {"cuda": MOE_LAYER_S, "metal": 22.57e-6}
@@ -326,11 +326,10 @@ def depth_scale(bandwidth_gb_s: float, fp32_tflops: float | None) -> float:
 
 def mtp_share(bandwidth_gb_s: float, platform: str, fp32_tflops: float | None) -> float:
     """The share of the H200's drafting costs a GPU pays (PLATFORM_MTP_SHARE): all of them on
-    the measured chip (the H200's compute: the H100 SXM is its die at its clocks)."""
+    the measured chip, the H200 or the H100 SXM (its die at its clocks: its compute, 3360 GB/s)."""
     c = compute_ratio(fp32_tflops)
-    if measured_gpu(bandwidth_gb_s, platform) or (c is not None and abs(c - 1) < 0.01):
-        return 1.0
-    return PLATFORM_MTP_SHARE[platform]
+    h100 = c is not None and abs(c - 1) < 0.01 and abs(bandwidth_gb_s - 3360.0) < 1.0
+    return 1.0 if measured_gpu(bandwidth_gb_s, platform) or h100 else PLATFORM_MTP_SHARE[platform]
 
 
 def fa_kernel(gqa_ratio: int, head_dim: int, depth: int) -> str:

@@ -190,6 +190,8 @@ def test_the_measured_chip_pays_every_drafting_cost_other_chips_their_platform_s
     assert mtp_share(4890.0, "cuda", 66.91) == mtp_share(3360.0, "cuda", 66.91) == 1.0
     assert mtp_share(936.2, "cuda", 35.58) == mtp_share(273.0, "cuda", None) < 1.0
     assert mtp_share(936.2, "cuda", 35.58) == PLATFORM_MTP_SHARE["cuda"]
+    # another chip of the same FP32 figure (an RTX PRO 5000 Blackwell: 66.94) is not the H100
+    assert mtp_share(1340.0, "cuda", 66.94) == PLATFORM_MTP_SHARE["cuda"]
     assert mtp_share(400.0, "metal", None) == PLATFORM_MTP_SHARE["metal"]
     # the share scales the drafting costs past the draft's weight read, nothing else
     x = SpeedInputs(dense_bytes=int(13.9 * GB), mtp=True, mtp_bytes=int(0.29 * GB))
