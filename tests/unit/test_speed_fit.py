@@ -220,7 +220,7 @@ def _published_sse(platform: str) -> float:
 
 #: The published MTP rows' speed-up errors the fit reached (points, rounded up): the fitted
 #: rows' sum of squares (the fit's optimum, 1 % above), the held-out rows' median and largest.
-PUBLISHED_MTP_SSE, PUBLISHED_MTP_MEDIAN, PUBLISHED_MTP_MAX = 0.00976 * 1.01, 0.051, 0.331
+PUBLISHED_MTP_SSE, PUBLISHED_MTP_MEDIAN, PUBLISHED_MTP_MAX = 0.00976 * 1.01, 0.063, 0.331
 
 
 def _published_within_bounds() -> bool:
@@ -344,29 +344,32 @@ def _held_mtp_rows() -> list[PublishedRow]:
 
 
 def test_published_mtp_speedups_on_consumer_gpus() -> None:
-    # held out: another RTX 5090's sweep at draft lengths 1-6, two files on an RTX 3090 at 2 and
-    # an RTX 4090 on a Windows desktop at 2 and 4, each at the draft acceptance its server
-    # reported (CUDA's share is fitted on a fourth source: an RTX 5090 at 1-3), and an Apple M4
-    # at 2 with an 8K context (Metal's is fitted on its run at 32K). Within 10 points on 8 of
-    # the 11: the 3090's 2-bit file 17 under (its MTP-off row is predicted 14 % too fast), the
-    # 4090's 16 and 33 over (its drafts cost more than the H200's: docs/models.md)
+    # held out: another RTX 5090's sweep at draft lengths 1-6, two files on an RTX 3090 at 2, an
+    # RTX 4090 on a Windows desktop at 2 and 4 and a V100 in a server at 1-6, each at the draft
+    # acceptance its server reported (CUDA's share is fitted on a fifth source: an RTX 5090 at
+    # 1-3), and an Apple M4 at 2 with an 8K context (Metal's is fitted on its run at 32K).
+    # Within 10 points on 9 of the 16: the 3090's 2-bit file 17 under (its MTP-off row is
+    # predicted 14 % too fast), the 4090's 16 and 33 over (its drafts cost more than the
+    # H200's), the V100's 11-14 under at k=1-4 (its MTP-off row 7 % too fast): docs/models.md
     held = _published_speedup_points(held=True)
-    assert len(held) >= 11
-    assert sum(abs(e) <= 0.10 for e in held) >= 8, held
+    assert len(held) >= 16
+    assert sum(abs(e) <= 0.10 for e in held) >= 9, held
     assert max(abs(e) for e in held) <= PUBLISHED_MTP_MAX, held
     assert statistics.median(abs(e) for e in held) <= PUBLISHED_MTP_MEDIAN, held
     assert len(_published_speedup_points(held=False)) >= 3
-    # the H200's drafting costs at the GPU's compute (share 1) put the eight Linux rows 0-32
-    # points under (median 16); scaled by bandwidth (as where the GPU's compute is not known)
-    # the 5090s' 59-74 under
+    # the H200's drafting costs at the GPU's compute (share 1) put the eight Linux desktop rows
+    # 0-32 points under (median 16); scaled by bandwidth (as where the GPU's compute is not
+    # known) the 5090s' 59-74 under
     with _platform_mutated(speed.PLATFORM_MTP_SHARE, "cuda", 1 / speed.PLATFORM_MTP_SHARE["cuda"]):
         full = _published_speedup_points(held=True)
         by_bw = _published_speedup_points(held=True, fp32=False)
     linux = [e for e, r in zip(full, _held_mtp_rows(), strict=True)
-             if r.platform == "cuda" and "Windows" not in r.raw["note"]]  # fmt: skip
+             if r.raw["gpu"].startswith("GeForce") and "Windows" not in r.raw["note"]]  # fmt: skip
     assert len(linux) == 8
     assert statistics.median(abs(e) for e in linux) > 0.15 and max(linux) < 0.01
-    assert min(by_bw) < -0.55 and statistics.median(abs(e) for e in by_bw) > 0.3
+    rtx5090 = [e for e, r in zip(by_bw, _held_mtp_rows(), strict=True)
+               if r.raw["gpu"] == "GeForce RTX 5090"]  # fmt: skip
+    assert min(rtx5090) < -0.55 and statistics.median(abs(e) for e in rtx5090) > 0.3
 
 
 @contextmanager
