@@ -32,6 +32,7 @@ from tests.fixtures.llamacpp.speed import (
     held_out,
     predict,
     predict_published,
+    published_mtp_pairs,
     published_rows,
     rows,
 )
@@ -203,8 +204,6 @@ def fit_mtp_share(p: str) -> float | None:
     """The platform's MTP share (speed.PLATFORM_MTP_SHARE) fitted on its MTP rows not held out:
     a grid (0.05 to 10 by 0.01) over the squared speed-up error, each row against its own
     MTP-off row, the platform's other terms as fitted. None (the share unchanged) without one."""
-    from tests.fixtures.llamacpp.speed import published_mtp_pairs
-
     pairs = [(r, b) for r, b in published_mtp_pairs() if r.platform == p and not r.held_out]
     if not pairs:
         return None
