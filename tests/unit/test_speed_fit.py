@@ -345,8 +345,8 @@ def _held_mtp_rows() -> list[PublishedRow]:
 
 def test_published_mtp_speedups_on_consumer_gpus() -> None:
     # held out: another RTX 5090's sweep at draft lengths 1-6, two files on an RTX 3090 at 2, an
-    # RTX 4090 on a Windows desktop at 2 and 4 and a V100 in a server at 1-6, each at the draft
-    # acceptance its server reported (CUDA's share is fitted on a fifth source: an RTX 5090 at
+    # RTX 4090 on a Windows desktop at 2 and 4 and a V100 in a server at 1-4 and 6, each at the
+    # draft acceptance reported (CUDA's share is fitted on a fifth source: an RTX 5090 at
     # 1-3), and an Apple M4 at 2 with an 8K context (Metal's is fitted on its run at 32K).
     # Within 10 points on 9 of the 16: the 3090's 2-bit file 17 under (its MTP-off row is
     # predicted 14 % too fast), the 4090's 16 and 33 over (its drafts cost more than the
