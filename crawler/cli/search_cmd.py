@@ -371,6 +371,12 @@ def _footer(res: SearchResult) -> str:
             " within noise of 8-bit, with the task moving acceptance far more (--json:"
             " mtp.reading, docs/models.md)"
         )
+    slower = sum(1 for r in o.results if r.config.mtp and r.speed and r.speed.mtp_speedup < 1)
+    if slower:
+        parts.append(
+            f"MTP slower: {slower} of these rows run the draft head where the estimate is faster"
+            f" without it (acceptance {res.request.spec.mtp_acceptance:g}); --no-mtp drops it"
+        )
     if any(r.measured for r in o.results):
         parts.append(
             "measured: published by the repo for that exact file, beside the estimate (which it"

@@ -55,6 +55,12 @@ def test_api_search_gpu_mtp_sort_and_limit(served: Served) -> None:
     assert status == 200
     basis = doc["results"][0]["speed"]["basis"]
     assert basis.startswith("extrapolated from") and f"tok/s an estimate ({basis})" in html
+    # and counts the rows the estimate puts faster without the draft head, as the CLI does (the
+    # fastest rows here are the world's 3 MiB files, whose step is too short for drafting)
+    slower = sum(1 for r in doc["results"] if r["speed"]["mtp_speedup"] < 1)
+    assert slower > 0 and f"MTP slower: {slower} of these rows" in html
+    status, _, html = served.get("/", {**params, "mtp": "false"})
+    assert status == 200 and "MTP slower" not in html
 
 
 @pytest.mark.parametrize(
