@@ -83,8 +83,6 @@ def search(
         float,
         Option(
             "--mtp-acceptance",
-            min=0.0,
-            max=1.0,
             help="Per-token MTP draft acceptance A the tok/s estimate assumes (default 0.789:"
             " the median of five published rates, docs/models.md).",
         ),

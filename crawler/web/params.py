@@ -66,7 +66,9 @@ def number(name: str, raw: str, lo: float, hi: float) -> float | None:
         x = float(value)
     except ValueError:
         raise BadParam(f"{name}: not a number") from None
-    if not math.isfinite(x) or not lo <= x <= hi:
+    if not math.isfinite(x):
+        raise BadParam(f"{name}: not a number")
+    if not lo <= x <= hi:
         raise BadParam(f"{name}: must be between {lo:g} and {hi:g}")
     return x
 
@@ -161,6 +163,7 @@ _SEARCH: dict[str, Callable[[str, str], Any]] = {
     "auto_cache": flag,
     "mtp": lambda n, r: flag(n, r) if r.strip() else None,  # empty: where usable and it fits
     "spec_draft_n_max": lambda n, r: integer(n, r, 0, 64),
+    "mtp_acceptance": lambda n, r: number(n, r, 0, 1),
     "min_attn_bits": lambda n, r: number(n, r, 0, 32),
     "arch": text,
     "author": text,

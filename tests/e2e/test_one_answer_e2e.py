@@ -165,6 +165,14 @@ def test_same_budget_same_verdict_margin_and_cache_everywhere(cli: Cli) -> None:
         (("search", "qwen 27b", "--ctx", "4096"), "give --vram GIB or --gpu NAME"),
         (("search", "qwen 27b", "--vram", "24", "--sort", "fastest"), "--sort 'fastest'"),
         (("search", "qwen 27b", "--vram", "24x"), "'24x': not a memory size"),
+        (
+            ("search", "qwen 27b", "--vram", "24", "--mtp-acceptance", "nan"),
+            "--mtp-acceptance must be a finite number, not nan",
+        ),
+        (
+            ("search", "qwen 27b", "--vram", "24", "--mtp-acceptance", "1.5"),
+            "--mtp-acceptance must be between 0 and 1, not 1.5",
+        ),
         (("estimate", "o/r:Q4_K_M", "-c", "256q"), "'256q': not a context length"),
         (("estimate", "o/r:Q4_K_M", "-c", "4096", "-ctk", "q9_0"), "-ctk 'q9_0'"),
         (("estimate", "o/r:Q4_K_M", "-c", "4096", "--gpu", "rtx 9999"), "rtx 9999"),

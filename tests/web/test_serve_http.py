@@ -61,6 +61,16 @@ def test_api_search_gpu_mtp_sort_and_limit(served: Served) -> None:
     assert slower > 0 and f"MTP slower: {slower} of these rows" in html
     status, _, html = served.get("/", {**params, "mtp": "false"})
     assert status == 200 and "MTP slower" not in html
+    # the acceptance the estimate assumes, as --mtp-acceptance
+    low = {**params, "mtp_acceptance": "0.05"}
+    status, doc = served.json("/api/search", low)
+    assert status == 200 and doc == cli_json(
+        served, "search", "--gpu", "RTX 4090", "--ctx", "32768", "--mtp", "--sort", "speed",
+        "--limit", "3", "--mtp-acceptance", "0.05",
+    )  # fmt: skip
+    assert {r["speed"]["mtp_acceptance"] for r in doc["results"]} == {0.05}
+    status, _, html = served.get("/", low)
+    assert status == 200 and 'name="mtp_acceptance" value="0.05"' in html
 
 
 @pytest.mark.parametrize(
@@ -75,6 +85,8 @@ def test_api_search_gpu_mtp_sort_and_limit(served: Served) -> None:
         ({"vram": 24, "sort": "random"}, "sort: one of"),
         ({"vram": 24, "cache_type_k": "q3_k"}, "cache_type_k: one of"),
         ({"vram": 24, "mtp": "maybe"}, "mtp: not a boolean"),
+        ({"vram": 24, "mtp_acceptance": "1.5"}, "mtp_acceptance: must be between 0 and 1"),
+        ({"vram": 24, "mtp_acceptance": "nan"}, "mtp_acceptance: not a number"),
         ({"vram": 24, "q": "x" * 201}, "q: at most 200"),
         ({"vram": 24, "bogus": "1"}, "unknown parameter 'bogus'"),
         ({"ctx": 4096}, "give --vram GIB or --gpu NAME"),
