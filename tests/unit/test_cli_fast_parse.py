@@ -51,6 +51,8 @@ FAST: list[list[str]] = [
     ["--mtp-acceptance", "0.5"],
     ["--mtp-acceptance", "1"],
     ["--mtp-acceptance", "0"],
+    ["--mtp-acceptance", "1.5"],  # read as typer reads it; the search request refuses it
+    ["--mtp-acceptance", "-0.1"],
     ["--min-attn-bits", "6"],
     ["--min-attn-bits", "-2.25"],
     ["--arch", "qwen3", "--author", "unsloth", "--base", "Qwen/Qwen3-8B", "--label", "Q4_K_M"],
@@ -120,8 +122,6 @@ TYPER_ONLY: list[list[str]] = [
     ["--n-cpu-moe", "-1"],
     ["--ubatch", "0"],
     ["--spec-draft-n-max", "-1"],
-    ["--mtp-acceptance", "1.5"],
-    ["--mtp-acceptance", "-0.1"],
     ["--mtp-acceptance", "nan"],
     ["--min-attn-bits", "inf"],
     ["--min-attn-bits", "1e1"],
