@@ -369,7 +369,8 @@ def _footer(res: SearchResult) -> str:
             " within noise of 8-bit, with the task moving acceptance far more (--json:"
             " mtp.reading, docs/models.md)"
         )
-    slower = sum(1 for r in o.results if r.config.mtp and r.speed and r.speed.mtp_speedup < 1)
+    # a speed-up below 1 is a row that drafts (without MTP the estimate's speed-up is 1)
+    slower = sum(1 for r in o.results if r.speed and r.speed.mtp_speedup < 1)
     if slower:
         parts.append(
             f"MTP slower: {slower} of these rows run the draft head where the estimate is faster"

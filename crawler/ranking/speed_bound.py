@@ -187,12 +187,11 @@ def speed_bound(
     # both at the GPU's compute where it is known and the platform's share of them (any platform
     # and compute: at least nothing; any platform: the smallest share)
     c = compute_ratio(fp32_tflops)
-    part = (
-        min(1.0, *PLATFORM_MTP_SHARE.values())
-        if platform is None
-        else mtp_share(bandwidth_gb_s, platform, fp32_tflops)
-    )
-    fixed = (0.0 if platform is None else part) if c is None else part / c
+    if platform is None:
+        fixed = 0.0 if c is None else min(1.0, *PLATFORM_MTP_SHARE.values()) / c
+    else:
+        drafting = mtp_share(bandwidth_gb_s, platform, fp32_tflops)
+        fixed = drafting if c is None else drafting / c
     cycle = (
         min(
             (k * DRAFT_S + (expected_tokens(acceptance, k) - 1.0) * ACCEPT_S for k in drafted),

@@ -184,7 +184,9 @@ def test_mtp_cycle_costs_grow_with_the_draft_length_and_moe_pays_extra_experts()
     assert extra_moe > extra_plain
 
 
-def test_the_measured_chip_pays_every_drafting_cost_other_chips_their_platform_share():
+def test_the_measured_chip_pays_every_drafting_cost_other_chips_their_platform_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # the H200 and the H100 SXM (its compute: 66.91 FP32 TFLOPS) pay the measured costs; an RTX
     # 3090 (35.58) and a GPU of unknown compute CUDA's share; a Metal chip Metal's
     assert mtp_share(4890.0, "cuda", 66.91) == mtp_share(3360.0, "cuda", 66.91) == 1.0
@@ -197,12 +199,8 @@ def test_the_measured_chip_pays_every_drafting_cost_other_chips_their_platform_s
     x = SpeedInputs(dense_bytes=int(13.9 * GB), mtp=True, mtp_bytes=int(0.29 * GB))
 
     def extra(share: float) -> float:
-        saved = PLATFORM_MTP_SHARE["cuda"]
-        PLATFORM_MTP_SHARE["cuda"] = share
-        try:
-            cycle = mtp_cycle_seconds(x, 936.2, 3, 0.8, fp32_tflops=35.58)
-        finally:
-            PLATFORM_MTP_SHARE["cuda"] = saved
+        monkeypatch.setitem(PLATFORM_MTP_SHARE, "cuda", share)
+        cycle = mtp_cycle_seconds(x, 936.2, 3, 0.8, fp32_tflops=35.58)
         return cycle - mtp_cycle_seconds(x, 936.2, 0, 0.8, fp32_tflops=35.58)
 
     read = extra(0.0)
