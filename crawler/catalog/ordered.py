@@ -33,6 +33,7 @@ from crawler.ranking.model import (
     Candidate,
     Filters,
     RunSpec,
+    mtp_by_speed,
 )
 from crawler.ranking.query import QueryMatcher
 from crawler.ranking.speed_bound import speed_bound_sql
@@ -278,7 +279,7 @@ def _by_shape(
         return _keyed_copies(reader, w, runs, exact, copies, memo)
     keys = {shape: value for shape, value, _quality in shapes} if by_ids else {}
     if copies is not None:
-        partition, copy_params = copy_class_sql(sort, spec)
+        partition, copy_params = copy_class_sql(sort, spec, budget)
         params = {**params, **copy_params, "copies": copies}
         return read_copies(
             reader, w, params, key, runs, keys, partition, matcher, lazy and lazy * copies,
@@ -302,9 +303,12 @@ def _classes_by_ids(
 ) -> bool:
     """Whether a run's copies are left out from its ids (quality_runs.keyed_run with copies):
     SQLite, an exact key for every shape, and no filter but the live flag and the memory bound,
-    which every live quant of a listed shape passes (so the ids need no table row)."""
+    which every live quant of a listed shape passes (so the ids need no table row). Not where
+    MTP auto weighs heads by speed: its classes (the memory model's) would hold quants whose
+    heads' choices differ."""
     return (
         reader.dialect == "sqlite"
+        and not mtp_by_speed(spec, budget)
         and exact is not None
         and all(v is not None for v in exact.values())
         and w.sql == bounded(Filters(), spec, budget).sql

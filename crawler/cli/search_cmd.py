@@ -263,7 +263,7 @@ def _mtp_cell(r: Any) -> str:
     text = f"{_bits(c.mtp_min_bits)}b"
     if c.mtp_preserved is False:
         text += " LOW"
-    return text + (" on" if r.config.mtp else "")
+    return text + (" on" if r.config.mtp else " slower" if r.mtp_declined is not None else "")
 
 
 def _tier_cell(r: Any) -> str:
@@ -369,12 +369,19 @@ def _footer(res: SearchResult) -> str:
             " within noise of 8-bit, with the task moving acceptance far more (--json:"
             " mtp.reading, docs/models.md)"
         )
+    acceptance = res.request.spec.mtp_acceptance
     # a speed-up below 1 is a row that drafts (without MTP the estimate's speed-up is 1)
     slower = sum(1 for r in o.results if r.speed and r.speed.mtp_speedup < 1)
     if slower:
         parts.append(
             f"MTP slower: {slower} of these rows run the draft head where the estimate is faster"
-            f" without it (acceptance {res.request.spec.mtp_acceptance:g}); --no-mtp drops it"
+            f" without it (acceptance {acceptance:g}); --no-mtp drops it"
+        )
+    declined = sum(1 for r in o.results if r.mtp_declined is not None)
+    if declined:
+        parts.append(
+            f"MTP left off: {declined} of these rows (MTP 'slower') have a head that fits but"
+            f" the estimate is faster without drafting (acceptance {acceptance:g}); --mtp runs it"
         )
     if any(r.measured for r in o.results):
         parts.append(

@@ -58,6 +58,8 @@ def result_json(r: Ranked) -> dict[str, Any]:
             "state": c.mtp_state,
             "min_bits": c.mtp_min_bits,
             "enabled": cfg.mtp,
+            # MTP auto left a head that fits off: its predicted speed-up (below 1), else null.
+            "declined_speedup": None if r.mtp_declined is None else round(r.mtp_declined, 3),
             # The graded reading with its evidence (crawler/profile/mtp_grade.py); "preserved" stays
             # the 6-bit check that --mtp and MTP auto use.
             **mtp_grade(c.mtp_state, c.mtp_min_bits).to_json(),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crawler.ranking.model import Filters, RunSpec
+from crawler.ranking.model import Budget, Filters, RunSpec, mtp_by_speed
 from crawler.ranking.speed import label_type_mix
 
 __all__ = ["best_copies_sql", "copy_class_sql", "prunable"]
@@ -38,7 +38,7 @@ def prunable(filters: Filters, spec: RunSpec) -> bool:
     return not text and not spec.vision
 
 
-def copy_class_sql(sort: str, spec: RunSpec) -> tuple[str, dict[str, Any]]:
+def copy_class_sql(sort: str, spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]:
     """SQL expressions (comma-separated) and parameters whose equal values make two quants give
     ranking equal estimates, sort values and quality; with ``--sort speed`` equal speeds too.
 
@@ -46,7 +46,9 @@ def copy_class_sql(sort: str, spec: RunSpec) -> tuple[str, dict[str, Any]]:
     verdicts; the stored quality score ranks (NULL rows are never left out: ranking computes
     theirs from the groups). Speed also reads the quant label and from the tensor groups
     (speed_file_inputs) the head's bytes, only used with MTP on (its draft passes), and the bits
-    per weight, only used when the label names no type mix."""
+    per weight, only used when the label names no type mix. Where MTP auto weighs a head by its
+    speed (mtp_by_speed), a quant whose head may draft has its speed inputs in its class under
+    every sort: they decide its configuration."""
     parts = [
         "CAST(m.coefficients AS TEXT)",
         "q.mtp_present",
@@ -54,29 +56,28 @@ def copy_class_sql(sort: str, spec: RunSpec) -> tuple[str, dict[str, Any]]:
         "m.mtp_available",  # Filters.accepts reads it for --mtp before the coefficients
         "q.quality_score",
     ]
-    params: dict[str, Any] = {}
+    usable = "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
     if sort == "speed":
-        parts.append("q.quant_label")
-        gate = (
-            "TRUE"
-            if spec.mtp
-            else "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
-            if spec.mtp_auto
-            else None
+        gate, head_gate = "TRUE", ("TRUE" if spec.mtp else usable if spec.mtp_auto else None)
+    elif mtp_by_speed(spec, budget):
+        gate = head_gate = usable
+    else:
+        return ", ".join(parts), {}
+    parts.append(f"CASE WHEN {gate} THEN q.quant_label END")
+    if head_gate is not None:
+        head = "(SELECT t.n_bytes FROM tensor_groups t WHERE t.quant_id = q.id AND t.group_name"
+        parts.append(
+            f"CASE WHEN {head_gate} THEN COALESCE({head} = 'output'), {head} = 'token_embd'), 0)"
+            " END"
         )
-        if gate is not None:
-            head = "(SELECT t.n_bytes FROM tensor_groups t WHERE t.quant_id = q.id AND t.group_name"
-            parts.append(
-                f"CASE WHEN {gate} THEN COALESCE({head} = 'output'), {head} = 'token_embd'), 0) END"
-            )
-        marks = ", ".join(f":copy_label{i}" for i in range(len(_LABELS)))
-        params.update({f"copy_label{i}": label for i, label in enumerate(_LABELS)})
-        parts.extend(
-            f"CASE WHEN q.quant_label IS NULL OR q.quant_label NOT IN ({marks}) THEN"
-            f" (SELECT SUM(CASE WHEN {_KNOWN} THEN t.{column} ELSE 0 END)"
-            " FROM tensor_groups t WHERE t.quant_id = q.id) END"
-            for column in ("n_bytes", "n_params")
-        )
+    marks = ", ".join(f":copy_label{i}" for i in range(len(_LABELS)))
+    params = {f"copy_label{i}": label for i, label in enumerate(_LABELS)}
+    parts.extend(
+        f"CASE WHEN {gate} AND (q.quant_label IS NULL OR q.quant_label NOT IN ({marks})) THEN"
+        f" (SELECT SUM(CASE WHEN {_KNOWN} THEN t.{column} ELSE 0 END)"
+        " FROM tensor_groups t WHERE t.quant_id = q.id) END"
+        for column in ("n_bytes", "n_params")
+    )
     return ", ".join(parts), params
 
 

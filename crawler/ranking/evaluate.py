@@ -24,7 +24,7 @@ from crawler.fit.tiers import choose_pinned_layers, choose_tier
 from crawler.fit.vision import projector_bytes
 from crawler.profile.groups import GroupStats
 from crawler.ranking.commands import llama_server_command, lmstudio_command, ollama_command
-from crawler.ranking.model import Budget, Candidate, Ranked, RunSpec
+from crawler.ranking.model import Budget, Candidate, Ranked, RunSpec, mtp_by_speed
 from crawler.ranking.quality import QualityEstimate, QualityInputs, estimate_quality
 from crawler.ranking.speed import (
     DEFAULT_ACCEPTANCE,
@@ -38,9 +38,11 @@ from crawler.ranking.speed import (
 )
 
 __all__ = [
+    "MTP_DECLINE_BELOW",
     "Outcome",
     "evaluate",
     "finish",
+    "head_declined",
     "margin_of",
     "mtp_usable",
     "projector_device_bytes",
@@ -52,6 +54,7 @@ __all__ = [
     "weight_bits",
     "weight_type_efficiency",
     "with_max_ctx",
+    "without_head",
 ]
 
 
@@ -191,6 +194,34 @@ def _partial_speed(c: Candidate, est: FitEstimate, speed: SpeedEstimate) -> Spee
     return dataclasses.replace(
         speed, tok_s=speed.tok_s * factor, tok_s_at_ctx=speed.tok_s_at_ctx * factor
     )
+
+
+#: MTP auto leaves a head off only where its predicted speed-up is below this: 1 less the
+#: model's largest under-prediction of a speed-up on every measured and published MTP row
+#: (17.3 points: an RTX 3090 row; docs/models.md "Speed model"), so a head left off is slower
+#: within every error seen. Between this and 1 the head runs and the search says so.
+MTP_DECLINE_BELOW = 0.82
+
+
+def head_declined(
+    spec: RunSpec, budget: Budget, cfg: RunConfig, speed: SpeedEstimate | None
+) -> bool:
+    """Whether MTP auto runs a quant without the head its configuration fits: the estimate is
+    faster without drafting at the search's acceptance, beyond the model's error. Judged at an
+    empty context, the speed --sort speed orders by (its bound takes the larger of both:
+    crawler.ranking.speed_bound)."""
+    return (
+        mtp_by_speed(spec, budget)
+        and cfg.mtp
+        and speed is not None
+        and speed.mtp_speedup < MTP_DECLINE_BELOW
+    )
+
+
+def without_head(spec: RunSpec) -> RunSpec:
+    """``spec`` with MTP off: what MTP auto falls back to. The head only adds bytes, so the
+    plain run fits at the cache step (and tier) the head's run took (crawler.fit.choose)."""
+    return dataclasses.replace(spec, mtp_auto=False)
 
 
 def mtp_usable(c: Candidate) -> bool:

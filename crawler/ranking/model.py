@@ -276,6 +276,13 @@ def _base_matches(base_model: str | None, wanted: str) -> bool:
     return b == w or b.endswith("/" + w)
 
 
+def mtp_by_speed(spec: RunSpec, budget: Budget) -> bool:
+    """Whether MTP auto weighs each quant's head by its speed estimate
+    (crawler.ranking.evaluate.head_declined): MTP auto with the GPU's bandwidth. The head's
+    choice then reads the speed inputs, so the copy classes hold them."""
+    return spec.mtp_auto and budget.bandwidth_gb_s is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Ranked:
     """One result: the candidate, the configuration that fits, and the evidence."""
@@ -295,6 +302,9 @@ class Ranked:
     #: Quality the repo publishes for this file (crawler/profile/measured.py), shown beside the
     #: estimate.
     measured: tuple[MeasuredValue, ...] = ()
+    #: MTP auto left the head off although it fits: its predicted speed-up (below 1) at the
+    #: search's acceptance (crawler.ranking.evaluate.head_declined). None: not declined.
+    mtp_declined: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from crawler.ranking.evaluate import (
     Outcome,
     evaluate,
     finish,
+    head_declined,
     margin_of,
     mtp_usable,
     quality_of,
@@ -23,6 +24,7 @@ from crawler.ranking.evaluate import (
     speed_file_inputs,
     speed_of,
     with_max_ctx,
+    without_head,
 )
 from crawler.ranking.model import (
     BOUNDED_SORTS,
@@ -276,14 +278,16 @@ class _Tally:
         self.unknown = self.invalid = self.too_big = self.estimated = self.fitting = 0
         self.smallest: int | None = None
 
-    def _outcome(self, c: Candidate) -> Outcome:
-        memo_key = (id(c.coefficients), mtp_usable(c), c.projector_bytes)
+    def _outcome(self, c: Candidate, *, head: bool = True) -> Outcome:
+        """evaluate's answer (``head`` False: with MTP off, the answer of a quant whose head
+        cannot draft), once per memory model."""
+        memo_key = (id(c.coefficients), head and mtp_usable(c), c.projector_bytes)
         memo = self.evaluations.get(memo_key)
         if memo is not None and memo[0] is c.coefficients:
             return memo[1]
         outcome: Outcome
         try:
-            outcome = evaluate(c, self.spec, self.budget)
+            outcome = evaluate(c, self.spec if head else without_head(self.spec), self.budget)
         except EstimateError as exc:
             outcome = exc
         self.evaluations[memo_key] = (c.coefficients, outcome)
@@ -306,6 +310,13 @@ class _Tally:
                 self.smallest = est.total
             return None
         assert est is not None
+        speed, declined = self._speed(c, est), None
+        if head_declined(self.spec, self.budget, cfg, speed):
+            plain = self._outcome(c, head=False)
+            if not isinstance(plain, EstimateError) and plain[0] is not None:
+                assert speed is not None and plain[1] is not None
+                cfg, est, declined = plain[0], plain[1], speed.mtp_speedup
+                speed = self._speed(c, est)
         margin, shares = margin_of(c, cfg, est, self.budget)
         ranked = Ranked(
             rank=0,
@@ -318,8 +329,9 @@ class _Tally:
             # The catalog's stored score ranks; the full estimate is made for the results.
             quality=self.qualities.get(c.quant_id)
             or (None if c.quality_hint is not None else quality_of(c)),
-            speed=self._speed(c, est),
+            speed=speed,
             command="",
+            mtp_declined=declined,
         )
         self.fitting += 1
         # --sort ctx needs every fitting row's largest context (~20 estimates each).

@@ -26,7 +26,14 @@ from crawler.library.search import search
 from crawler.library.search_request import validate_request
 from crawler.ranking.columns import copy_key, quality_score_of
 from crawler.ranking.copies import copy_class_sql
-from crawler.ranking.evaluate import evaluate, margin_of, speed_of, with_max_ctx
+from crawler.ranking.evaluate import (
+    evaluate,
+    head_declined,
+    margin_of,
+    speed_of,
+    with_max_ctx,
+    without_head,
+)
 from crawler.ranking.model import Budget, Filters, Ranked, RunSpec
 from crawler.ranking.rank import rank_candidates
 from tests.catalog.reads import streamed
@@ -137,6 +144,7 @@ def _row(r: Any) -> tuple[Any, ...]:
         r.config,
         r.max_ctx,
         r.command,
+        r.mtp_declined,
     )
 
 
@@ -153,11 +161,15 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
             reader, RunSpec(), Budget.from_gib(1e6), Filters(), "quality", by_shape=False
         )
         full = materializer(reader)(list(everything))
-        left_out = checked = named_left_out = 0
+        left_out = checked = named_left_out = declined = 0
         limits = (1, 5, 12) if reader.dialect == "sqlite" else (12,)
         cases = [(t, sort, []) for _tier, t in TIERS for sort in ("speed", "margin")]
         cases += [(t, "speed", ["--mtp"]) for _tier, t in (*TIERS, _FAST)]
         cases += [(_FAST[1], "speed", ["--min-attn-bits", "8"])]
+        # A low acceptance: MTP auto leaves the heads off where the estimate is slower with
+        # them (their classes then hold the speed inputs under every sort).
+        low = ["--mtp-acceptance", "0.2"]
+        cases += [(t, sort, low) for t in (TIERS[0][1], _FAST[1]) for sort in ("margin", "ctx")]
         # Name queries (tested in Python), read by shape (this catalog is small enough for the
         # name index to serve them): one the database's LIKE test nearly decides, and a word
         # (no LIKE test) that only some copies of each class hold in their names, so a read
@@ -173,6 +185,7 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
             # estimated with no stream order or early stop, the oracle; a shorter answer is
             # their first rows (ranks count from 1 in both).
             before = [_row(r) for r in ranked_all(reader, req)]
+            declined += sum(row[-1] is not None for row in before)
             oracle = rank_candidates(
                 full, budget, spec, req.filters, sort=sort, limit=12,
                 siblings=sibling_lookup(reader),
@@ -198,6 +211,7 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
         assert checked >= (len(cases) - 1) * len(limits)  # nearly every case has an answer
         assert left_out > 1000  # the copies were left out, not read
         assert named_left_out > 500  # also with a name query
+        assert declined > 0  # and heads were left off for speed
 
 
 def test_margin_copies_left_out_from_ids_equal_the_windows(hub_url, monkeypatch):
@@ -213,13 +227,15 @@ def test_margin_copies_left_out_from_ids_equal_the_windows(hub_url, monkeypatch)
     # Runs not read from their ids are ranked by the SQL window (the class walk's classes are
     # finer: test_the_class_walk_keeps_what_a_window_over_the_stored_classes_keeps).
     monkeypatch.setattr(shape_runs, "best_copy_ids", lambda *_a: None)
+    # MTP off: MTP auto with a GPU weighs heads by speed, which the class walk cannot see.
     with Reader.open(hub_url) as reader:
         by_ids = checked = 0
         # PostgreSQL reads the window either way: one limit shows it (and the memo unused)
         limits = (1, 5, 12) if reader.dialect == "sqlite" else (12,)
         for _tier, targs in TIERS:
             for limit in limits:
-                req = request_from_argv([*targs, "--sort", "margin", "--limit", str(limit)])
+                argv = [*targs, "--no-mtp", "--sort", "margin", "--limit", str(limit)]
+                req = request_from_argv(argv)
                 budget, _, spec = validate_request(req)
                 by_ids += ordered._classes_by_ids(
                     reader, ordered.bounded(req.filters, spec, budget), spec, budget, {}
@@ -254,13 +270,14 @@ def test_a_copy_class_holds_equal_values(hub_url):
         full = {c.quant_id: c for c in materializer(reader)(list(everything))}
         # The tiers change the values, the dialects the classes' SQL: PostgreSQL takes two
         tiers = (*TIERS, _FAST) if reader.dialect == "sqlite" else (TIERS[0], _FAST)
-        for targs, extra in [(t, e) for _tier, t in tiers for e in ([], ["--mtp"])]:
+        extras = ([], ["--mtp"], ["--mtp-acceptance", "0.2"])  # the last leaves slow heads off
+        for targs, extra in [(t, e) for _tier, t in tiers for e in extras]:
             req = request_from_argv([*targs, *extra, "--sort", "speed"])
             budget, _, spec = validate_request(req)
             memo: dict[Any, Any] = {}  # largest contexts, per coefficient object
             values = {qid: _values(c, spec, budget, memo) for qid, c in full.items()}
             for sort in ("speed", "ctx"):
-                partition, params = copy_class_sql(sort, spec)
+                partition, params = copy_class_sql(sort, spec, budget)
                 classes: dict[tuple[Any, ...], set[Any]] = {}
                 shapes: dict[tuple[Any, ...], set[str]] = {}
                 for row in reader.rows(
@@ -299,6 +316,10 @@ def _values(c: Any, spec: RunSpec, budget: Budget, memo: dict[Any, Any]) -> tupl
     speed = speed_of(
         c, est, budget, acceptance=spec.mtp_acceptance, choose_draft=spec.spec_draft_auto
     )
+    if head_declined(spec, budget, cfg, speed):  # MTP auto leaves a slower head off
+        cfg, est = evaluate(c, without_head(spec), budget)
+        assert cfg is not None and est is not None
+        speed = speed_of(c, est, budget, acceptance=spec.mtp_acceptance)
     margin = margin_of(c, cfg, est, budget)[0]
     ranked = Ranked(0, c, cfg, est, margin, None, None, speed, None)
     return (

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 from crawler.ranking import speed
+from crawler.ranking.evaluate import MTP_DECLINE_BELOW
 from crawler.ranking.speed import SpeedInputs, estimate_speed, expected_tokens
 from tests.fixtures.llamacpp.speed import (
     PublishedRow,
@@ -337,6 +338,18 @@ def _published_speedup_points(held: bool, fp32: bool = True) -> list[float]:
             )
         out.append(pred - r.measured / b.measured)
     return out
+
+
+def test_mtp_auto_leaves_a_head_off_only_below_every_error_seen() -> None:
+    """MTP auto's threshold (crawler.ranking.evaluate.MTP_DECLINE_BELOW) is 1 less the largest
+    under-prediction of a speed-up on the MTP rows at a known acceptance, measured (between 0
+    and 1) or published, fitted or held out: a head it leaves off would be slower even at that
+    error."""
+    errs = _mtp_speedup_errors() + [
+        e for held in (True, False) for e in _published_speedup_points(held)
+    ]
+    assert len(errs) >= 25
+    assert 1 - MTP_DECLINE_BELOW >= -min(errs) > 1 - MTP_DECLINE_BELOW - 0.01, min(errs)
 
 
 def _held_mtp_rows() -> list[PublishedRow]:

@@ -73,6 +73,24 @@ def test_api_search_gpu_mtp_sort_and_limit(served: Served) -> None:
     assert status == 200 and 'name="mtp_acceptance" value="0.05"' in html
 
 
+def test_the_page_says_which_heads_mtp_auto_left_off(served: Served) -> None:
+    # MTP auto (the form's default) at a low acceptance: the API's rows that leave a head off,
+    # as the CLI's, and the page's count and cells of them
+    params = {"gpu": "RTX 4090", "ctx": 32768, "mtp_acceptance": "0.05", "limit": 50}
+    status, doc = served.json("/api/search", params)
+    assert status == 200
+    assert doc == cli_json(served, "search", "--gpu", "RTX 4090", "--ctx", "32768",
+                           "--mtp-acceptance", "0.05", "--limit", "50")  # fmt: skip
+    declined = [r for r in doc["results"] if r["mtp"]["declined_speedup"] is not None]
+    assert declined and not any(r["mtp"]["enabled"] for r in declined)
+    status, _, html = served.get("/", params)
+    assert status == 200
+    assert f"MTP left off: {len(declined)} of these rows" in html
+    assert html.count("b slower</td>") == len(declined)
+    status, _, html = served.get("/", {**params, "mtp": "false"})
+    assert status == 200 and "MTP left off" not in html and "b slower</td>" not in html
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [
