@@ -196,25 +196,24 @@ def _partial_speed(c: Candidate, est: FitEstimate, speed: SpeedEstimate) -> Spee
     )
 
 
-#: MTP auto leaves a head off only where its predicted speed-up is below this: 1 less the
-#: model's largest under-prediction of a speed-up on every measured and published MTP row
-#: (17.3 points: an RTX 3090 row; docs/models.md "Speed model"), so a head left off is slower
-#: within every error seen. Between this and 1 the head runs and the search says so.
-MTP_DECLINE_BELOW = 0.82
+#: MTP auto leaves a head off only where its predicted speed-up is below these, per kind of
+#: model: 1 less the model's largest under-prediction of a speed-up on that kind's MTP rows at a
+#: known acceptance, measured and published (dense: 17.3 points, an RTX 3090 row; MoE: 50
+#: points, an RTX 5060 Ti row of Qwen3.6-35B-A3B; docs/models.md "Speed model"), so a head left
+#: off is slower within every error seen. Between this and 1 the head runs and the search says so.
+MTP_DECLINE_BELOW: dict[str, float] = {"dense": 0.82, "moe": 0.49}
 
 
 def head_declined(
-    spec: RunSpec, budget: Budget, cfg: RunConfig, speed: SpeedEstimate | None
+    spec: RunSpec, budget: Budget, c: Candidate, cfg: RunConfig, speed: SpeedEstimate | None
 ) -> bool:
-    """Whether MTP auto runs a quant without the head its configuration fits: the estimate is
-    faster without drafting at the search's acceptance, beyond the model's error. Judged at an
-    empty context, the speed --sort speed orders by (its bound takes the larger of both:
-    crawler.ranking.speed_bound)."""
+    """Whether MTP auto runs ``c`` without the head its configuration fits: the estimate is
+    faster without drafting at the search's acceptance, beyond the model's error for its kind.
+    Judged at an empty context, the speed --sort speed orders by (its bound takes the larger of
+    both: crawler.ranking.speed_bound)."""
+    below = MTP_DECLINE_BELOW["moe" if c.coefficients.n_expert > 0 else "dense"]
     return (
-        mtp_by_speed(spec, budget)
-        and cfg.mtp
-        and speed is not None
-        and speed.mtp_speedup < MTP_DECLINE_BELOW
+        mtp_by_speed(spec, budget) and cfg.mtp and speed is not None and speed.mtp_speedup < below
     )
 
 

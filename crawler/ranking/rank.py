@@ -311,7 +311,7 @@ class _Tally:
             return None
         assert est is not None
         speed, declined = self._speed(c, est), None
-        if head_declined(self.spec, self.budget, cfg, speed):
+        if head_declined(self.spec, self.budget, c, cfg, speed):
             plain = self._outcome(c, head=False)
             if not isinstance(plain, EstimateError) and plain[0] is not None:
                 assert speed is not None and plain[1] is not None

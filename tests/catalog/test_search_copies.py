@@ -166,9 +166,9 @@ def test_copy_reads_return_what_a_full_ranking_returns(hub_url):
         cases = [(t, sort, []) for _tier, t in TIERS for sort in ("speed", "margin")]
         cases += [(t, "speed", ["--mtp"]) for _tier, t in (*TIERS, _FAST)]
         cases += [(_FAST[1], "speed", ["--min-attn-bits", "8"])]
-        # A low acceptance: MTP auto leaves the heads off where the estimate is slower with
-        # them (their classes then hold the speed inputs under every sort).
-        low = ["--mtp-acceptance", "0.2"]
+        # No acceptance: MTP auto leaves the heads off where the estimate is slower with them
+        # beyond the model's error (their classes then hold the speed inputs under every sort).
+        low = ["--mtp-acceptance", "0"]
         cases += [(t, sort, low) for t in (TIERS[0][1], _FAST[1]) for sort in ("margin", "ctx")]
         # Name queries (tested in Python), read by shape (this catalog is small enough for the
         # name index to serve them): one the database's LIKE test nearly decides, and a word
@@ -270,7 +270,7 @@ def test_a_copy_class_holds_equal_values(hub_url):
         full = {c.quant_id: c for c in materializer(reader)(list(everything))}
         # The tiers change the values, the dialects the classes' SQL: PostgreSQL takes two
         tiers = (*TIERS, _FAST) if reader.dialect == "sqlite" else (TIERS[0], _FAST)
-        extras = ([], ["--mtp"], ["--mtp-acceptance", "0.2"])  # the last leaves slow heads off
+        extras = ([], ["--mtp"], ["--mtp-acceptance", "0"])  # the last leaves slow heads off
         for targs, extra in [(t, e) for _tier, t in tiers for e in extras]:
             req = request_from_argv([*targs, *extra, "--sort", "speed"])
             budget, _, spec = validate_request(req)
@@ -316,7 +316,7 @@ def _values(c: Any, spec: RunSpec, budget: Budget, memo: dict[Any, Any]) -> tupl
     speed = speed_of(
         c, est, budget, acceptance=spec.mtp_acceptance, choose_draft=spec.spec_draft_auto
     )
-    if head_declined(spec, budget, cfg, speed):  # MTP auto leaves a slower head off
+    if head_declined(spec, budget, c, cfg, speed):  # MTP auto leaves a slower head off
         cfg, est = evaluate(c, without_head(spec), budget)
         assert cfg is not None and est is not None
         speed = speed_of(c, est, budget, acceptance=spec.mtp_acceptance)
