@@ -17,7 +17,7 @@ from crawler.catalog.reader import Reader, as_bool, as_datetime, placeholders
 from crawler.fit import MemoryCoefficients
 from crawler.profile.groups import GroupStats
 from crawler.ranking.bounds import bound_sql
-from crawler.ranking.model import Budget, Candidate, Filters, RunSpec
+from crawler.ranking.model import HEAD_MAY_DRAFT_SQL, Budget, Candidate, Filters, RunSpec
 
 __all__ = [
     "CANDIDATE_COLUMNS",
@@ -114,7 +114,7 @@ def filter_sql(filters: Filters) -> Where:
     # equality, so the search indexes can serve it (``IS TRUE`` is not indexable).
     w.add("q.live = TRUE")
     if filters.mtp:
-        w.add("q.mtp_present = TRUE AND q.mtp_preserved = TRUE")
+        w.add(HEAD_MAY_DRAFT_SQL)
     if filters.min_attn_bits is not None:
         w.add("q.attn_min_bits >= :min_attn_bits", min_attn_bits=filters.min_attn_bits)
     if filters.arch:

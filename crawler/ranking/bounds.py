@@ -20,7 +20,7 @@ from crawler.fit.cuda import (
     context_floor_per_ubatch,
 )
 from crawler.ranking import partial_bound as pb
-from crawler.ranking.model import MIN_CTX, Budget, RunSpec
+from crawler.ranking.model import HEAD_MAY_DRAFT_SQL, MIN_CTX, Budget, RunSpec
 from crawler.ranking.swa_bound import fixed_bytes_sql, swa_surplus_bytes
 
 __all__ = [
@@ -376,8 +376,7 @@ def margin_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]
     tight = f"(CASE WHEN {ladder} < {experts} THEN {ladder} ELSE {above} END)"
     if _whole_first(spec, budget, head=True):
         return tight, params
-    head = "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
-    return f"(CASE WHEN {head} THEN {ladder} ELSE {tight} END)", params
+    return f"(CASE WHEN {HEAD_MAY_DRAFT_SQL} THEN {ladder} ELSE {tight} END)", params
 
 
 def _merged(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

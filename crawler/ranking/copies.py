@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crawler.ranking.model import Budget, Filters, RunSpec, mtp_by_speed
+from crawler.ranking.model import HEAD_MAY_DRAFT_SQL, Budget, Filters, RunSpec, mtp_by_speed
 from crawler.ranking.speed import label_type_mix
 
 __all__ = ["best_copies_sql", "copy_class_sql", "prunable"]
@@ -56,11 +56,11 @@ def copy_class_sql(sort: str, spec: RunSpec, budget: Budget) -> tuple[str, dict[
         "m.mtp_available",  # Filters.accepts reads it for --mtp before the coefficients
         "q.quality_score",
     ]
-    usable = "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
     if sort == "speed":
-        gate, head_gate = "TRUE", ("TRUE" if spec.mtp else usable if spec.mtp_auto else None)
+        usable = HEAD_MAY_DRAFT_SQL if spec.mtp_auto else None
+        gate, head_gate = "TRUE", ("TRUE" if spec.mtp else usable)
     elif mtp_by_speed(spec, budget):
-        gate = head_gate = usable
+        gate = head_gate = HEAD_MAY_DRAFT_SQL
     else:
         return ", ".join(parts), {}
     parts.append(f"CASE WHEN {gate} THEN q.quant_label END")

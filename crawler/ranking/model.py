@@ -276,6 +276,12 @@ def _base_matches(base_model: str | None, wanted: str) -> bool:
     return b == w or b.endswith("/" + w)
 
 
+#: The quant's two MTP verdicts that crawler.ranking.evaluate.mtp_usable reads, as SQL over the
+#: quants ``q``: a head --mtp or MTP auto may run (the third condition, mtp_available, is the
+#: memory model's).
+HEAD_MAY_DRAFT_SQL = "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
+
+
 def mtp_by_speed(spec: RunSpec, budget: Budget) -> bool:
     """Whether MTP auto weighs each quant's head by its speed estimate
     (crawler.ranking.evaluate.head_declined): MTP auto with the GPU's bandwidth. The head's

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.ranking.model import Budget, RunSpec
+from crawler.ranking.model import HEAD_MAY_DRAFT_SQL, Budget, RunSpec
 from crawler.ranking.speed import (
     ACCEPT_S,
     DEFAULT_ACCEPTANCE,
@@ -228,9 +228,8 @@ def speed_bound_sql(spec: RunSpec, budget: Budget) -> tuple[str, dict[str, Any]]
         # else MTP stays off.
         on, on_params = _speed_bound_sql(dataclasses.replace(spec, mtp=True), budget, "_on")
         off, off_params = _speed_bound_sql(spec, budget, "")
-        usable = "q.mtp_present = TRUE AND q.mtp_preserved = TRUE"
         return (
-            f"(CASE WHEN {usable} AND {on} > {off} THEN {on} ELSE {off} END)",
+            f"(CASE WHEN {HEAD_MAY_DRAFT_SQL} AND {on} > {off} THEN {on} ELSE {off} END)",
             {**off_params, **on_params},
         )
     return _speed_bound_sql(spec, budget, "")
