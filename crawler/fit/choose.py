@@ -27,18 +27,19 @@ def trials(
     """The configurations tried, in order of preference (docs/internals/fit.md#choose)."""
     steps = CACHE_LADDER if auto_cache else ((base.type_k, base.type_v),)
     with_head = mtp == "on" or (mtp == "auto" and mtp_usable)
+    draft: tuple[tuple[str, str], ...] = ((base.type_k_draft, base.type_v_draft),)
+    if auto_cache:
+        draft += _DRAFT_LADDER
     for k, v in steps:
-        step = base.replace(type_k=k, type_v=v)
-        if cache_type(v).quantized and step.flash_attn == "off":
-            step = step.replace(flash_attn="on")  # a quantized V needs flash attention
+        fa = base.flash_attn
+        if cache_type(v).quantized and fa == "off":
+            fa = "on"  # a quantized V needs flash attention
         if with_head:
-            draft: tuple[tuple[str, str], ...] = ((base.type_k_draft, base.type_v_draft),)
-            if auto_cache:
-                draft += _DRAFT_LADDER
             for dk, dv in draft:
-                yield step.replace(mtp=True, type_k_draft=dk, type_v_draft=dv)
+                yield base.replace(type_k=k, type_v=v, flash_attn=fa, mtp=True,
+                                   type_k_draft=dk, type_v_draft=dv)  # fmt: skip
         if mtp != "on":
-            yield step.replace(mtp=False)
+            yield base.replace(type_k=k, type_v=v, flash_attn=fa, mtp=False)
 
 
 def choose_config(

@@ -7,6 +7,7 @@ Details: docs/internals/fit.md#estimate
 from __future__ import annotations
 
 import dataclasses
+import operator
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,8 +72,18 @@ class RunConfig:
     n_gpu_layers: int | None = None
 
     def replace(self, **changes: Any) -> RunConfig:
-        """A copy with some fields changed."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed: dataclasses.replace without its walk over the
+        fields' definitions (a search builds hundreds of thousands of configurations)."""
+        values = list(_RUN_CONFIG_VALUES(self))
+        for name, value in changes.items():
+            if name not in _RUN_CONFIG_INDEX:
+                raise TypeError(f"RunConfig has no field {name!r}")
+            values[_RUN_CONFIG_INDEX[name]] = value
+        return RunConfig(*values)
+
+
+_RUN_CONFIG_VALUES = operator.attrgetter(*RunConfig.__slots__)
+_RUN_CONFIG_INDEX = {name: i for i, name in enumerate(RunConfig.__slots__)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +105,15 @@ class FitEstimate:
     # Host memory: the input embedding (and experts kept on the CPU) as tensor bytes, plus the
     # pinned CUDA_Host compute and output buffers of each context.
     host_bytes: int
-    command: str
     #: The part of ``host_bytes`` that is pinned CUDA_Host compute and output buffers (the rest is
     #: tensor bytes: the input embedding, and experts kept on the CPU).
     host_buffers: int = 0
+
+    @property
+    def command(self) -> str:
+        """The llama-server command of ``config`` (built when asked: a search estimates many
+        configurations and shows a few)."""
+        return command(self.config)
 
     @property
     def total(self) -> int:
@@ -308,7 +324,6 @@ def estimate(c: MemoryCoefficients, cfg: RunConfig) -> FitEstimate:
         compute=compute,
         overhead=overhead,
         host_bytes=host + host_buffers,
-        command=command(cfg),
         host_buffers=host_buffers,
     )
 

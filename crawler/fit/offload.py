@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from crawler.fit.cache import cache_type
 from crawler.fit.coefficients import MemoryCoefficients
-from crawler.fit.estimate import FitEstimate, RunConfig, _kv_tensor_bytes, command, estimate
+from crawler.fit.estimate import FitEstimate, RunConfig, _kv_tensor_bytes, estimate
 
 __all__ = [
     "OffloadEstimate",
@@ -204,5 +204,4 @@ def device_estimate(c: MemoryCoefficients, cfg: RunConfig, n: int) -> FitEstimat
         compute=off.compute,
         overhead=off.overhead,
         host_bytes=off.host_bytes,
-        command=command(pinned),
     )

@@ -140,9 +140,10 @@ def _add(w: GGUFWriter, key: str, value: Any) -> None:
 
 
 class _Writer(GGUFWriter):
-    """gguf-py's writer, packing each large array value once per process: the real-size presets'
-    vocabularies (up to 262k tokens and merges) recur in many layouts, and packing them element
-    by element was most of the test suite's time. The bytes are gguf-py's own."""
+    """gguf-py's writer, packing each large array value once per process and in bulk: the
+    real-size presets' vocabularies (up to 262k tokens and merges) recur in many layouts, and
+    packing them element by element was most of the test suite's time. The bytes are gguf-py's
+    own (tests/unit/test_synth.py compares them)."""
 
     _packed: ClassVar[dict[tuple[Any, ...], bytes]] = {}
 
@@ -153,9 +154,46 @@ class _Writer(GGUFWriter):
             key = (tuple(val), add_vtype, sub_type, self.endianess)
             packed = self._packed.get(key)
             if packed is None:
-                packed = self._packed[key] = super()._pack_val(val, vtype, add_vtype, sub_type)
+                packed = _pack_array(val, add_vtype, sub_type, self.endianess)
+                if packed is None:
+                    packed = super()._pack_val(val, vtype, add_vtype, sub_type)
+                self._packed[key] = packed
             return packed
         return super()._pack_val(val, vtype, add_vtype, sub_type)
+
+
+def _pack_array(
+    val: Sequence[Any], add_vtype: bool, sub_type: GGUFValueType | None, endian: GGUFEndian
+) -> bytes | None:
+    """GGUFWriter._pack_val's bytes of an array of one element type (strings, ints that fit
+    int32, finite float32s: the types it infers), built in bulk; None for anything else (the
+    writer then packs and checks it itself)."""
+    if sub_type is not None:
+        return None
+    order = ">" if endian == GGUFEndian.BIG else "<"
+    kinds = set(map(type, val))
+    if kinds == {str}:
+        ltype = GGUFValueType.STRING
+        encoded = [s.encode("utf-8") for s in val]
+        sizes = np.array([len(e) for e in encoded], dtype=f"{order}u8").tobytes()
+        body = b"".join(x for i, e in enumerate(encoded) for x in (sizes[8 * i : 8 * i + 8], e))
+    elif kinds == {int}:
+        ltype = GGUFValueType.INT32
+        if min(val) < -(2**31) or max(val) >= 2**31:
+            return None
+        body = np.array(val, dtype=f"{order}i4").tobytes()
+    elif kinds == {float}:
+        ltype = GGUFValueType.FLOAT32
+        wide = np.array(val, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            narrow = wide.astype(f"{order}f4")
+        if not np.isfinite(narrow).all() or not np.isfinite(wide).all():
+            return None  # struct refuses what float32 cannot hold; gguf-py reports it
+        body = narrow.tobytes()
+    else:
+        return None
+    head = struct.pack(f"{order}I", GGUFValueType.ARRAY) if add_vtype else b""
+    return head + struct.pack(f"{order}IQ", ltype, len(val)) + body
 
 
 def _header(

@@ -411,3 +411,26 @@ def test_tensor_nbytes_uses_block_sizes() -> None:
     assert tensor_nbytes((64, 2, 3), Q8_0) == 2 * 34 * 2 * 3
     with pytest.raises(ValueError):
         tensor_nbytes((100, 1), Q4_K)
+
+
+def test_bulk_array_packing_is_gguf_pys_own_bytes() -> None:
+    from gguf.constants import GGUFEndian, GGUFValueType
+    from gguf.gguf_writer import GGUFWriter
+
+    from tests.synth.write import _pack_array
+
+    arrays = {
+        "str": [f"tok{i}" if i % 7 else f"Ġé{i}✓" for i in range(5000)],
+        "int": [(-1) ** i * i * 401 for i in range(5000)],
+        "float": [i / 3.0 - 700.123456789 for i in range(5000)],
+    }
+    for endian in (GGUFEndian.LITTLE, GGUFEndian.BIG):
+        writer = GGUFWriter(None, "llama", endianess=endian)
+        for name, val in arrays.items():
+            for add_vtype in (True, False):
+                want = writer._pack_val(val, GGUFValueType.ARRAY, add_vtype)
+                assert _pack_array(val, add_vtype, None, endian) == want, (name, endian)
+    # What gguf-py refuses, infers otherwise or is told: left to it.
+    for val in ([2**31] * 5000, ["a", 1] * 2500, [1e39] * 5000, [True] * 5000):
+        assert _pack_array(val, True, None, GGUFEndian.LITTLE) is None
+    assert _pack_array(["a"] * 5000, True, GGUFValueType.STRING, GGUFEndian.LITTLE) is None
