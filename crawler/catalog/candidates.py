@@ -6,12 +6,12 @@ Details: docs/internals/catalog.md#candidates
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from crawler.base.records import replaced
 from crawler.catalog.name_index import by_ids, escape_like, name_candidates
 from crawler.catalog.reader import Reader, as_bool, as_datetime, placeholders
 from crawler.fit import MemoryCoefficients
@@ -305,7 +305,7 @@ def materializer(
                 skipped.append(f"{c.repo_id}/{c.path}")
                 continue
             out.append(
-                dataclasses.replace(
+                replaced(
                     c,
                     coefficients=co,
                     groups=c.groups or found.get(c.quant_id, ()),

@@ -7,13 +7,13 @@ Details: docs/internals/fit.md#estimate
 from __future__ import annotations
 
 import dataclasses
-import operator
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from crawler.base.errors import InvalidConfig, NothingToEstimate, UnknownArchitecture
+from crawler.base.records import replaced
 from crawler.fit.cache import (
     CUDA_ALIGNMENT,
     MATRIX_ROW_PADDING,
@@ -72,18 +72,8 @@ class RunConfig:
     n_gpu_layers: int | None = None
 
     def replace(self, **changes: Any) -> RunConfig:
-        """A copy with some fields changed: dataclasses.replace without its walk over the
-        fields' definitions (a search builds hundreds of thousands of configurations)."""
-        values = list(_RUN_CONFIG_VALUES(self))
-        for name, value in changes.items():
-            if name not in _RUN_CONFIG_INDEX:
-                raise TypeError(f"RunConfig has no field {name!r}")
-            values[_RUN_CONFIG_INDEX[name]] = value
-        return RunConfig(*values)
-
-
-_RUN_CONFIG_VALUES = operator.attrgetter(*RunConfig.__slots__)
-_RUN_CONFIG_INDEX = {name: i for i, name in enumerate(RunConfig.__slots__)}
+        """A copy with some fields changed."""
+        return replaced(self, **changes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crawler.base.errors import EstimateError
+from crawler.base.records import replaced
 from crawler.fit import FitEstimate, MemoryCoefficients, RunConfig, cache_type, estimate, max_ctx
 from crawler.fit.choose import MtpMode
 from crawler.fit.devices import (
@@ -385,4 +386,4 @@ def _with_draft_length(
 
 def replace_ranked(r: Ranked, **changes: Any) -> Ranked:
     """``r`` with some fields changed."""
-    return dataclasses.replace(r, **changes)
+    return replaced(r, **changes)
