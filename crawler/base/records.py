@@ -16,7 +16,8 @@ __all__ = ["replaced"]
 T = TypeVar("T")
 
 #: Per class: its fields' values as a tuple, and each field's place in __init__'s arguments;
-#: None where the positional shortcut does not hold (a field not in __init__, keyword-only).
+#: None where the positional shortcut does not hold (one field, a field not in __init__ or
+#: keyword-only).
 _LAYOUT: dict[type, tuple[Callable[[Any], tuple[Any, ...]], dict[str, int]] | None] = {}
 
 
