@@ -1,4 +1,5 @@
-"""Run the real ``quants`` CLI (``python -m crawler``) in a subprocess with a clean environment."""
+"""Run the real ``quants`` CLI (``python -m crawler``) in a process of its own with a clean
+environment (forked by tests/cli_fork.py where that runs it as a plain process would)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests import cli_fork
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _outside_env() -> dict[str, str]:
+    """This process's environment less the QUANTS_*/HF_* settings a test gives each call."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("QUANTS_", "HF_")) and k != "HUGGING_FACE_HUB_TOKEN"
+    }
 
 
 def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
@@ -19,11 +31,7 @@ def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
     wait 10 ms, 20 ms, ... instead of 1, 2, 4, 8, 8 s (QUANTS_BACKOFF), so a test of a failing Hub
     does not sleep; ``extra`` may set it back.
     """
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("QUANTS_", "HF_")) and k != "HUGGING_FACE_HUB_TOKEN"
-    }
+    env = _outside_env()
     env.update(
         QUANTS_DATA_DIR=str(tmp / "data"),
         HF_HOME=str(tmp / "hf-home"),
@@ -49,7 +57,11 @@ def start_quants(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
 def run_quants(
     *args: str, env: dict[str, str], timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``quants ARGS`` to completion and capture its output."""
+    """Run ``quants ARGS`` to completion and capture its output: forked from the fork server
+    (tests/cli_fork.py) where the call's environment allows, else a plain process."""
+    fork = cli_fork.server(ROOT, _outside_env())
+    if fork is not None and fork.forkable(env):
+        return fork.run(list(args), env=env, cwd=ROOT, timeout=timeout)
     return subprocess.run(
         [sys.executable, "-m", "crawler", *args],
         capture_output=True,

@@ -1,0 +1,74 @@
+"""The tests' forked ``quants`` calls (tests/cli_fork.py) behave as plain processes do: the same
+exit codes and output, each call's own environment, and a timeout that kills the call."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from crawler.catalog import Catalog
+from tests import cli_fork
+from tests.cli import ROOT, _outside_env, clean_env
+
+
+def _plain(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crawler", *args],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def _server() -> cli_fork.ForkServer:
+    fork = cli_fork.server(ROOT, _outside_env())
+    if fork is None:
+        pytest.skip("calls are not forked here (QUANTS_TEST_FORK=0)")
+    return fork
+
+
+def test_a_forked_call_answers_as_a_plain_process_does(tmp_path, sqlite_url):
+    with Catalog.open(sqlite_url):
+        pass
+    env = clean_env(tmp_path, QUANTS_DB=sqlite_url)
+    fork = _server()
+    assert fork.forkable(env)
+    for args in (
+        ["--version"],
+        ["sql", "SELECT COUNT(*) AS n FROM quants", "--json"],
+        ["sql", "DELETE FROM quants"],  # refused: read-only
+        ["search", "--vram", "24", "--ctx", "4096", "--offline"],  # nothing fits: exit 3
+        ["search", "--vram", "lots"],  # a usage error: exit 2
+    ):
+        plain, forked = _plain(args, env), fork.run(args, env=env, cwd=ROOT, timeout=120)
+        assert (forked.returncode, forked.stdout, forked.stderr) == (
+            plain.returncode,
+            plain.stdout,
+            plain.stderr,
+        ), args
+        assert forked.args == plain.args
+
+
+def test_each_forked_call_reads_its_own_environment(tmp_path):
+    fork = _server()
+    errors = []
+    for name in ("one", "two"):
+        env = clean_env(tmp_path, QUANTS_DB=f"sqlite:///{tmp_path / name}.sqlite")
+        out = fork.run(["sql", "SELECT 1"], env=env, cwd=ROOT, timeout=120)
+        assert out.returncode == 1
+        errors.append(out.stderr)
+    assert f"{tmp_path / 'one'}.sqlite" in errors[0] and "two" not in errors[0]
+    assert f"{tmp_path / 'two'}.sqlite" in errors[1]
+    # A variable the server's imports might read is not forked: the caller starts a process.
+    assert not fork.forkable({**clean_env(tmp_path), "TERMINAL_WIDTH": "20"})
+
+
+def test_a_forked_call_past_its_timeout_is_killed(tmp_path, sqlite_url):
+    with Catalog.open(sqlite_url):
+        pass
+    env = clean_env(tmp_path, QUANTS_DB=sqlite_url)
+    fork = _server()
+    with pytest.raises(subprocess.TimeoutExpired):  # serve runs until stopped
+        fork.run(["serve", "--port", "0"], env=env, cwd=ROOT, timeout=3)
+    # The server still answers.
+    assert fork.run(["--version"], env=env, cwd=ROOT, timeout=60).returncode == 0
