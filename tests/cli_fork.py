@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,10 @@ class ForkServer:
     """The client end: one server per test process, started on first use."""
 
     def __init__(self, root: Path, env: dict[str, str]) -> None:
-        self._dir = tempfile.mkdtemp(prefix="quants-fork-")
+        # /tmp where it exists: a socket path holds at most 107 bytes.
+        self._dir = tempfile.mkdtemp(
+            prefix="quants-fork-", dir="/tmp" if os.path.isdir("/tmp") else None
+        )
         self.path = os.path.join(self._dir, "s")
         self.env = env
         self._proc = subprocess.Popen(
@@ -215,17 +219,25 @@ def _text(f: Any) -> str:
 
 _LOCK = threading.Lock()
 _SERVER: ForkServer | None = None
+_UNAVAILABLE = False
 
 
 def server(root: Path, env: dict[str, str]) -> ForkServer | None:
     """This process's fork server, started (or restarted) as needed; None where calls cannot be
     forked (no fork or Unix sockets, or QUANTS_TEST_FORK=0)."""
-    global _SERVER
+    global _SERVER, _UNAVAILABLE
     if os.environ.get("QUANTS_TEST_FORK") == "0" or not hasattr(socket, "send_fds"):
         return None
     with _LOCK:
+        if _UNAVAILABLE:
+            return None
         if _SERVER is None or not _SERVER.alive():
-            _SERVER = ForkServer(root, env)
+            try:
+                _SERVER = ForkServer(root, env)
+            except (OSError, RuntimeError) as exc:  # e.g. a socket path too long for AF_UNIX
+                _UNAVAILABLE = True
+                warnings.warn(f"CLI calls run as plain processes: {exc}", stacklevel=2)
+                return None
             atexit.register(_SERVER.close)
         return _SERVER
 

@@ -3,6 +3,7 @@ exit codes and output, each call's own environment, and a timeout that kills the
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -21,9 +22,10 @@ def _plain(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[
 
 
 def _server() -> cli_fork.ForkServer:
+    if os.environ.get("QUANTS_TEST_FORK") == "0":
+        pytest.skip("calls are not forked in this run (QUANTS_TEST_FORK=0)")
     fork = cli_fork.server(ROOT, _outside_env())
-    if fork is None:
-        pytest.skip("calls are not forked here (QUANTS_TEST_FORK=0)")
+    assert fork is not None  # the suite's calls are forked on this machine
     return fork
 
 
