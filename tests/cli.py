@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -42,33 +44,62 @@ def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_quants(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    """Start ``quants ARGS`` without waiting (for signal and kill tests)."""
+def _fork_server(env: dict[str, str], cwd: Path) -> cli_fork.ForkServer | None:
+    """The fork server where it runs this call as a plain process would, else None."""
+    fork = cli_fork.server(ROOT, _outside_env())
+    return fork if fork is not None and fork.forkable(env, cwd) else None
+
+
+def start_quants(
+    *args: str, env: dict[str, str], cwd: Path = ROOT
+) -> subprocess.Popen[str] | cli_fork.ForkedProcess:
+    """Start ``quants ARGS`` without waiting (for signal and kill tests), its output piped."""
+    fork = _fork_server(env, cwd)
+    if fork is not None:
+        pipe = subprocess.PIPE
+        return fork.start(list(args), env=env, cwd=cwd, stdout=pipe, stderr=pipe)
     return subprocess.Popen(
         [sys.executable, "-m", "crawler", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        cwd=ROOT,
+        cwd=cwd,
     )
 
 
+class KillLater:
+    """SIGKILL for a process started after the fault that calls it was set: the fault may fire
+    (in the emulator's thread) before the test holds the new process's pid."""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._started = threading.Event()
+
+    def started(self, pid: int) -> None:
+        self._pid = pid
+        self._started.set()
+
+    def __call__(self) -> None:
+        assert self._started.wait(60), "the process to kill was never started"
+        os.kill(self._pid, signal.SIGKILL)
+
+
 def run_quants(
-    *args: str, env: dict[str, str], timeout: float = 180
+    *args: str, env: dict[str, str], timeout: float = 180, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
     """Run ``quants ARGS`` to completion and capture its output: forked from the fork server
-    (tests/cli_fork.py) where the call's environment allows, else a plain process."""
-    fork = cli_fork.server(ROOT, _outside_env())
-    if fork is not None and fork.forkable(env):
-        return fork.run(list(args), env=env, cwd=ROOT, timeout=timeout)
+    (tests/cli_fork.py) where that runs it as a plain process would, else a plain process."""
+    fork = _fork_server(env, cwd)
+    if fork is not None:
+        return fork.run(list(args), env=env, cwd=cwd, timeout=timeout)
     return subprocess.run(
         [sys.executable, "-m", "crawler", *args],
         capture_output=True,
         text=True,
         env=env,
         timeout=timeout,
-        cwd=ROOT,
+        cwd=cwd,
     )
 
 

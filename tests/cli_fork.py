@@ -1,19 +1,17 @@
-"""The tests' ``quants`` processes, forked from one that has imported the CLI's libraries once.
+"""The tests' ``quants`` processes, forked from one that has imported the CLI's modules once.
 
-A test suite of several hundred CLI calls spends most of each in importing SQLAlchemy, Alembic,
-Typer and pydantic (about 0.8 s a call on a slow 2-core machine). ``python -m tests.cli_fork``
-imports those once and forks a process per call that then runs ``python -m crawler`` as a fresh
-interpreter would: its own arguments, environment, working directory and standard streams, the
-crawler package and huggingface_hub imported after its environment is set, and the interpreter's
-normal exit. A parent per call waits for it and reports its pid and wait status.
-
-Only libraries that read no variable a test changes are imported ahead: ``run`` forks only where
-a call's environment differs from the server's in QUANTS_*, HF_* and HUGGING_FACE_HUB_TOKEN alone,
-and says so (None) otherwise; the caller then starts a plain process.
+Several hundred CLI calls would spend most of their time importing (about 0.8 s a call on a slow
+2-core machine). ``python -m tests.cli_fork`` imports once what reads no per-call setting at
+import, and forks a process per call that runs ``python -m crawler`` as a fresh interpreter
+would: its own arguments, environment, working directory, ``sys.path`` and standard streams,
+huggingface_hub (which reads HF_* variables at import) imported after its environment is set,
+and the interpreter's normal exit. A parent per call reports the call's pid and wait status.
+``forkable`` says which calls this holds for; the others start a plain process.
 """
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import gc
@@ -33,12 +31,10 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-#: Imported once by the server: the libraries a command's import spends its time in, none of
-#: them reading a QUANTS_* or HF_* variable (huggingface_hub does, at import: it is not here).
-PRELOAD = (
-    "sqlalchemy",
+#: Libraries the crawler imports inside functions, imported ahead as well.
+LIBRARIES = (
     "sqlalchemy.orm",
     "sqlalchemy.dialects.sqlite",
     "sqlalchemy.dialects.postgresql",
@@ -46,23 +42,101 @@ PRELOAD = (
     "alembic.config",
     "alembic.runtime.migration",
     "alembic.operations",
-    "typer",
-    "click",
-    "pydantic",
+    "typer._adapters",
+    "numpy",
+    "gguf",
+    "pyarrow",
+    "pyarrow.parquet",
+    "psycopg",
 )
 
-#: The variables a call may set or change and still be forked (and pytest's name of the test,
-#: which changes from test to test).
-_CALL_VARIABLES = ("QUANTS_", "HF_", "HUGGING_FACE_HUB_TOKEN")
+#: Modules that read per-call settings (HF_* variables) when imported: never imported ahead, nor
+#: any crawler module that imports them when it is imported.
+AT_CALL = ("huggingface_hub", "hf_xet")
+
+#: The variables a call may set or change and still be forked (pytest's name of the test
+#: changes from test to test; PYTHONPATH is applied to the call's sys.path).
+_CALL_VARIABLES = ("QUANTS_", "HF_", "HUGGING_FACE_HUB_TOKEN", "PYTEST_CURRENT_TEST", "PYTHONPATH")
 
 _HEADER = struct.Struct("!Q")
 
 
+def importable_ahead(root: Path) -> list[str]:
+    """The crawler modules whose import (their module-level imports, followed through the
+    package) imports nothing in AT_CALL."""
+    files = {_module_name(root, p): p for p in sorted((root / "crawler").rglob("*.py"))}
+    files.pop("crawler.__main__", None)
+    direct = {name: _imports(name, path, files) for name, path in files.items()}
+
+    def reaches_at_call(name: str) -> bool:
+        seen, todo = {name}, [name]
+        while todo:
+            for dep in direct.get(todo.pop(), ()):
+                if dep.split(".")[0] in AT_CALL:
+                    return True
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        return False
+
+    return [name for name in files if not reaches_at_call(name)]
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(name: str, path: Path, files: dict[str, Path]) -> set[str]:
+    """What importing ``name`` imports at once: its packages, its module-level imports (not those
+    under ``if TYPE_CHECKING``), each with their packages, and a ``from`` import's submodules."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def add(module: str) -> None:
+        parts = module.split(".")
+        found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    add(alias.name)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                add(base)
+                for alias in node.names:
+                    if f"{base}.{alias.name}" in files:
+                        add(f"{base}.{alias.name}")
+            elif isinstance(node, ast.If):
+                if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for handler in node.handlers:
+                    visit(handler.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+
+    visit(ast.parse(path.read_text()).body)
+    add(name)  # its own packages are imported first
+    found.discard(name)
+    return found
+
+
 def _serve(path: str) -> dict[str, Any]:
     """Accept calls until the client closes our stdin; return only in a forked call's process."""
-    for name in PRELOAD:
+    root = Path.cwd()
+    for name in (*LIBRARIES, *importable_ahead(root)):
         importlib.import_module(name)
-    # The libraries' objects out of the collector's reach: a forked process's collections and its
+    early = [name for name in AT_CALL if name in sys.modules]
+    if early:
+        raise RuntimeError(f"imported ahead of the calls' settings: {', '.join(early)}")
+    # The imported objects out of the collector's reach: a forked process's collections and its
     # exit (half a second on a slow machine with them) then cost what a fresh one's do.
     gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -86,13 +160,8 @@ def _parent(conn: socket.socket) -> dict[str, Any]:
     """One call: fork the process that runs it, report its pid, then its wait status."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     data, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
-    while len(data) < _HEADER.size:
-        data += conn.recv(_HEADER.size - len(data))
-    (size,) = _HEADER.unpack(data)
-    payload = b""
-    while len(payload) < size:
-        payload += conn.recv(size - len(payload))
-    request: dict[str, Any] = json.loads(payload)
+    data += _read_exactly(conn, _HEADER.size - len(data))
+    request: dict[str, Any] = json.loads(_read_exactly(conn, _HEADER.unpack(data)[0]))
     pid = os.fork()
     if pid == 0:
         conn.close()
@@ -108,23 +177,114 @@ def _parent(conn: socket.socket) -> dict[str, Any]:
     os._exit(0)
 
 
-def _run_cli(request: dict[str, Any]) -> None:
-    """Become ``python -m crawler ARGS`` in the call's directory and environment."""
+def _read_exactly(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise EOFError("the client closed the call")
+        data += chunk
+    return data
+
+
+def _become(request: dict[str, Any], base_path: list[str]) -> None:
+    """Run as ``python -m crawler ARGS`` would in the call's directory and environment."""
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    # python -m: the working directory, then PYTHONPATH's entries, then the interpreter's own.
+    sys.path[:] = [os.getcwd(), *_python_path(request["env"]), *base_path]
     sys.argv = ["-m", *request["args"]]
     runpy.run_module("crawler", run_name="__main__", alter_sys=True)
+
+
+def _python_path(env: dict[str, str]) -> list[str]:
+    return [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+class ForkedProcess:
+    """A forked call, with what the tests use of ``subprocess.Popen`` in text mode: pid, args,
+    returncode, stdout and stderr pipes, poll, wait, communicate and signals."""
+
+    def __init__(self, conn: socket.socket, args: list[str], pipes: list[IO[str] | None]) -> None:
+        self._conn = conn
+        self.args = args
+        self.stdout, self.stderr = pipes
+        self.returncode: int | None = None
+        self.pid = _read_word(conn, time.monotonic() + 60)
+        self._readers: list[threading.Thread] = []
+        self._output: list[list[str]] = [[], []]
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._conn], [], [], 0)[0]:
+            self._finish(time.monotonic() + 60)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+            try:
+                self._finish(deadline)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
+        assert self.returncode is not None
+        return self.returncode
+
+    def _finish(self, deadline: float) -> None:
+        self.returncode = os.waitstatus_to_exitcode(_read_word(self._conn, deadline))
+        self._conn.close()
+
+    def communicate(
+        self, input: str | None = None, timeout: float | None = None
+    ) -> tuple[str | None, str | None]:
+        """Read both pipes to their end, then wait (as Popen.communicate does; a call after a
+        timeout goes on where the first stopped)."""
+        assert input is None, "forked calls read no input"
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+        if not self._readers:
+            for stream, sink in zip((self.stdout, self.stderr), self._output, strict=True):
+                if stream is not None:
+                    reader = threading.Thread(target=_drain, args=(stream, sink), daemon=True)
+                    reader.start()
+                    self._readers.append(reader)
+        for reader in self._readers:
+            reader.join(max(deadline - time.monotonic(), 0))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        self.wait(max(deadline - time.monotonic(), 0.001))
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        out, err = ("".join(part) for part in self._output)
+        return (
+            out if self.stdout is not None else None,
+            err if self.stderr is not None else None,
+        )
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+def _drain(stream: IO[str], sink: list[str]) -> None:
+    sink.append(stream.read())
 
 
 class ForkServer:
     """The client end: one server per test process, started on first use."""
 
     def __init__(self, root: Path, env: dict[str, str]) -> None:
-        # /tmp where it exists: a socket path holds at most 107 bytes.
-        self._dir = tempfile.mkdtemp(
-            prefix="quants-fork-", dir="/tmp" if os.path.isdir("/tmp") else None
-        )
+        self.root = root
+        # /tmp where it exists: a socket's path holds at most 107 bytes.
+        tmp = "/tmp" if os.path.isdir("/tmp") else None
+        self._dir = tempfile.mkdtemp(prefix="quants-fork-", dir=tmp)
         self.path = os.path.join(self._dir, "s")
         self.env = env
         self._proc = subprocess.Popen(
@@ -153,48 +313,80 @@ class ForkServer:
             os.unlink(self.path)
             os.rmdir(self._dir)
 
-    def forkable(self, env: dict[str, str]) -> bool:
-        """Whether a call with ``env`` runs as it would in a fresh process."""
+    def forkable(self, env: dict[str, str], cwd: Path | None = None) -> bool:
+        """Whether a call with ``env`` in ``cwd`` runs as it would in a fresh process: its other
+        variables are the server's, PYTHONPATH holds no start-up hook, and the crawler it
+        imports is the server's."""
 
         def fixed(e: dict[str, str]) -> dict[str, str]:
-            return {
-                k: v
-                for k, v in e.items()
-                if not k.startswith(_CALL_VARIABLES) and k != "PYTEST_CURRENT_TEST"
-            }
+            return {k: v for k, v in e.items() if not k.startswith(_CALL_VARIABLES)}
 
-        return fixed(env) == fixed(self.env)
+        if fixed(env) != fixed(self.env):
+            return False
+        # A start-up hook on PYTHONPATH runs when an interpreter starts, which a fork skips.
+        hooks = ("sitecustomize.py", "usercustomize.py")
+        if any(os.path.isfile(f"{p}/{hook}") for p in _python_path(env) for hook in hooks):
+            return False
+        search = [str(cwd or self.root), *_python_path(env)]
+        found = next((p for p in search if os.path.isfile(f"{p}/crawler/__init__.py")), None)
+        return found is not None and os.path.samefile(found, self.root)
+
+    def start(
+        self,
+        args: list[str],
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        stdout: int | IO[Any],
+        stderr: int | IO[Any],
+    ) -> ForkedProcess:
+        """``python -m crawler ARGS``, forked; ``stdout``/``stderr`` are subprocess.PIPE
+        (read from the process's streams) or files it writes to."""
+        cmd = [sys.executable, "-m", "crawler", *args]
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        child_ends: list[int] = []
+        pipes: list[IO[str] | None] = []
+        try:
+            for target in (stdout, stderr):
+                if target == subprocess.PIPE:
+                    read, write = os.pipe()
+                    child_ends.append(write)
+                    pipes.append(open(read, encoding=locale.getpreferredencoding(False)))  # noqa: SIM115
+                else:
+                    assert not isinstance(target, int)
+                    child_ends.append(os.dup(target.fileno()))
+                    pipes.append(None)
+            with open(os.devnull, "rb") as null:
+                conn.connect(self.path)
+                body = json.dumps({"args": args, "env": env, "cwd": str(cwd)}).encode()
+                socket.send_fds(conn, [_HEADER.pack(len(body))], [null.fileno(), *child_ends])
+                conn.sendall(body)
+        except BaseException:
+            conn.close()
+            for pipe in pipes:
+                if pipe is not None:
+                    pipe.close()
+            raise
+        finally:
+            for fd in child_ends:
+                os.close(fd)
+        return ForkedProcess(conn, cmd, pipes)
 
     def run(
         self, args: list[str], *, env: dict[str, str], cwd: Path, timeout: float
     ) -> subprocess.CompletedProcess[str]:
-        """``python -m crawler ARGS``, forked: what ``subprocess.run`` with capture_output,
-        text and timeout returns (or raises)."""
-        cmd = [sys.executable, "-m", "crawler", *args]
-        deadline = time.monotonic() + timeout
-        with (
-            open(os.devnull, "rb") as null,
-            tempfile.TemporaryFile() as out,
-            tempfile.TemporaryFile() as err,
-            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn,
-        ):
-            conn.connect(self.path)
-            body = json.dumps({"args": args, "env": env, "cwd": str(cwd)}).encode()
-            socket.send_fds(
-                conn, [_HEADER.pack(len(body))], [null.fileno(), out.fileno(), err.fileno()]
-            )
-            conn.sendall(body)
-            pid = _read_word(conn, deadline)
+        """What ``subprocess.run`` with capture_output, text and timeout returns (or raises)."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = self.start(args, env=env, cwd=cwd, stdout=out, stderr=err)
             try:
-                status = _read_word(conn, deadline)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                _read_word(conn, time.monotonic() + 30)
-                raise subprocess.TimeoutExpired(cmd, timeout, _text(out), _text(err)) from None
-            return subprocess.CompletedProcess(
-                cmd, os.waitstatus_to_exitcode(status), _text(out), _text(err)
-            )
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+                raise subprocess.TimeoutExpired(
+                    proc.args, timeout, _text(out), _text(err)
+                ) from None
+            return subprocess.CompletedProcess(proc.args, proc.wait(), _text(out), _text(err))
 
 
 def _read_word(conn: socket.socket, deadline: float) -> int:
@@ -209,11 +401,10 @@ def _read_word(conn: socket.socket, deadline: float) -> int:
     return int(word)
 
 
-def _text(f: Any) -> str:
+def _text(f: IO[bytes]) -> str:
     """The captured bytes as ``subprocess`` decodes them in text mode (universal newlines)."""
     f.seek(0)
-    raw: bytes = f.read()
-    text = raw.decode(locale.getpreferredencoding(False))
+    text = f.read().decode(locale.getpreferredencoding(False))
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -234,7 +425,7 @@ def server(root: Path, env: dict[str, str]) -> ForkServer | None:
         if _SERVER is None or not _SERVER.alive():
             try:
                 _SERVER = ForkServer(root, env)
-            except (OSError, RuntimeError) as exc:  # e.g. a socket path too long for AF_UNIX
+            except (OSError, RuntimeError) as exc:
                 _UNAVAILABLE = True
                 warnings.warn(f"CLI calls run as plain processes: {exc}", stacklevel=2)
                 return None
@@ -243,4 +434,5 @@ def server(root: Path, env: dict[str, str]) -> ForkServer | None:
 
 
 if __name__ == "__main__":
-    _run_cli(_serve(sys.argv[1]))
+    _base = sys.path[1 + len(_python_path(dict(os.environ))) :]
+    _become(_serve(sys.argv[1]), _base)

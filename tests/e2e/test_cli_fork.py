@@ -4,8 +4,10 @@ exit codes and output, each call's own environment, and a timeout that kills the
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from subprocess import PIPE
 
 import pytest
 
@@ -74,3 +76,62 @@ def test_a_forked_call_past_its_timeout_is_killed(tmp_path, sqlite_url):
         fork.run(["serve", "--port", "0"], env=env, cwd=ROOT, timeout=3)
     # The server still answers.
     assert fork.run(["--version"], env=env, cwd=ROOT, timeout=60).returncode == 0
+
+
+def test_a_started_call_pipes_its_output_and_takes_signals(tmp_path, sqlite_url):
+    with Catalog.open(sqlite_url):
+        pass
+    env = clean_env(tmp_path, QUANTS_DB=sqlite_url)
+    fork = _server()
+    done = fork.start(["--version"], env=env, cwd=ROOT, stdout=PIPE, stderr=PIPE)
+    out, err = done.communicate(timeout=60)
+    assert (done.returncode, out, err) == (0, _plain(["--version"], env).stdout, "")
+    serving = fork.start(["serve", "--port", "0"], env=env, cwd=ROOT, stdout=PIPE, stderr=PIPE)
+    assert serving.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        serving.wait(1)
+    serving.send_signal(signal.SIGTERM)
+    assert serving.wait(30) == plain_exit(["serve", "--port", "0"], env, signal.SIGTERM)
+    killed = fork.start(["serve", "--port", "0"], env=env, cwd=ROOT, stdout=PIPE, stderr=PIPE)
+    os.kill(killed.pid, signal.SIGKILL)  # as the kill tests do, by pid
+    killed.communicate(timeout=30)
+    assert killed.returncode == -signal.SIGKILL
+
+
+def plain_exit(args: list[str], env: dict[str, str], sig: int) -> int:
+    """The exit code of a plain ``quants ARGS`` sent ``sig`` once it is up."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crawler", *args], env=env, cwd=ROOT, stdout=PIPE, stderr=PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    proc.stderr.readline()  # it says where it listens once it is up
+    proc.send_signal(sig)
+    proc.communicate(timeout=30)
+    return proc.returncode
+
+
+def test_a_call_in_another_directory_sees_it_and_its_python_path(tmp_path, sqlite_url):
+    """As the docs' commands run: in the catalog's directory, the checkout on PYTHONPATH."""
+    with Catalog.open(sqlite_url):
+        pass
+    (tmp_path / "q.sql").write_text("SELECT COUNT(*) AS n FROM quants\n")
+    env = clean_env(tmp_path, QUANTS_DB=sqlite_url, PYTHONPATH=str(ROOT))
+    fork = _server()
+    assert fork.forkable(env, tmp_path)
+    forked = fork.run(["sql", "q.sql", "--csv"], env=env, cwd=tmp_path, timeout=60)
+    plain = subprocess.run(
+        [sys.executable, "-m", "crawler", "sql", "q.sql", "--csv"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert (forked.returncode, forked.stdout) == (plain.returncode, plain.stdout) == (0, "n\n0\n")
+    # Where the call would import another crawler (or none), it is not forked.
+    assert not fork.forkable(clean_env(tmp_path), tmp_path)
+    other = tmp_path / "other"
+    (other / "crawler").mkdir(parents=True)
+    (other / "crawler" / "__init__.py").write_text("")
+    assert not fork.forkable({**env, "PYTHONPATH": str(other)}, tmp_path)
+    # Nor where PYTHONPATH holds a start-up hook (the interpreter's start, which a fork skips).
+    (other / "sitecustomize.py").write_text("")
+    assert not fork.forkable({**env, "PYTHONPATH": f"{other}:{ROOT}"}, tmp_path)
+    assert fork.forkable({**env, "PYTHONPATH": f"{other / 'crawler'}:{ROOT}"}, tmp_path)

@@ -8,7 +8,6 @@ each followed by a resumed crawl, converges to the catalog of an uninterrupted c
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -18,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli import clean_env, start_quants
+from tests.cli import KillLater, clean_env, start_quants
+from tests.cli_fork import ForkedProcess
 from tests.fixtures.world import FAILING, WORLD, FileCache, analysable_quants, populate, quant_key
 from tests.hub.snapshot import integrity_ok, snapshot, sqlite_path
 from tests.hub_emulator import Fault, HubEmulator
@@ -43,7 +43,7 @@ def quants(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def _start(args: list[str], tmp: Path) -> subprocess.Popen[str]:
+def _start(args: list[str], tmp: Path) -> subprocess.Popen[str] | ForkedProcess:
     return start_quants(*args, env=clean_env(tmp))
 
 
@@ -187,16 +187,12 @@ def test_sigkill_at_six_points_then_resume_converges_to_an_uninterrupted_crawl(
         db = f"sqlite:///{tmp_path / f'killed-{n}.sqlite'}"
         shutil.copy(empty, sqlite_path(db))
         hub.faults.clear()
-        proc_box: list[subprocess.Popen[str]] = []
-
-        def kill(box: list[subprocess.Popen[str]] = proc_box) -> None:
-            os.kill(box[0].pid, signal.SIGKILL)
-
+        kill = KillLater()
         rule = hub.faults.add(Fault.run(kill), nth=point)
         proc = _start(
             ["crawl", "--endpoint", hub.endpoint, "--db", db, "--all", "--json"], tmp_path
         )
-        proc_box.append(proc)
+        kill.started(proc.pid)
         proc.communicate(timeout=120)
         assert rule.fired == 1, f"kill point {point} never reached"
         assert proc.returncode == -signal.SIGKILL

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests import synth
-from tests.cli import ROOT, clean_env
+from tests.cli import ROOT, clean_env, run_quants
 from tests.fixtures.llamacpp.logs import render
 from tests.fixtures.llamacpp.models import load_rows
 from tests.fixtures.world import REAL_WORLD, FileCache, Quant, RepoSpec, populate
@@ -140,11 +139,9 @@ class DocRunner:
     def run_through(self, index: int) -> subprocess.CompletedProcess[str]:
         while self.next <= index:
             if COMMANDS[self.next].skip is None:
-                self.done[self.next] = subprocess.run(
-                    [sys.executable, "-m", "crawler", *COMMANDS[self.next].argv],
-                    capture_output=True, text=True, env=self.env, cwd=self.cwd, timeout=240,
-                    check=False,
-                )  # fmt: skip
+                self.done[self.next] = run_quants(
+                    *COMMANDS[self.next].argv, env=self.env, cwd=self.cwd, timeout=240
+                )
             self.next += 1
         return self.done[index]
 

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import run_quants
 from tests.schemas import checked
 
 
@@ -22,9 +23,7 @@ def qwen36_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _quants(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "crawler", *args], capture_output=True, text=True, timeout=120
-    )
+    return run_quants(*args, env=dict(os.environ), timeout=120)
 
 
 def test_cli_estimate_json_and_advice(qwen36_file):
@@ -67,11 +66,10 @@ def test_cli_estimate_from_the_hub(tmp_path, world_cache):
     env.update(HF_HOME=str(tmp_path), QUANTS_DATA_DIR=str(tmp_path / "data"))
     with emulator:
         env["QUANTS_HF_ENDPOINT"] = emulator.endpoint
-        out = subprocess.run(
-            [sys.executable, "-m", "crawler", "estimate", "unsloth/Qwen3.6-27B-MTP-GGUF:UD-Q4_K_XL",
-             "--ctx", "262144", "--cache-type-k", "q4_0", "--cache-type-v", "q4_0", "--mtp",
-             "--vram", "24", "--json"],
-            capture_output=True, text=True, env=env, timeout=120,
+        out = run_quants(
+            "estimate", "unsloth/Qwen3.6-27B-MTP-GGUF:UD-Q4_K_XL",
+            "--ctx", "262144", "--cache-type-k", "q4_0", "--cache-type-v", "q4_0", "--mtp",
+            "--vram", "24", "--json", env=env, timeout=120,
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
     data = checked("estimate", out.stdout)

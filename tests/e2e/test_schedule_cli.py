@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli import run_quants
+
 TOKEN = "hf_SECRETtokenNEVERprinted"
 
 
@@ -18,14 +18,7 @@ def _quants(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         QUANTS_HF_ENDPOINT="http://127.0.0.1:9/mirror",
         HF_TOKEN=TOKEN,
     )
-    return subprocess.run(
-        [sys.executable, "-m", "crawler", "schedule", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        cwd=ROOT,
-    )
+    return run_quants("schedule", *args, env=env, timeout=60)
 
 
 def test_print_systemd(tmp_path: Path) -> None:

@@ -4,13 +4,13 @@ in-process in tests/unit/test_setups.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli import run_quants
 from tests.fixtures.llamacpp.server import server_module
 from tests.schemas import checked
 
@@ -28,10 +28,7 @@ ESTIMATE_ALIASES = [
 
 
 def _estimate(path: Path, *args: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "crawler", "estimate", str(path), *args, "--json"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    out = run_quants("estimate", str(path), *args, "--json", env=dict(os.environ), timeout=120)
     assert out.returncode == 0, out.stderr
     doc: dict[str, Any] = checked("estimate", out.stdout)
     return doc
@@ -82,11 +79,9 @@ def test_estimate_several_gpus_json(server_models, server_coeffs):  # coeffs wri
 )
 def test_estimate_text_answers_every_budget_shape(server_models, server_coeffs, args, says, code):
     """The table and verdict for one GPU by name, a Mac, several GPUs and a partial offload."""
-    out = subprocess.run(
-        [sys.executable, "-m", "crawler", "estimate", str(server_models / "llama8b.gguf"),
-         "-c", "32768",
-         *args],
-        capture_output=True, text=True, timeout=120, check=False,
+    out = run_quants(
+        "estimate", str(server_models / "llama8b.gguf"), "-c", "32768", *args,
+        env=dict(os.environ), timeout=120,
     )  # fmt: skip
     assert out.returncode == code, out.stderr
     assert says in out.stdout and "Traceback" not in out.stderr

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import clean_env, run_quants, start_quants
+from tests.cli import KillLater, clean_env, run_quants, start_quants
 from tests.hub.snapshot import _QUERIES, integrity_ok, snapshot
 from tests.hub_emulator import Fault, HubEmulator
 from tests.pg import databases
@@ -155,10 +155,10 @@ def test_sigkill_at_random_points_then_a_crawl_equals_a_clean_one(
         db = new_db()
         hub.faults.clear()
         if kind == "request":
-            box: list[int] = []
-            rule = hub.faults.add(Fault.run(lambda b=box: _kill_child(b)), nth=at)
+            kill = KillLater()
+            rule = hub.faults.add(Fault.run(kill), nth=at)
             proc = start_quants(*_crawl_args(hub.endpoint, db), env=_env(tmp_path, None))
-            box.append(proc.pid)
+            kill.started(proc.pid)
             proc.communicate(timeout=180)
             assert rule.fired == 1, f"{where}: never reached"
             returncode = proc.returncode
@@ -173,7 +173,3 @@ def test_sigkill_at_random_points_then_a_crawl_equals_a_clean_one(
         assert consistent(db), where
         assert dump(db) == clean, f"{where}: catalog differs from a clean crawl"
         count(figures, f"kills survived ({backend})", kind)
-
-
-def _kill_child(box: list[int]) -> None:
-    os.kill(box[0], signal.SIGKILL)
