@@ -17,7 +17,7 @@ from tests import cli_fork
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _outside_env() -> dict[str, str]:
+def outside_env() -> dict[str, str]:
     """This process's environment less the QUANTS_*/HF_* settings a test gives each call."""
     return {
         k: v
@@ -33,7 +33,7 @@ def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
     wait 10 ms, 20 ms, ... instead of 1, 2, 4, 8, 8 s (QUANTS_BACKOFF), so a test of a failing Hub
     does not sleep; ``extra`` may set it back.
     """
-    env = _outside_env()
+    env = outside_env()
     env.update(
         QUANTS_DATA_DIR=str(tmp / "data"),
         HF_HOME=str(tmp / "hf-home"),
@@ -46,7 +46,7 @@ def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
 
 def _fork_server(env: dict[str, str], cwd: Path) -> cli_fork.ForkServer | None:
     """The fork server where it runs this call as a plain process would, else None."""
-    fork = cli_fork.server(ROOT, _outside_env())
+    fork = cli_fork.server(ROOT, outside_env())
     return fork if fork is not None and fork.forkable(env, cwd) else None
 
 

@@ -1,5 +1,6 @@
 """The tests' forked ``quants`` calls (tests/cli_fork.py) behave as plain processes do: the same
-exit codes and output, each call's own environment, and a timeout that kills the call."""
+exit codes and output, each call's own environment, directory and PYTHONPATH, pipes and signals,
+and a timeout that kills the call; calls a fork would not run as a plain process are not forked."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from crawler.catalog import Catalog
 from tests import cli_fork
-from tests.cli import ROOT, _outside_env, clean_env
+from tests.cli import ROOT, clean_env, outside_env
 
 
 def _plain(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -26,7 +27,7 @@ def _plain(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[
 def _server() -> cli_fork.ForkServer:
     if os.environ.get("QUANTS_TEST_FORK") == "0":
         pytest.skip("calls are not forked in this run (QUANTS_TEST_FORK=0)")
-    fork = cli_fork.server(ROOT, _outside_env())
+    fork = cli_fork.server(ROOT, outside_env())
     assert fork is not None  # the suite's calls are forked on this machine
     return fork
 
