@@ -351,7 +351,8 @@ class ForkServer:
                 if target == subprocess.PIPE:
                     read, write = os.pipe()
                     child_ends.append(write)
-                    pipes.append(open(read, encoding=locale.getpreferredencoding(False)))  # noqa: SIM115
+                    encoding = locale.getpreferredencoding(False)
+                    pipes.append(open(read, encoding=encoding))  # noqa: SIM115 (kept open)
                 else:
                     assert not isinstance(target, int)
                     child_ends.append(os.dup(target.fileno()))
