@@ -177,12 +177,15 @@ def _parent(conn: socket.socket) -> dict[str, Any]:
     os._exit(0)
 
 
-def _read_exactly(conn: socket.socket, n: int) -> bytes:
+def _read_exactly(conn: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes of the call's connection (TimeoutError past ``deadline``)."""
     data = b""
     while len(data) < n:
+        if deadline is not None:
+            conn.settimeout(max(deadline - time.monotonic(), 0.001))
         chunk = conn.recv(n - len(data))
         if not chunk:
-            raise EOFError("the client closed the call")
+            raise EOFError("the other end closed the call")
         data += chunk
     return data
 
@@ -196,6 +199,11 @@ def _become(request: dict[str, Any], base_path: list[str]) -> None:
     sys.path[:] = [os.getcwd(), *_python_path(request["env"]), *base_path]
     sys.argv = ["-m", *request["args"]]
     runpy.run_module("crawler", run_name="__main__", alter_sys=True)
+
+
+def _fixed(env: dict[str, str]) -> dict[str, str]:
+    """The variables a forked call must share with the server."""
+    return {k: v for k, v in env.items() if not k.startswith(_CALL_VARIABLES)}
 
 
 def _python_path(env: dict[str, str]) -> list[str]:
@@ -286,7 +294,7 @@ class ForkServer:
         tmp = "/tmp" if os.path.isdir("/tmp") else None
         self._dir = tempfile.mkdtemp(prefix="quants-fork-", dir=tmp)
         self.path = os.path.join(self._dir, "s")
-        self.env = env
+        self._fixed = _fixed(env)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "tests.cli_fork", self.path],
             stdin=subprocess.PIPE,
@@ -318,16 +326,14 @@ class ForkServer:
         variables are the server's, PYTHONPATH holds no start-up hook, and the crawler it
         imports is the server's."""
 
-        def fixed(e: dict[str, str]) -> dict[str, str]:
-            return {k: v for k, v in e.items() if not k.startswith(_CALL_VARIABLES)}
-
-        if fixed(env) != fixed(self.env):
+        if _fixed(env) != self._fixed:
             return False
+        path = _python_path(env)
         # A start-up hook on PYTHONPATH runs when an interpreter starts, which a fork skips.
         hooks = ("sitecustomize.py", "usercustomize.py")
-        if any(os.path.isfile(f"{p}/{hook}") for p in _python_path(env) for hook in hooks):
+        if any(os.path.isfile(f"{p}/{hook}") for p in path for hook in hooks):
             return False
-        search = [str(cwd or self.root), *_python_path(env)]
+        search = [str(cwd or self.root), *path]
         found = next((p for p in search if os.path.isfile(f"{p}/crawler/__init__.py")), None)
         return found is not None and os.path.samefile(found, self.root)
 
@@ -391,14 +397,7 @@ class ForkServer:
 
 
 def _read_word(conn: socket.socket, deadline: float) -> int:
-    data = b""
-    while len(data) < _HEADER.size:
-        conn.settimeout(max(deadline - time.monotonic(), 0.001))
-        chunk = conn.recv(_HEADER.size - len(data))  # TimeoutError past the deadline
-        if not chunk:
-            raise RuntimeError("the CLI fork server closed the call")
-        data += chunk
-    (word,) = _HEADER.unpack(data)
+    (word,) = _HEADER.unpack(_read_exactly(conn, _HEADER.size, deadline))
     return int(word)
 
 

@@ -92,14 +92,14 @@ def test_a_started_call_pipes_its_output_and_takes_signals(tmp_path, sqlite_url)
     with pytest.raises(subprocess.TimeoutExpired):
         serving.wait(1)
     serving.send_signal(signal.SIGTERM)
-    assert serving.wait(30) == plain_exit(["serve", "--port", "0"], env, signal.SIGTERM)
+    assert serving.wait(30) == _plain_exit(["serve", "--port", "0"], env, signal.SIGTERM)
     killed = fork.start(["serve", "--port", "0"], env=env, cwd=ROOT, stdout=PIPE, stderr=PIPE)
     os.kill(killed.pid, signal.SIGKILL)  # as the kill tests do, by pid
     killed.communicate(timeout=30)
     assert killed.returncode == -signal.SIGKILL
 
 
-def plain_exit(args: list[str], env: dict[str, str], sig: int) -> int:
+def _plain_exit(args: list[str], env: dict[str, str], sig: int) -> int:
     """The exit code of a plain ``quants ARGS`` sent ``sig`` once it is up."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "crawler", *args], env=env, cwd=ROOT, stdout=PIPE, stderr=PIPE,
