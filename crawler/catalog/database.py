@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -281,15 +281,21 @@ class Catalog(Closing):
                 f"catalog schema is at {current or 'nothing'}, this quants needs {head}"
             )
 
-    def upgrade(self, columns: ColumnsFn | None = None) -> str | None:
+    def upgrade(self, columns: ColumnsFn | None = None, *, replay: bool = True) -> str | None:
         """Apply pending migrations (idempotent); return the revision reached.
 
-        Crossing 0003/0004 adds the search columns empty; ``columns`` fills them in the same
-        transaction. Without it such a catalog is refused, never left half-indexed.
+        An empty database gets the head schema from the migrations' recorded statements
+        (crawler.catalog.fresh_schema: no Alembic to import, no migration to run), unless
+        ``replay`` is False. Crossing 0003/0004 adds the search columns empty; ``columns`` fills
+        them in the same transaction. Without it such a catalog is refused, never left
+        half-indexed.
         """
         head = self.head_revision()
         current = self.current_revision()
         if current == head:
+            return head
+        if current is None and replay and head is not None and self._replayed(head):
+            logger.info("catalog %s made at %s", redact_url(self.url), head)
             return head
         from alembic import command
 
@@ -300,12 +306,7 @@ class Catalog(Closing):
             )
         cfg = self._alembic_config()
         try:
-            with self.engine.begin() as conn:
-                if conn.dialect.name == "sqlite":
-                    # pysqlite begins transactions only before DML, so each CREATE would commit
-                    # on its own and a crash mid-migration would leave a half-made schema that
-                    # no later open can migrate (found by test_crash_safety). One transaction.
-                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+            with self._schema_change() as conn:
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
                 if current is not None and current < _SEARCH_COLUMNS_REVISION:
@@ -329,6 +330,31 @@ class Catalog(Closing):
             raise
         logger.info("catalog %s upgraded from %s to %s", redact_url(self.url), current, head)
         return head
+
+    @contextmanager
+    def _schema_change(self) -> Iterator[Connection]:
+        """One transaction for a change of the schema."""
+        with self.engine.begin() as conn:
+            if conn.dialect.name == "sqlite":
+                # pysqlite begins transactions only before DML, so each CREATE would commit on
+                # its own and a crash mid-migration would leave a half-made schema that no later
+                # open can migrate (found by test_crash_safety). One transaction, a writer's
+                # from its start: a second process making the same catalog waits for it.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            yield conn
+
+    def _replayed(self, head: str) -> bool:
+        """Whether the recorded statements made the ``head`` schema (fresh_schema.replay); a
+        failed replay leaves the database as it was."""
+        from crawler.catalog.fresh_schema import replay
+
+        try:
+            with self._schema_change() as conn:
+                return replay(conn, head)
+        except Exception as exc:  # the driver's own error: the migrations then run
+            first = str(exc).strip().splitlines()[:1] or [type(exc).__name__]
+            logger.info("recorded schema not replayed (%s): migrating", first[0])
+            return False
 
     # -- read-only user SQL ---------------------------------------------------------------------
 
