@@ -64,8 +64,7 @@ _HEADER = struct.Struct("!Q")
 def importable_ahead(root: Path) -> list[str]:
     """The crawler modules whose import (their module-level imports, followed through the
     package) imports nothing in AT_CALL."""
-    files = {_module_name(root, p): p for p in sorted((root / "crawler").rglob("*.py"))}
-    files.pop("crawler.__main__", None)
+    files = _crawler_files(root)
     direct = {name: _imports(name, path, files) for name, path in files.items()}
 
     def reaches_at_call(name: str) -> bool:
@@ -82,8 +81,11 @@ def importable_ahead(root: Path) -> list[str]:
     return [name for name in files if not reaches_at_call(name)]
 
 
-def _crawler_modules(root: Path) -> list[str]:
-    return [_module_name(root, p) for p in sorted((root / "crawler").rglob("*.py"))]
+def _crawler_files(root: Path) -> dict[str, Path]:
+    """The crawler's modules (but its __main__) and their files."""
+    files = {_module_name(root, p): p for p in sorted((root / "crawler").rglob("*.py"))}
+    files.pop("crawler.__main__", None)
+    return files
 
 
 def _dependencies(names: list[str]) -> list[str]:
@@ -96,8 +98,7 @@ def _dependencies(names: list[str]) -> list[str]:
         before, code = set(sys.modules), 1
         try:
             for name in names:
-                if name != "crawler.__main__":
-                    importlib.import_module(name)
+                importlib.import_module(name)
             with os.fdopen(write, "w") as out:
                 json.dump([m for m in sys.modules if m not in before], out)
             code = 0
@@ -166,7 +167,7 @@ def _serve(path: str) -> dict[str, Any]:
         importlib.import_module(name)
     # What the other crawler modules import besides AT_CALL (huggingface_hub's HTTP stack, its
     # progress bars, YAML): most of their import time, and none of it reads HF_* variables.
-    for name in _dependencies([m for m in _crawler_modules(root) if m not in set(ahead)]):
+    for name in _dependencies([m for m in _crawler_files(root) if m not in set(ahead)]):
         with contextlib.suppress(ImportError):  # a name that is not importable on its own
             importlib.import_module(name)
     early = [name for name in AT_CALL if name in sys.modules]
