@@ -6,8 +6,6 @@ constraints, triggers, views, functions and rows; the migrations wherever the re
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,7 +15,7 @@ from sqlalchemy import Connection, create_engine
 
 from crawler.catalog import Catalog, fresh_schema
 from crawler.catalog.reader import SCHEMA_HEAD
-from tests.cli import ROOT
+from tests.cli import clean_env, start_quants
 from tests.pg import databases
 
 
@@ -117,27 +115,17 @@ def test_the_migrations_run_where_the_replay_cannot_serve(new_url, monkeypatch):
     assert _schema(url) == _schema(migrated)
 
 
-def test_three_processes_making_one_catalog_at_once(new_url):
-    """Each either makes the schema or finds it made (SQLite: waits for the first's transaction;
-    PostgreSQL: its replay meets the first's tables and it migrates, which finds the head)."""
+def test_three_processes_making_one_catalog_at_once(new_url, tmp_path):
+    """`quants db upgrade` three times at once: each either makes the schema or finds it made
+    (SQLite: waits for the first's transaction; PostgreSQL: its replay meets the first's tables
+    and it migrates, which finds the head)."""
     url = new_url()
-    code = (
-        "import sys; from crawler.catalog import Catalog\n"
-        "with Catalog.open(sys.argv[1]) as c: print(c.current_revision())"
-    )
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", code, url],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
-    ]
+    env = clean_env(tmp_path)
+    procs = [start_quants("db", "upgrade", "--db", url, env=env) for _ in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
-    assert [out.strip() for out, _err in outs] == [SCHEMA_HEAD] * 3
+    assert [out for out, _err in outs] == [f"{url}: at revision {SCHEMA_HEAD}\n"] * 3
+    assert _schema(url)["tables"]
 
 
 def _schema(url: str) -> dict[str, Any]:
