@@ -167,7 +167,7 @@ def _serve(path: str) -> dict[str, Any]:
         importlib.import_module(name)
     # What the other crawler modules import besides AT_CALL (huggingface_hub's HTTP stack, its
     # progress bars, YAML): most of their import time, and none of it reads HF_* variables.
-    for name in _dependencies([m for m in _crawler_files(root) if m not in set(ahead)]):
+    for name in _dependencies(sorted(_crawler_files(root).keys() - set(ahead))):
         with contextlib.suppress(ImportError):  # a name that is not importable on its own
             importlib.import_module(name)
     early = [name for name in AT_CALL if name in sys.modules]

@@ -5,6 +5,7 @@ constraints, triggers, views, functions and rows; the migrations wherever the re
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,9 +13,11 @@ from typing import Any
 import pytest
 from alembic import command
 from sqlalchemy import Connection, create_engine
+from sqlalchemy.engine import make_url
 
 from crawler.catalog import Catalog, fresh_schema
 from crawler.catalog.reader import SCHEMA_HEAD
+from tests.catalog.populate import populate
 from tests.cli import clean_env, start_quants
 from tests.pg import databases
 
@@ -23,7 +26,7 @@ from tests.pg import databases
 def new_url(request, tmp_path) -> Iterator[Callable[[], str]]:
     """A maker of URLs of new, empty databases of one dialect."""
     if request.param == "sqlite":
-        made = iter(range(100))
+        made = itertools.count()
         yield lambda: f"sqlite:///{tmp_path / f'catalog{next(made)}.sqlite'}"
         return
     with databases("quants_fresh") as new:
@@ -63,8 +66,6 @@ def test_a_new_catalog_is_the_schema_the_migrations_make(new_url, monkeypatch):
     assert len(want["tables"]) >= 10 and any(want["rows"].values())
     assert _schema(replayed) == want
     # A catalog at the head opens without a migration, and takes a crawl's writes.
-    from tests.catalog.populate import populate
-
     populate(replayed)
 
 
@@ -73,7 +74,7 @@ def test_a_failed_replay_leaves_nothing_and_the_migrations_run(new_url, monkeypa
     the replay's transaction is rolled back and the migrations make the catalog."""
     migrated = new_url()
     _migrated(migrated)
-    found = fresh_schema.recording("sqlite" if migrated.startswith("sqlite") else "postgresql")
+    found = fresh_schema.recording(make_url(migrated).get_backend_name())
     assert found is not None
     # Most of the schema made, then a statement that fails: a table that exists.
     statements = found["statements"]
@@ -106,7 +107,7 @@ def test_the_migrations_run_where_the_replay_cannot_serve(new_url, monkeypatch):
     assert ran == ["head"]
     ours = _schema(url)
     assert "theirs" in ours["tables"]
-    found = fresh_schema.recording("sqlite" if url.startswith("sqlite") else "postgresql")
+    found = fresh_schema.recording(make_url(url).get_backend_name())
     monkeypatch.setattr(fresh_schema, "recording", lambda _dialect: {**found, "revision": "0001"})
     url = new_url()
     with Catalog.open(url):
