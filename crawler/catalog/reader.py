@@ -36,7 +36,7 @@ class Reader(Closing):
         self.conn = conn
         self.dialect = dialect  # "sqlite" or "postgresql"
         self._owned = owned
-        self._sql: dict[str, str] = {}
+        self._sql: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._cursors = 0
 
     @classmethod
@@ -100,9 +100,10 @@ class Reader(Closing):
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         """All rows of one SELECT."""
-        cur = self.conn.cursor()
+        native, args = self._native(sql, params)
+        cur = self._cursor()
         try:
-            cur.execute(self._native(sql), dict(params or {}))
+            cur.execute(native, args)
             return [tuple(row) for row in cur.fetchall()]
         except Exception as exc:
             raise _database_error(exc) from None
@@ -114,14 +115,17 @@ class Reader(Closing):
     ) -> Iterator[tuple[Any, ...]]:
         """The rows of one SELECT, fetched ``chunk`` at a time, so a reader that stops early
         leaves the rest unread (a server-side cursor on PostgreSQL). Close it when done."""
+        native, args = self._native(sql, params)
         if self.dialect == "postgresql":
+            from psycopg import RawServerCursor
+
             self._cursors += 1
-            cur = self.conn.cursor(name=f"quants_stream_{self._cursors}")
+            cur = RawServerCursor(self.conn, f"quants_stream_{self._cursors}")
         else:
             cur = self.conn.cursor()
         try:
             try:
-                cur.execute(self._native(sql), dict(params or {}))
+                cur.execute(native, args)
             except Exception as exc:
                 raise _database_error(exc) from None
             while True:
@@ -155,16 +159,35 @@ class Reader(Closing):
                 " set_config('plan_cache_mode', 'force_custom_plan', true)"
             )
 
-    def _native(self, sql: str) -> str:
-        """``:name`` parameters in the driver's style (cached per statement)."""
-        native = self._sql.get(sql)
-        if native is None:
-            if self.dialect == "postgresql":
-                native = _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
-            else:
-                native = sql
-            self._sql[sql] = native
-        return native
+    def _cursor(self) -> Any:
+        """A client-side cursor: on PostgreSQL one that sends ``$n`` statements as they are."""
+        if self.dialect == "postgresql":
+            from psycopg import RawCursor
+
+            return RawCursor(self.conn)
+        return self.conn.cursor()
+
+    def _native(self, sql: str, params: Mapping[str, Any] | None) -> tuple[str, Any]:
+        """The statement and its arguments in the driver's style. SQLite takes ``:name`` and a
+        mapping. PostgreSQL gets ``$n`` and a list (each name's first use numbered, the statement
+        rewritten once): psycopg's named style parses every statement over 4096 characters again
+        on each execution, and a search's reads are mostly that long."""
+        if self.dialect != "postgresql":
+            return sql, dict(params or {})
+        cached = self._sql.get(sql)
+        if cached is None:
+            names: dict[str, int] = {}
+
+            def number(m: re.Match[str]) -> str:
+                return f"${names.setdefault(m.group(1), len(names) + 1)}"
+
+            cached = self._sql[sql] = (_PARAM.sub(number, sql), tuple(names))
+        native, names_in_order = cached
+        given = params or {}
+        try:
+            return native, [given[name] for name in names_in_order]
+        except KeyError as exc:
+            raise CatalogError(f"query failed: no value for parameter {exc.args[0]}") from None
 
 
 def placeholders(prefix: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
