@@ -67,12 +67,7 @@ def best_copy_ids(reader: Reader, w: Where, run: Sequence[str], copies: int) -> 
         if not keys:
             continue
         source = _SOURCE.format(where=w.sql)
-        heads = " UNION ALL ".join(
-            f"SELECT * FROM (SELECT {i} AS walk_class, y.id, y.size_bytes, y.repo_downloads"
-            f"{source} AND y.copy_key = :walk_key{i}"
-            f" ORDER BY y.size_bytes DESC, y.repo_downloads DESC LIMIT :walk_copies) AS head{i}"
-            for i in range(len(keys))
-        )
+        heads = _heads(reader.dialect, source, len(keys))
         args.update({f"walk_key{i}": key for i, key in enumerate(keys)})
         found: dict[int, list[tuple[Any, ...]]] = {}
         for row in reader.rows(heads, args):
@@ -93,3 +88,29 @@ def best_copy_ids(reader: Reader, w: Where, run: Sequence[str], copies: int) -> 
         if len(kept) > _MAX_KEPT:
             return None
     return kept
+
+
+def _heads(dialect: str, source: str, n_classes: int) -> str:
+    """One statement for the first :walk_copies quants of each class (walk_class, id, size,
+    downloads). PostgreSQL: a LATERAL subquery per row of the classes' VALUES, so the
+    request's filter is planned once, not once per class (planning was most of this read's
+    time: 3.7 ms a statement against 0.5 ms of execution on a 6,000-quant catalog). SQLite has no
+    LATERAL: a compound query of one part per class."""
+
+    def head(key: str, label: str = "") -> str:
+        return (
+            f"SELECT {label}y.id, y.size_bytes, y.repo_downloads{source} AND y.copy_key = {key}"
+            " ORDER BY y.size_bytes DESC, y.repo_downloads DESC LIMIT :walk_copies"
+        )
+
+    if dialect == "postgresql":
+        values = ", ".join(f"({i}, CAST(:walk_key{i} AS BIGINT))" for i in range(n_classes))
+        return (
+            "SELECT c.walk_class, h.id, h.size_bytes, h.repo_downloads"
+            f" FROM (VALUES {values}) AS c(walk_class, walk_key)"
+            f" CROSS JOIN LATERAL ({head('c.walk_key')}) AS h"
+        )
+    return " UNION ALL ".join(
+        f"SELECT * FROM ({head(f':walk_key{i}', f'{i} AS walk_class, ')}) AS head{i}"
+        for i in range(n_classes)
+    )
