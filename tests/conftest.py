@@ -14,12 +14,13 @@ import atexit
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
 
-from tests.pg import databases
+from tests.pg import RUN_VARIABLE, databases, drop_templates, run_directory
 
 pytest_plugins = ["tests.hub_emulator.fixtures", "tests.fixtures.shared"]
 
@@ -34,6 +35,21 @@ atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
 # longer than hypothesis's default 200 ms without anything being wrong; a test still sets its own.
 settings.register_profile("quants", deadline=None)
 settings.load_profile("quants")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest's main process names the run for tests/pg.py's built_catalog (its xdist workers,
+    started after this, inherit the variable)."""
+    if not hasattr(config, "workerinput"):
+        os.environ[RUN_VARIABLE] = uuid.uuid4().hex[:10]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The main process, after every worker has ended: the run's built catalogs removed."""
+    run = os.environ.get(RUN_VARIABLE)
+    if run and not hasattr(config, "workerinput"):
+        shutil.rmtree(run_directory(run), ignore_errors=True)
+        drop_templates(run)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
