@@ -87,6 +87,12 @@ def test_parameters_and_percent_signs_reach_the_driver_intact(catalog_url):
         assert rows == [("50%%", 7, True)] or rows == [("50%%", 7, 1)]
         streamed = list(reader.stream("SELECT :n + 1", {"n": 41}))
         assert streamed == [(42,)]
+        # A statement read again with other values (PostgreSQL: its $n form is kept), and one
+        # without a value for a name it uses: an error of the catalog, not of the driver.
+        assert reader.rows("SELECT :b, :a", {"a": 1, "b": 2, "unused": 3}) == [(2, 1)]
+        assert reader.rows("SELECT :b, :a", {"a": 5, "b": 6}) == [(6, 5)]
+        with pytest.raises(CatalogError):
+            reader.rows("SELECT :b, :a", {"a": 1})
 
 
 def test_catalog_reader_borrows_a_pooled_connection(sqlite_url, tmp_path: Path):
