@@ -207,10 +207,11 @@ def test_sigkill_at_six_points_then_resume_converges_to_an_uninterrupted_crawl(
         assert not (reread & done), f"kill at request {point}"
         assert snapshot(db) == clean, f"kill at request {point}"
         assert integrity_ok(db)
-    # The kills landed in different phases: before any repo was written, and part way at two
-    # points at least (how many repos are done by a request varies with the machine's load:
-    # the crawl reads headers on several threads).
-    assert done_counts[0] == 0 and len(set(done_counts) - {0}) >= 2, done_counts
+    # The kills landed in different phases: before any repo was written, and after some were.
+    # How many are done by a given request varies with the machine's load (the crawl reads
+    # headers on several threads): a CI run on 2 busy cores had every repo written by the third
+    # point ([0, 0, 6, 6, 6, 6]), so no count between is required.
+    assert done_counts[0] == 0 and max(done_counts) > 0, done_counts
 
 
 def test_reprofile_recomputes_from_stored_tables_without_the_network(
