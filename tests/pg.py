@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,28 +27,22 @@ def databases(prefix: str) -> Iterator[Callable[..., str]]:
     ``template``); all dropped at exit."""
     if not ADMIN_URL:
         pytest.skip("no PostgreSQL server: set QUANTS_TEST_PG_URL (.ci/pg.sh starts one)")
-    from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
     made: list[str] = []
 
     def new(template: str | None = None) -> str:
         """A new database; with ``template`` (a URL), a copy of that one (nobody may be on it)."""
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
         like = f' TEMPLATE "{make_url(template).database}"' if template else ""
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"{like}'))
+        _admin(f'CREATE DATABASE "{name}"{like}')
         made.append(name)
-        return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+        return _url(name)
 
     try:
         yield new
     finally:
-        with admin.connect() as conn:
-            for name in made:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        _admin(*(_DROP.format(name) for name in made))
 
 
 #: ``params`` of a fixture that runs its tests on SQLite and on PostgreSQL.
@@ -89,14 +84,15 @@ def built_catalog(
                 template = f"{prefix}_{TEMPLATE_MARK}{run}"
                 template_url = _url(template)
                 if not made:
-                    _create(template)
+                    _admin(f'CREATE DATABASE "{template}"')
                     try:
                         build(template_url)
                     except BaseException:
-                        _drop(template)
+                        _admin(_DROP.format(template))
                         raise
-                    # A copy needs the template without connections: a build's pool may linger.
-                    _execute(
+                    # CREATE DATABASE .. TEMPLATE refuses a template with connections: end any
+                    # the build left open.
+                    _admin(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                         f" WHERE datname = '{template}' AND pid <> pg_backend_pid()"
                     )
@@ -139,31 +135,34 @@ def _copy_sqlite(source: Path, target: Path) -> None:
         dst.close()
 
 
+#: Drops a database whoever is on it.
+_DROP = 'DROP DATABASE IF EXISTS "{}" WITH (FORCE)'
+
+
 def _url(database: str) -> str:
+    """The URL of ``database`` on the test server."""
     from sqlalchemy.engine import make_url
 
     assert ADMIN_URL
     return make_url(ADMIN_URL).set(database=database).render_as_string(hide_password=False)
 
 
-def _execute(sql: str) -> None:
+def _admin(*statements: str) -> list[Any]:
+    """Run ``statements`` on the test server outside a transaction (CREATE and DROP DATABASE
+    cannot run in one); the first column of the last one's rows."""
     from sqlalchemy import create_engine, text
 
     assert ADMIN_URL
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    engine = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    rows: list[Any] = []
     try:
-        with admin.connect() as conn:
-            conn.execute(text(sql))
+        with engine.connect() as conn:
+            for sql in statements:
+                result = conn.execute(text(sql))
+                rows = list(result.scalars()) if result.returns_rows else []
     finally:
-        admin.dispose()
-
-
-def _create(database: str) -> None:
-    _execute(f'CREATE DATABASE "{database}"')
-
-
-def _drop(database: str) -> None:
-    _execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        engine.dispose()
+    return rows
 
 
 def drop_templates(run: str) -> None:
@@ -171,17 +170,9 @@ def drop_templates(run: str) -> None:
     its end; nothing without a server)."""
     if not ADMIN_URL:
         return
-    from sqlalchemy import create_engine, text
-
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            suffix = f"_{TEMPLATE_MARK}{run}"
-            names = conn.execute(
-                text("SELECT datname FROM pg_database WHERE RIGHT(datname, :n) = :suffix"),
-                {"n": len(suffix), "suffix": suffix},
-            ).scalars()
-            for name in list(names):
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
+    suffix = f"_{TEMPLATE_MARK}{run}"
+    names = _admin(
+        f"SELECT datname FROM pg_database WHERE RIGHT(datname, {len(suffix)}) = '{suffix}'"
+    )
+    if names:
+        _admin(*(_DROP.format(name) for name in names))
