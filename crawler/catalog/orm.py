@@ -11,7 +11,14 @@ from typing import Any, ClassVar
 from sqlalchemy import JSON, MetaData, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase
 
-__all__ = ["NAME_INDEX_OBJECTS", "NAMING_CONVENTION", "Base", "StoredJSON", "in_metadata"]
+__all__ = [
+    "NAME_INDEX_OBJECTS",
+    "NAMING_CONVENTION",
+    "Base",
+    "StoredJSON",
+    "conflict_insert",
+    "in_metadata",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -76,3 +83,18 @@ NAME_INDEX_OBJECTS = frozenset(
 def in_metadata(name: str | None, type_: str, parent_names: Any) -> bool:
     """Alembic's ``include_name`` hook: False for NAME_INDEX_OBJECTS (not declared here)."""
     return name not in NAME_INDEX_OBJECTS
+
+
+def conflict_insert(dialect: str, table: Any) -> Any:
+    """The dialect's INSERT for ``table``, which has ``on_conflict_do_nothing/do_update``.
+
+    Concurrent writers (two crawls on one catalog) need the conflict handled in the statement:
+    a read-then-insert loses the race with a unique violation.
+    """
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table)

@@ -11,11 +11,11 @@ import socket
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import delete, update
 
 from crawler.catalog import Catalog
+from crawler.catalog.orm import conflict_insert
 from crawler.catalog.tables import RepoClaim
 
 __all__ = ["CLAIM_TTL", "claim_repo", "new_owner", "release_repo"]
@@ -38,16 +38,6 @@ def new_owner(data_dir: Path | None = None) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:32]
 
 
-def _insert(dialect: str) -> Any:
-    if dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert(RepoClaim)
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert(RepoClaim)
-
-
 def claim_repo(
     catalog: Catalog,
     repo_id: str,
@@ -60,7 +50,7 @@ def claim_repo(
     now = now or datetime.now(UTC)
     values = {"owner": owner, "claimed_at": now, "expires_at": now + ttl}
     with catalog.engine.begin() as conn:
-        stmt = _insert(conn.dialect.name)
+        stmt = conflict_insert(conn.dialect.name, RepoClaim)
         inserted = conn.execute(stmt.values(repo_id=repo_id, **values).on_conflict_do_nothing())
         if inserted.rowcount == 1:
             return True

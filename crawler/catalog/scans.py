@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from crawler.catalog import Catalog
+from crawler.catalog.orm import conflict_insert
 from crawler.catalog.tables import (
     CrawlState,
     Scan,
@@ -111,10 +112,21 @@ def get_state(catalog: Catalog, key: str) -> str | None:
         return row.value if row is not None else None
 
 
-def set_state(catalog: Catalog, key: str, value: str) -> None:
-    """Set a ``crawl_state`` value."""
-    with catalog.session() as s:
-        s.merge(CrawlState(key=key, value=value))
+def set_state(catalog: Catalog, key: str, value: str, *, forward_only: bool = False) -> None:
+    """Set a ``crawl_state`` value in one statement, so two crawls of one catalog both succeed.
+
+    With ``forward_only`` a stored value that sorts after ``value`` is kept: for time cursors
+    written as ``datetime.isoformat()`` of UTC times, text order is time order, and a crawl that
+    finishes second must not move a cursor back to the older time it read at its start.
+    """
+    with catalog.engine.begin() as conn:
+        stmt = conflict_insert(conn.dialect.name, CrawlState).values(key=key, value=value)
+        kept = CrawlState.value < stmt.excluded.value if forward_only else None
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[CrawlState.key], set_={"value": stmt.excluded.value}, where=kept
+            )
+        )
 
 
 def start_scan(

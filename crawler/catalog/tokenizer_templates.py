@@ -6,25 +6,15 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import select
 
 from crawler.catalog import Catalog
+from crawler.catalog.orm import conflict_insert
 from crawler.catalog.tables import TokenizerTemplateRow, TokenizerTemplateScope
 from crawler.gguf.tokenizer_template import TokenizerTemplate
 
 __all__ = ["CatalogTemplates"]
-
-
-def _insert(dialect: str, table: Any) -> Any:
-    if dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert(table)
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert(table)
 
 
 def _template(row: TokenizerTemplateRow) -> TokenizerTemplate:
@@ -104,11 +94,13 @@ class CatalogTemplates:
             dialect = conn.dialect.name
             if with_block:
                 conn.execute(
-                    _insert(dialect, TokenizerTemplateRow).values(**row).on_conflict_do_nothing()
+                    conflict_insert(dialect, TokenizerTemplateRow)
+                    .values(**row)
+                    .on_conflict_do_nothing()
                 )
             for scope in scopes:
                 conn.execute(
-                    _insert(dialect, TokenizerTemplateScope)
+                    conflict_insert(dialect, TokenizerTemplateScope)
                     .values(scope=scope[:320], fingerprint=template.fingerprint)
                     .on_conflict_do_nothing()
                 )

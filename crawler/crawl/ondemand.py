@@ -212,7 +212,7 @@ def ensure_model(
             f"cannot reach the Hub at {settings.hf_endpoint} ({summary.message}); "
             "--offline answers from what is stored"
         )
-    set_state(catalog, key, now.isoformat())
+    set_state(catalog, key, now.isoformat(), forward_only=True)
     return OnDemand("scanned", words, terms, tuple(bases), summary)
 
 

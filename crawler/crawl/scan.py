@@ -223,9 +223,9 @@ def _run(
     stopped = p.stop.is_set()
     if complete and not stopped:
         if newest is not None and (watermark is None or newest > watermark):
-            scans.set_state(p.catalog, f"watermark:{key}", newest.isoformat())
+            scans.set_state(p.catalog, f"watermark:{key}", newest.isoformat(), forward_only=True)
         if full:
-            scans.set_state(p.catalog, f"full_listing:{key}", now.isoformat())
+            scans.set_state(p.catalog, f"full_listing:{key}", now.isoformat(), forward_only=True)
             scope: Sequence[str] | None = authors if authors else None
             if authors or not (searches or base_models):
                 gone = store.mark_repos_vanished(p.catalog, seen=p.handled, authors=scope)
