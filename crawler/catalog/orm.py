@@ -1,5 +1,6 @@
-"""What the catalog's tables are declared with: the declarative base, its constraint names and
-a JSON type that reads bad stored text as NULL; and the raw-DDL objects Alembic leaves alone.
+"""What the catalog's tables are declared with: the declarative base, its constraint names, a
+JSON type that reads bad stored text as NULL, the raw-DDL objects Alembic leaves alone, and the
+dialect's INSERT .. ON CONFLICT for rows concurrent crawls write.
 Details: docs/internals/catalog.md#orm
 """
 
