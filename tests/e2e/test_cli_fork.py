@@ -136,3 +136,46 @@ def test_a_call_in_another_directory_sees_it_and_its_python_path(tmp_path, sqlit
     (other / "sitecustomize.py").write_text("")
     assert not fork.forkable({**env, "PYTHONPATH": f"{other}:{ROOT}"}, tmp_path)
     assert fork.forkable({**env, "PYTHONPATH": f"{other / 'crawler'}:{ROOT}"}, tmp_path)
+
+
+class _Finalized:
+    def __del__(self) -> None:
+        pass
+
+
+def test_a_call_ends_without_the_teardown_only_where_the_teardown_has_nothing_to_do(tmp_path):
+    """A forked call skips the teardown of the server's modules (cli_fork._exit_clean) only when
+    ``leftovers`` is empty: what the call left open (a file's buffer, an SQLite connection, an
+    object with a finalizer) makes it end with the interpreter's normal exit."""
+    import gc
+    import json
+    import sqlite3
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a process with the server's objects frozen, as a forked call's are
+        code = 1
+        try:
+            gc.freeze()
+            before = cli_fork.leftovers()
+            f = open(tmp_path / "left.txt", "w")  # noqa: SIM115 - left open on purpose
+            f.write("buffered")
+            con, obj = sqlite3.connect(":memory:"), _Finalized()
+            left = cli_fork.leftovers()
+            found = [any(o is x for o in left) for x in (f, con, obj)]
+            del left
+            f.close()
+            con.close()
+            del f, con, obj
+            gc.collect()
+            after = cli_fork.leftovers()
+            os.write(write, json.dumps([len(before), found, len(after)]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        report = json.loads(pipe.read())
+    assert os.waitpid(pid, 0)[1] == 0
+    assert report == [0, [True, True, True], 0]
+    assert (tmp_path / "left.txt").read_text() == "buffered"
