@@ -116,12 +116,15 @@ def set_state(catalog: Catalog, key: str, value: str, *, forward_only: bool = Fa
     """Set a ``crawl_state`` value in one statement, so two crawls of one catalog both succeed.
 
     With ``forward_only`` a stored value that sorts after ``value`` is kept: for time cursors
-    written as ``datetime.isoformat()`` of UTC times, text order is time order, and a crawl that
-    finishes second must not move a cursor back to the older time it read at its start.
+    written as ``datetime.isoformat()`` of UTC times, byte order is time order, and a crawl that
+    finishes second must not move a cursor back to the older time it read at its start. Byte
+    order: SQLite's default; on PostgreSQL the "C" collation, whatever the database's locale.
     """
     with catalog.engine.begin() as conn:
-        stmt = conflict_insert(conn.dialect.name, CrawlState).values(key=key, value=value)
-        kept = CrawlState.value < stmt.excluded.value if forward_only else None
+        dialect = conn.dialect.name
+        stmt = conflict_insert(dialect, CrawlState).values(key=key, value=value)
+        stored = CrawlState.value.collate("C") if dialect == "postgresql" else CrawlState.value
+        kept = stored < stmt.excluded.value if forward_only else None
         conn.execute(
             stmt.on_conflict_do_update(
                 index_elements=[CrawlState.key], set_={"value": stmt.excluded.value}, where=kept
