@@ -11,7 +11,7 @@ import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from crawler.base.data import data_text
 from crawler.base.errors import UsageError
@@ -182,7 +182,17 @@ def resolve_gpu(query: str, gpus: tuple[GPU, ...] | None = None) -> GPUMatch:
     "5090" is the desktop RTX 5090, "5090 laptop" the laptop GPU, and "4060 ti" is ambiguous
     (8 GB and 16 GB).
     """
-    table = load_gpus() if gpus is None else gpus
+    return _resolve_shipped(query) if gpus is None else _resolve(query, gpus)
+
+
+@lru_cache(maxsize=512)
+def _resolve_shipped(query: str) -> GPUMatch:
+    """resolve_gpu on the shipped table, remembered: a match scores every row's name and
+    aliases (~3 ms), and a server or a batch of searches asks for the same few GPUs."""
+    return _resolve(query, load_gpus())
+
+
+def _resolve(query: str, table: tuple[GPU, ...]) -> GPUMatch:
     q = _tokens(query)
     if not [t for t in q if t not in _FILLER]:
         raise UsageError(f"--gpu {query!r} names no GPU")
