@@ -149,15 +149,12 @@ class Reader(Closing):
 
     def for_short_reads(self) -> None:
         """PostgreSQL, for the rest of this read transaction: no parallel workers (starting one
-        costs more, ~3 ms, than a read of a few hundred rows takes; a cursor never starts any),
-        and every statement planned for its own parameters (the driver prepares a statement run
-        five times; a generic plan of a run's read was 13 % slower at 200k quants). Nothing on
-        SQLite."""
+        costs more, ~3 ms, than a read of a few hundred rows takes; a cursor never starts any).
+        The server's own plan choice stays: planning a run's read took ~1 ms, 7x its run on a
+        test catalog, and forcing a plan per call made the 200k-quant benchmarks 8-12 % slower
+        (docs/internals/catalog.md). Nothing on SQLite."""
         if self.dialect == "postgresql":
-            self.rows(
-                "SELECT set_config('max_parallel_workers_per_gather', '0', true),"
-                " set_config('plan_cache_mode', 'force_custom_plan', true)"
-            )
+            self.rows("SELECT set_config('max_parallel_workers_per_gather', '0', true)")
 
     def _cursor(self) -> Any:
         """A client-side cursor: on PostgreSQL one that sends ``$n`` statements as they are."""
