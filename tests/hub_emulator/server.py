@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import socket
 import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -61,6 +62,12 @@ class _Server(ThreadingHTTPServer):
         self.emulator = emulator
         self.origin: Origin = origin
         super().__init__(("127.0.0.1", 0), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a crawl stopped, a timed-out read) is no error of the
+        server's: socketserver's default prints its traceback into the test run's output."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
