@@ -4,8 +4,11 @@ and a timeout that kills the call; calls a fork would not run as a plain process
 
 from __future__ import annotations
 
+import gc
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from subprocess import PIPE
@@ -147,10 +150,6 @@ def test_a_call_ends_without_the_teardown_only_where_the_teardown_has_nothing_to
     """A forked call skips the teardown of the server's modules (cli_fork._exit_clean) only when
     ``leftovers`` is empty: what the call left open (a file's buffer, an SQLite connection, an
     object with a finalizer) makes it end with the interpreter's normal exit."""
-    import gc
-    import json
-    import sqlite3
-
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # a process with the server's objects frozen, as a forked call's are
